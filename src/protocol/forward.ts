@@ -1,0 +1,72 @@
+import { z } from "zod";
+import { Header } from "./headers.js";
+
+/**
+ * What the edge tells the pool about a call, beside the unchanged body. Every
+ * field travels as one header and is covered by the signature.
+ */
+export const ForwardFields = z.object({
+  tenant: z.string().min(1),
+  program: z.string().min(1),
+  thread: z.string().min(1),
+  call: z.string().min(1),
+  serviceMs: z.number().nonnegative(),
+  pathMs: z.number().nonnegative(),
+  waitMs: z.number().nonnegative(),
+  /** Engine that served the program last; empty when none has. */
+  engine: z.string(),
+  weight: z.number().positive(),
+  ts: z.int().nonnegative(),
+});
+export type ForwardFields = z.infer<typeof ForwardFields>;
+
+const FIELD_HEADERS = {
+  tenant: Header.tenant,
+  program: Header.program,
+  thread: Header.thread,
+  call: Header.call,
+  serviceMs: Header.serviceMs,
+  pathMs: Header.pathMs,
+  waitMs: Header.waitMs,
+  engine: Header.engine,
+  weight: Header.weight,
+  ts: Header.ts,
+} as const satisfies Record<keyof ForwardFields, string>;
+
+/** Fixed order of the canonical string; changing it is a protocol version bump. */
+export const FORWARD_FIELD_ORDER = Object.keys(FIELD_HEADERS) as (keyof ForwardFields)[];
+
+export function forwardHeaders(fields: ForwardFields): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const key of FORWARD_FIELD_ORDER) out[FIELD_HEADERS[key]] = String(fields[key]);
+  return out;
+}
+
+const numeric = z.string().regex(/^\d+(\.\d+)?$/).transform(Number);
+const FieldsFromHeaders = z.object({
+  tenant: z.string(),
+  program: z.string(),
+  thread: z.string(),
+  call: z.string(),
+  serviceMs: numeric,
+  pathMs: numeric,
+  waitMs: numeric,
+  engine: z.string(),
+  weight: numeric,
+  ts: numeric,
+}).pipe(ForwardFields);
+
+export type ParsedForward =
+  | { ok: true; fields: ForwardFields }
+  | { ok: false; reason: string };
+
+export function parseForwardHeaders(headers: Headers): ParsedForward {
+  const raw: Record<string, string | undefined> = {};
+  for (const key of FORWARD_FIELD_ORDER) raw[key] = headers.get(FIELD_HEADERS[key]) ?? undefined;
+  const parsed = FieldsFromHeaders.safeParse(raw);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    return { ok: false, reason: `bad or missing ${issue?.path.join(".") ?? "header"}` };
+  }
+  return { ok: true, fields: parsed.data };
+}

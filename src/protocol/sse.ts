@@ -1,0 +1,61 @@
+/*
+ * Server-sent events as the engines write them: events separated by a blank line,
+ * `data:` lines carrying JSON, `data: [DONE]` last, `:` lines as comments. Both the
+ * pool (to add its stats comment) and the edge (to strip it and read usage) cut the
+ * stream into whole events with this one splitter.
+ */
+
+const EVENT_BOUNDARY = /\r?\n\r?\n/;
+
+/** Bytes in, one string per complete event out (without its blank line). */
+export class SseEventSplitter extends TransformStream<Uint8Array, string> {
+  constructor() {
+    const decoder = new TextDecoder();
+    let buffer = "";
+    super({
+      transform(chunk, controller) {
+        buffer += decoder.decode(chunk, { stream: true });
+        let match: RegExpExecArray | null;
+        while ((match = EVENT_BOUNDARY.exec(buffer)) !== null) {
+          const event = buffer.slice(0, match.index);
+          buffer = buffer.slice(match.index + match[0].length);
+          if (event.length > 0) controller.enqueue(event);
+        }
+      },
+      flush(controller) {
+        buffer += decoder.decode();
+        if (buffer.trim().length > 0) controller.enqueue(buffer.replace(/\r?\n$/, ""));
+      },
+    });
+  }
+}
+
+/** The joined `data:` payload of an event, or undefined when it has none. */
+export function eventData(event: string): string | undefined {
+  const lines = event.split(/\r?\n/).filter((line) => line.startsWith("data:"));
+  if (lines.length === 0) return undefined;
+  return lines.map((line) => line.slice(5).replace(/^ /, "")).join("\n");
+}
+
+/** Comment lines of an event (text after the leading colon). */
+export function eventComments(event: string): string[] {
+  return event
+    .split(/\r?\n/)
+    .filter((line) => line.startsWith(":"))
+    .map((line) => line.slice(1).replace(/^ /, ""));
+}
+
+export const DONE_EVENT = "data: [DONE]";
+
+export function isDoneEvent(event: string): boolean {
+  return eventData(event) === "[DONE]";
+}
+
+/** Serialises one event, with its terminating blank line. */
+export function formatEvent(event: string): string {
+  return `${event}\n\n`;
+}
+
+export function dataEvent(payload: unknown): string {
+  return formatEvent(`data: ${JSON.stringify(payload)}`);
+}

@@ -1,0 +1,46 @@
+import path from "node:path";
+import { cloudflareTest, readD1Migrations } from "@cloudflare/vitest-pool-workers";
+import { defineConfig } from "vitest/config";
+
+// One `vitest run` covers both halves: the edge inside workerd (real local D1 and
+// Durable Objects), everything else in Node.
+export default defineConfig(async () => {
+  const migrations = await readD1Migrations(path.join(import.meta.dirname, "migrations"));
+  return {
+    test: {
+      projects: [
+        {
+          plugins: [
+            cloudflareTest({
+              main: "./src/edge/index.ts",
+              wrangler: { configPath: "./wrangler.toml" },
+              miniflare: {
+                bindings: {
+                  TEST_MIGRATIONS: migrations,
+                  ADMIN_TOKEN: "test-admin-token",
+                  POOL_SIGNING_SECRET: "test-signing-secret",
+                  POOL_URL: "http://pool.test",
+                },
+              },
+            }),
+          ],
+          test: {
+            name: "edge",
+            include: ["test/edge/**/*.test.ts"],
+            setupFiles: ["./test/edge/apply-migrations.ts"],
+          },
+        },
+        {
+          test: {
+            name: "node",
+            environment: "node",
+            include: ["test/**/*.test.ts"],
+            exclude: ["test/edge/**", "node_modules/**"],
+            testTimeout: 30_000,
+            hookTimeout: 60_000,
+          },
+        },
+      ],
+    },
+  };
+});
