@@ -1,0 +1,44 @@
+import { describe, expect, it } from "vitest";
+import { eventData, isDoneEvent, SseEventSplitter } from "../../src/protocol/sse.js";
+import { parseStatsEvent, statsCommentEvent } from "../../src/protocol/stats.js";
+
+async function split(pieces: string[]): Promise<string[]> {
+  const encoder = new TextEncoder();
+  const source = new ReadableStream<Uint8Array>({
+    start(controller) {
+      for (const piece of pieces) controller.enqueue(encoder.encode(piece));
+      controller.close();
+    },
+  });
+  const events: string[] = [];
+  for await (const event of source.pipeThrough(new SseEventSplitter())) events.push(event);
+  return events;
+}
+
+describe("SSE splitting", () => {
+  it("reassembles events cut at arbitrary byte positions", async () => {
+    const text = 'data: {"a":1}\n\n: comment\n\ndata: [DONE]\n\n';
+    for (let cut = 1; cut < text.length; cut++) {
+      expect(await split([text.slice(0, cut), text.slice(cut)])).toEqual(['data: {"a":1}', ": comment", "data: [DONE]"]);
+    }
+  });
+
+  it("handles CRLF boundaries and a final event without blank line", async () => {
+    expect(await split(["data: x\r\n\r\ndata: [DONE]"])).toEqual(["data: x", "data: [DONE]"]);
+  });
+
+  it("reads data and [DONE]", () => {
+    expect(eventData('data: {"a":1}')).toBe('{"a":1}');
+    expect(eventData(": only a comment")).toBeUndefined();
+    expect(isDoneEvent("data: [DONE]")).toBe(true);
+    expect(isDoneEvent('data: {"a":1}')).toBe(false);
+  });
+
+  it("round-trips the pool's stats comment and ignores other comments", async () => {
+    const stats = { engine: "e2", queueMs: 12, serviceMs: 345.5 };
+    const [event] = await split([statsCommentEvent(stats)]);
+    expect(parseStatsEvent(event ?? "")).toEqual(stats);
+    expect(parseStatsEvent(": keep-alive")).toBeUndefined();
+    expect(parseStatsEvent(': agentix {"engine":1}')).toBeUndefined();
+  });
+});
