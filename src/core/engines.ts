@@ -1,0 +1,50 @@
+/*
+ * Engine state as the pool sees it, and when an engine should get no more calls.
+ * The pool keeps the real queue and sends each engine only a small buffer, so the
+ * order it chooses is the order that runs; an engine is saturated when that buffer
+ * is full or its own metrics show it is already backed up (the Gateway API Inference
+ * Extension's rule: a waiting queue of 5, or 80 % KV cache use).
+ */
+
+export interface EngineState {
+  id: string;
+  healthy: boolean;
+  /** Calls the pool has sent and not yet finished. */
+  inFlight: number;
+  /** Per-engine cap: the pool sends each engine only a small buffer. */
+  maxInFlight: number;
+  /** The engine's own waiting queue from scraped metrics (0 if unknown). */
+  waiting: number;
+  /** 0..1 from scraped metrics (0 if unknown). */
+  kvUsage: number;
+}
+
+export interface SaturationSettings {
+  /** Saturated when the engine's own waiting queue is above this. */
+  maxEngineWaiting: number;
+  /** Saturated when KV cache use (0..1) is above this. */
+  maxKvUsage: number;
+}
+
+export function validateSaturationSettings(settings: SaturationSettings): void {
+  if (!(settings.maxEngineWaiting >= 0)) {
+    throw new RangeError(`maxEngineWaiting must be >= 0, got ${settings.maxEngineWaiting}`);
+  }
+  if (!(settings.maxKvUsage >= 0)) {
+    throw new RangeError(`maxKvUsage must be >= 0, got ${settings.maxKvUsage}`);
+  }
+}
+
+export function isSaturated(engine: EngineState, s: SaturationSettings): boolean {
+  return engine.inFlight >= engine.maxInFlight || engine.waiting > s.maxEngineWaiting || engine.kvUsage > s.maxKvUsage;
+}
+
+/** Healthy and not saturated: may be sent a call now. */
+export function isAvailable(engine: EngineState, s: SaturationSettings): boolean {
+  return engine.healthy && !isSaturated(engine, s);
+}
+
+/** What routing balances: calls the pool has outstanding plus the engine's own backlog. */
+export function engineLoad(engine: EngineState): number {
+  return engine.inFlight + engine.waiting;
+}

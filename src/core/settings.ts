@@ -1,0 +1,56 @@
+/*
+ * Defaults for the scheduling core. Each is a knob, not a law; why these values:
+ *
+ * Levels: 10 levels, first bound 1 s, growth 2, i.e. bounds 1, 2, 4, ..., 256 s.
+ *   One agent call costs roughly 0.5-3 s of engine time (reference/workloads-and-
+ *   engines.md: 34-277 output tokens at ~7-20 ms per decode step), so level 0 holds
+ *   new programs and programs after one short call; chat programs (~7 calls) end
+ *   around 16-32 s, while LATS tree searches (~160 calls) and long coding agents
+ *   reach minutes and sit in the last levels. Doubling keeps the levels coarse: a
+ *   program changes level at most 9 times over its life.
+ * Starvation: β = 4 with a 2 s floor. A program is promoted once its total queueing
+ *   time exceeds four times its service (a queueing slowdown of 5x), and never before
+ *   it has queued 8 s in total, so a burst of new programs does not at once promote
+ *   every program that has had only a call or two.
+ * Tenant half-life 60 s: spans the many calls of one agent program (seconds each,
+ *   with ~1 s tool gaps), so a tenant's burst counts against it for about a minute,
+ *   not for the rest of the day.
+ * Priority value "atlas": equals PLAS for sequential programs and keeps parallel
+ *   siblings of a tree search at one priority.
+ * Routing: 2,048-token long-prompt threshold (Autellix), SGLang's imbalance override
+ *   (max - min > 32 and max > 1.1 x min).
+ * Saturation: the Gateway API Inference Extension treats an engine as saturated at a
+ *   waiting queue of 5 or 80 % KV use, hence waiting > 4 or kvUsage > 0.8.
+ */
+
+import type { DispatchSettings } from "./dispatch.js";
+import type { SaturationSettings } from "./engines.js";
+import type { QueueSettings } from "./queue.js";
+import type { RoutingSettings } from "./routing.js";
+
+export const DEFAULT_QUEUE_SETTINGS: QueueSettings = Object.freeze({
+  levels: 10,
+  firstBoundMs: 1_000,
+  growth: 2,
+  priorityValue: "atlas",
+  starvationRatio: 4,
+  starvationMinServiceMs: 2_000,
+  tenantHalfLifeMs: 60_000,
+});
+
+export const DEFAULT_ROUTING_SETTINGS: RoutingSettings = Object.freeze({
+  longPromptTokens: 2_048,
+  imbalanceAbs: 32,
+  imbalanceRatio: 1.1,
+});
+
+export const DEFAULT_SATURATION_SETTINGS: SaturationSettings = Object.freeze({
+  maxEngineWaiting: 4,
+  maxKvUsage: 0.8,
+});
+
+export const DEFAULT_DISPATCH_SETTINGS: DispatchSettings = Object.freeze({
+  queue: DEFAULT_QUEUE_SETTINGS,
+  routing: DEFAULT_ROUTING_SETTINGS,
+  saturation: DEFAULT_SATURATION_SETTINGS,
+});
