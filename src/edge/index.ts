@@ -1,5 +1,11 @@
-import { Hono } from "hono";
+import { createApp } from "./app.js";
 
-const app = new Hono();
-app.get("/health", (c) => c.json({ ok: true }));
+/*
+ * The Agentix edge Worker: tenant auth, programs, metering, and signed
+ * forwarding to the GPU pool. Durable Object classes are exported here so
+ * wrangler can bind them.
+ */
+export { ProgramSession } from "./program/session.js";
+
+const app = createApp();
 export default app;

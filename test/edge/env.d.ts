@@ -1,14 +1,15 @@
 import type { D1Migration } from "cloudflare:test";
+import type { Env as EdgeBindings } from "../../src/edge/env";
 
-// Types the test-only bindings and `exports` from "cloudflare:workers".
+// Types the bindings (the edge's own plus test-only ones) and `exports` from "cloudflare:workers".
 declare global {
   namespace Cloudflare {
-    interface Env {
-      DB: D1Database;
+    interface Env extends EdgeBindings {
       TEST_MIGRATIONS: D1Migration[];
     }
     interface GlobalProps {
       mainModule: typeof import("../../src/edge/index");
+      durableNamespaces: "ProgramSession";
     }
   }
 }

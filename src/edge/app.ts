@@ -1,0 +1,47 @@
+import { Hono } from "hono";
+import { HTTPException } from "hono/http-exception";
+import type { ContentfulStatusCode } from "hono/utils/http-status";
+import { openAIErrorResponse } from "../protocol/errors.js";
+import type { EdgeEnv } from "./context.js";
+import { ConfigError } from "./env.js";
+import { loadConfig } from "./middleware/config.js";
+import { tenantAuth } from "./middleware/tenant-auth.js";
+import { adminRoutes } from "./routes/admin.js";
+import { chatRoutes } from "./routes/chat.js";
+import { programRoutes } from "./routes/programs.js";
+
+/** The edge Worker's HTTP surface. Every error leaves in OpenAI's shape. */
+export function createApp() {
+  const app = new Hono<EdgeEnv>();
+
+  app.get("/health", (c) => c.json({ ok: true }));
+
+  app.use("/admin/*", loadConfig());
+  app.route("/admin", adminRoutes());
+
+  app.use("/v1/*", loadConfig(), tenantAuth());
+  app.route("/v1", chatRoutes());
+  app.route("/v1/programs", programRoutes());
+
+  app.notFound((c) =>
+    openAIErrorResponse(404, `Unknown route: ${c.req.method} ${new URL(c.req.url).pathname}`, {
+      code: "unknown_route",
+    }),
+  );
+
+  app.onError((error, c) => {
+    if (error instanceof HTTPException) {
+      // Ours (openAIError) already carry an OpenAI-shaped response; Hono's own do not.
+      if (error.res) return error.getResponse();
+      return openAIErrorResponse(error.status as ContentfulStatusCode, error.message || "Request failed");
+    }
+    if (error instanceof ConfigError) {
+      console.error(error.message);
+      return openAIErrorResponse(500, error.message, { code: "edge_misconfigured" });
+    }
+    console.error(`Unhandled error on ${c.req.method} ${c.req.path}`, error);
+    return openAIErrorResponse(500, "Internal error.", { code: "internal_error" });
+  });
+
+  return app;
+}

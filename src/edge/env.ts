@@ -1,0 +1,63 @@
+import { z } from "zod";
+import type { ProgramSession } from "./program/session.js";
+
+/** The Worker's bindings, as wrangler.toml and `wrangler secret put` provide them. */
+export interface Env {
+  DB: D1Database;
+  PROGRAM_SESSION: DurableObjectNamespace<ProgramSession>;
+  POOL_URL?: string;
+  POOL_SIGNING_SECRET?: string;
+  /** Unset: the admin API is disabled. */
+  ADMIN_TOKEN?: string;
+  PROGRAM_IDLE_TTL_MS?: string;
+  MAX_BODY_BYTES?: string;
+}
+
+const positiveInt = z.coerce.number().int().positive();
+
+/** The vars the edge needs, parsed from their string form once per Env object. */
+export const EdgeConfig = z.object({
+  poolUrl: z.url({ protocol: /^https?$/ }).transform((url) => url.replace(/\/+$/, "")),
+  poolSigningSecret: z.string().min(16, "must be at least 16 characters"),
+  adminToken: z.string().min(1).optional(),
+  programIdleTtlMs: positiveInt.default(900_000),
+  maxBodyBytes: positiveInt.default(1_048_576),
+});
+export type EdgeConfig = z.infer<typeof EdgeConfig>;
+
+/** Names the offending var (never its value) so a misconfigured deployment says what to fix. */
+export class ConfigError extends Error {
+  override readonly name = "ConfigError";
+}
+
+const VAR_NAMES: Record<keyof EdgeConfig, string> = {
+  poolUrl: "POOL_URL",
+  poolSigningSecret: "POOL_SIGNING_SECRET",
+  adminToken: "ADMIN_TOKEN",
+  programIdleTtlMs: "PROGRAM_IDLE_TTL_MS",
+  maxBodyBytes: "MAX_BODY_BYTES",
+};
+
+// Bindings are fixed for the life of an isolate's Env object, so parse once per object.
+const cache = new WeakMap<object, EdgeConfig>();
+
+export function edgeConfig(env: Env): EdgeConfig {
+  const cached = cache.get(env);
+  if (cached) return cached;
+  const parsed = EdgeConfig.safeParse({
+    poolUrl: env.POOL_URL,
+    poolSigningSecret: env.POOL_SIGNING_SECRET,
+    adminToken: env.ADMIN_TOKEN === "" ? undefined : env.ADMIN_TOKEN,
+    programIdleTtlMs: env.PROGRAM_IDLE_TTL_MS,
+    maxBodyBytes: env.MAX_BODY_BYTES,
+  });
+  if (!parsed.success) {
+    const problems = parsed.error.issues.map((issue) => {
+      const key = issue.path[0] as keyof EdgeConfig | undefined;
+      return `${key ? VAR_NAMES[key] : "config"}: ${issue.message}`;
+    });
+    throw new ConfigError(`Edge misconfigured: ${problems.join("; ")}`);
+  }
+  cache.set(env, parsed.data);
+  return parsed.data;
+}

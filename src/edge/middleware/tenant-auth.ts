@@ -1,0 +1,62 @@
+import { and, eq, isNull } from "drizzle-orm";
+import { createMiddleware } from "hono/factory";
+import { openAIError } from "../../protocol/errors.js";
+import type { EdgeEnv } from "../context.js";
+import { database } from "../db/client.js";
+import { apiKeys, tenants } from "../db/schema.js";
+import { bearerToken } from "../http/bearer.js";
+import { API_KEY_PATTERN, hashApiKey } from "../keys.js";
+
+/** last_used_at is a hint, not an audit log: refresh it at most this often. */
+export const LAST_USED_GRANULARITY_MS = 60_000;
+
+const MISSING_KEY =
+  "You didn't provide an API key. Provide it in an Authorization header using Bearer auth (Authorization: Bearer YOUR_KEY).";
+const INVALID_KEY = "Incorrect API key provided.";
+
+const unauthenticated = (message: string) =>
+  openAIError(401, message, { type: "authentication_error", code: "invalid_api_key" });
+
+/**
+ * Authenticates a tenant by API key: looked up by its SHA-256 in D1 on every
+ * request (no cache), so a revoked key stops working at once. A wrong key and a
+ * revoked one get the same answer.
+ */
+export function tenantAuth() {
+  return createMiddleware<EdgeEnv>(async function tenantAuth(c, next) {
+    const key = bearerToken(c.req.header("authorization"));
+    if (key === undefined) throw unauthenticated(MISSING_KEY);
+    if (!API_KEY_PATTERN.test(key)) throw unauthenticated(INVALID_KEY);
+    const db = database(c.env.DB);
+    const found = await db
+      .select({
+        keyId: apiKeys.id,
+        lastUsedAt: apiKeys.lastUsedAt,
+        tenantId: tenants.id,
+        tenantName: tenants.name,
+        weight: tenants.weight,
+      })
+      .from(apiKeys)
+      .innerJoin(tenants, eq(tenants.id, apiKeys.tenantId))
+      .where(and(eq(apiKeys.keyHash, await hashApiKey(key)), isNull(apiKeys.revokedAt)))
+      .get();
+    if (!found) throw unauthenticated(INVALID_KEY);
+
+    const now = Date.now();
+    if (found.lastUsedAt === null || now - found.lastUsedAt >= LAST_USED_GRANULARITY_MS) {
+      c.executionCtx.waitUntil(
+        db
+          .update(apiKeys)
+          .set({ lastUsedAt: now })
+          .where(eq(apiKeys.id, found.keyId))
+          .run()
+          .then(
+            () => undefined,
+            (error: unknown) => console.error("last_used_at update failed", error),
+          ),
+      );
+    }
+    c.set("tenant", { id: found.tenantId, name: found.tenantName, weight: found.weight, keyId: found.keyId });
+    await next();
+  });
+}

@@ -1,0 +1,319 @@
+import type { CallStatus } from "../db/schema.js";
+import type { ProgramStatus, ThreadState } from "./types.js";
+
+/*
+ * A ProgramSession's own SQLite tables (ctx.storage.sql), behind typed methods.
+ * The tables are created by the program's first create(), not in the
+ * constructor, so probing an unknown or foreign program ID leaves no storage
+ * behind. Schema changes: add columns with ALTER TABLE guarded by a check of
+ * pragma table_info, never rebuild (objects hold live programs).
+ */
+
+const SCHEMA = `
+CREATE TABLE IF NOT EXISTS program (
+  id INTEGER PRIMARY KEY CHECK (id = 1),
+  tenant_id TEXT NOT NULL,
+  program_id TEXT NOT NULL,
+  status TEXT NOT NULL,
+  created_at INTEGER NOT NULL,
+  ended_at INTEGER,
+  last_activity_at INTEGER NOT NULL,
+  service_ms REAL NOT NULL,
+  path_ms REAL NOT NULL,
+  wait_ms REAL NOT NULL,
+  engine TEXT NOT NULL,
+  calls INTEGER NOT NULL,
+  prompt_tokens INTEGER NOT NULL,
+  cached_tokens INTEGER NOT NULL,
+  completion_tokens INTEGER NOT NULL,
+  summary_pending INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS threads (
+  name TEXT PRIMARY KEY,
+  parent TEXT,
+  created_at INTEGER NOT NULL,
+  calls INTEGER NOT NULL DEFAULT 0,
+  service_ms REAL NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS calls (
+  call_id TEXT PRIMARY KEY,
+  thread TEXT NOT NULL,
+  model TEXT NOT NULL,
+  start_value_ms REAL NOT NULL,
+  started_at INTEGER NOT NULL,
+  status TEXT NOT NULL,
+  engine TEXT NOT NULL DEFAULT '',
+  prompt_tokens INTEGER NOT NULL DEFAULT 0,
+  cached_tokens INTEGER NOT NULL DEFAULT 0,
+  completion_tokens INTEGER NOT NULL DEFAULT 0,
+  service_ms REAL NOT NULL DEFAULT 0,
+  queue_ms REAL NOT NULL DEFAULT 0,
+  finished_at INTEGER,
+  recorded INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS calls_status_idx ON calls (status, started_at);
+`;
+
+/** The program row, in memory. */
+export interface ProgramMeta {
+  tenantId: string;
+  programId: string;
+  status: ProgramStatus;
+  createdAt: number;
+  endedAt: number | null;
+  lastActivityAt: number;
+  serviceMs: number;
+  pathMs: number;
+  waitMs: number;
+  engine: string;
+  calls: number;
+  promptTokens: number;
+  cachedTokens: number;
+  completionTokens: number;
+  /** D1's program row does not yet reflect these figures. */
+  summaryPending: boolean;
+}
+
+export type CallRowStatus = "in_flight" | CallStatus;
+
+export interface CallRecord {
+  callId: string;
+  thread: string;
+  model: string;
+  startValueMs: number;
+  startedAt: number;
+  status: CallRowStatus;
+  engine: string;
+  promptTokens: number;
+  cachedTokens: number;
+  completionTokens: number;
+  serviceMs: number;
+  queueMs: number;
+  finishedAt: number | null;
+  recorded: boolean;
+}
+
+export interface ThreadRecord {
+  name: string;
+  parent: string | null;
+}
+
+type ProgramRow = {
+  tenant_id: string;
+  program_id: string;
+  status: string;
+  created_at: number;
+  ended_at: number | null;
+  last_activity_at: number;
+  service_ms: number;
+  path_ms: number;
+  wait_ms: number;
+  engine: string;
+  calls: number;
+  prompt_tokens: number;
+  cached_tokens: number;
+  completion_tokens: number;
+  summary_pending: number;
+};
+
+type CallRow = {
+  call_id: string;
+  thread: string;
+  model: string;
+  start_value_ms: number;
+  started_at: number;
+  status: string;
+  engine: string;
+  prompt_tokens: number;
+  cached_tokens: number;
+  completion_tokens: number;
+  service_ms: number;
+  queue_ms: number;
+  finished_at: number | null;
+  recorded: number;
+};
+
+const toCall = (row: CallRow): CallRecord => ({
+  callId: row.call_id,
+  thread: row.thread,
+  model: row.model,
+  startValueMs: row.start_value_ms,
+  startedAt: row.started_at,
+  status: row.status as CallRowStatus,
+  engine: row.engine,
+  promptTokens: row.prompt_tokens,
+  cachedTokens: row.cached_tokens,
+  completionTokens: row.completion_tokens,
+  serviceMs: row.service_ms,
+  queueMs: row.queue_ms,
+  finishedAt: row.finished_at,
+  recorded: row.recorded === 1,
+});
+
+export class ProgramStore {
+  constructor(private readonly sql: SqlStorage) {}
+
+  /** Whether create() ever ran in this object. */
+  exists(): boolean {
+    return this.sql.exec("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'program'").toArray().length > 0;
+  }
+
+  initialise(meta: ProgramMeta, mainThread: string): void {
+    this.sql.exec(SCHEMA);
+    this.writeMeta(meta);
+    this.sql.exec("INSERT OR IGNORE INTO threads (name, parent, created_at) VALUES (?, NULL, ?)", mainThread, meta.createdAt);
+  }
+
+  readMeta(): ProgramMeta | undefined {
+    if (!this.exists()) return undefined;
+    const row = this.sql.exec<ProgramRow>("SELECT * FROM program WHERE id = 1").toArray()[0];
+    if (!row) return undefined;
+    return {
+      tenantId: row.tenant_id,
+      programId: row.program_id,
+      status: row.status as ProgramStatus,
+      createdAt: row.created_at,
+      endedAt: row.ended_at,
+      lastActivityAt: row.last_activity_at,
+      serviceMs: row.service_ms,
+      pathMs: row.path_ms,
+      waitMs: row.wait_ms,
+      engine: row.engine,
+      calls: row.calls,
+      promptTokens: row.prompt_tokens,
+      cachedTokens: row.cached_tokens,
+      completionTokens: row.completion_tokens,
+      summaryPending: row.summary_pending === 1,
+    };
+  }
+
+  writeMeta(m: ProgramMeta): void {
+    this.sql.exec(
+      `INSERT OR REPLACE INTO program (id, tenant_id, program_id, status, created_at, ended_at, last_activity_at,
+         service_ms, path_ms, wait_ms, engine, calls, prompt_tokens, cached_tokens, completion_tokens, summary_pending)
+       VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      m.tenantId,
+      m.programId,
+      m.status,
+      m.createdAt,
+      m.endedAt,
+      m.lastActivityAt,
+      m.serviceMs,
+      m.pathMs,
+      m.waitMs,
+      m.engine,
+      m.calls,
+      m.promptTokens,
+      m.cachedTokens,
+      m.completionTokens,
+      m.summaryPending ? 1 : 0,
+    );
+  }
+
+  thread(name: string): ThreadRecord | undefined {
+    return this.sql
+      .exec<{ name: string; parent: string | null }>("SELECT name, parent FROM threads WHERE name = ?", name)
+      .toArray()[0];
+  }
+
+  addThread(name: string, parent: string | null, now: number): void {
+    this.sql.exec("INSERT INTO threads (name, parent, created_at) VALUES (?, ?, ?)", name, parent, now);
+  }
+
+  /** Adds a settled call to its thread's figures; a no-op once threads are cleaned up. */
+  countThreadCall(name: string, serviceMs: number): void {
+    this.sql.exec("UPDATE threads SET calls = calls + 1, service_ms = service_ms + ? WHERE name = ?", serviceMs, name);
+  }
+
+  threads(): ThreadState[] {
+    return this.sql
+      .exec<{ name: string; parent: string | null; calls: number; service_ms: number; in_flight: number }>(
+        `SELECT t.name, t.parent, t.calls, t.service_ms,
+                (SELECT COUNT(*) FROM calls c WHERE c.thread = t.name AND c.status = 'in_flight') AS in_flight
+         FROM threads t ORDER BY t.created_at, t.name`,
+      )
+      .toArray()
+      .map((row) => ({
+        name: row.name,
+        parent: row.parent,
+        inFlight: row.in_flight,
+        calls: row.calls,
+        serviceMs: row.service_ms,
+      }));
+  }
+
+  call(callId: string): CallRecord | undefined {
+    const row = this.sql.exec<CallRow>("SELECT * FROM calls WHERE call_id = ?", callId).toArray()[0];
+    return row ? toCall(row) : undefined;
+  }
+
+  addCall(call: Pick<CallRecord, "callId" | "thread" | "model" | "startValueMs" | "startedAt">): void {
+    this.sql.exec(
+      "INSERT INTO calls (call_id, thread, model, start_value_ms, started_at, status) VALUES (?, ?, ?, ?, ?, 'in_flight')",
+      call.callId,
+      call.thread,
+      call.model,
+      call.startValueMs,
+      call.startedAt,
+    );
+  }
+
+  finishCall(
+    callId: string,
+    outcome: Pick<
+      CallRecord,
+      "engine" | "promptTokens" | "cachedTokens" | "completionTokens" | "serviceMs" | "queueMs"
+    > & { status: CallStatus; finishedAt: number },
+  ): void {
+    this.sql.exec(
+      `UPDATE calls SET status = ?, engine = ?, prompt_tokens = ?, cached_tokens = ?, completion_tokens = ?,
+         service_ms = ?, queue_ms = ?, finished_at = ? WHERE call_id = ? AND status = 'in_flight'`,
+      outcome.status,
+      outcome.engine,
+      outcome.promptTokens,
+      outcome.cachedTokens,
+      outcome.completionTokens,
+      outcome.serviceMs,
+      outcome.queueMs,
+      outcome.finishedAt,
+      callId,
+    );
+  }
+
+  markRecorded(callId: string): void {
+    this.sql.exec("UPDATE calls SET recorded = 1 WHERE call_id = ?", callId);
+  }
+
+  inFlightCount(): number {
+    return this.sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM calls WHERE status = 'in_flight'").one().n;
+  }
+
+  /** In-flight calls that started at or before `startedBy`. */
+  inFlightStartedBy(startedBy: number): CallRecord[] {
+    return this.sql
+      .exec<CallRow>("SELECT * FROM calls WHERE status = 'in_flight' AND started_at <= ?", startedBy)
+      .toArray()
+      .map(toCall);
+  }
+
+  oldestInFlightStart(): number | undefined {
+    const row = this.sql
+      .exec<{ t: number | null }>("SELECT MIN(started_at) AS t FROM calls WHERE status = 'in_flight'")
+      .one();
+    return row.t ?? undefined;
+  }
+
+  /** Settled calls whose usage row has not reached D1 yet. */
+  unrecordedCalls(): CallRecord[] {
+    return this.sql
+      .exec<CallRow>("SELECT * FROM calls WHERE status != 'in_flight' AND recorded = 0")
+      .toArray()
+      .map(toCall);
+  }
+
+  /** Drops what an ended program no longer needs: threads and settled, recorded calls. */
+  cleanUp(): void {
+    this.sql.exec("DELETE FROM threads");
+    this.sql.exec("DELETE FROM calls WHERE status != 'in_flight' AND recorded = 1");
+  }
+}

@@ -1,0 +1,109 @@
+import { z } from "zod";
+import { CALL_STATUSES, PROGRAM_STATUSES } from "../db/schema.js";
+
+/*
+ * The ProgramSession RPC contract. Inputs are zod schemas because the object
+ * parses them itself: a NaN or negative figure must never reach the accounting.
+ * Times are ms since the epoch, passed in by the caller (the Worker's clock).
+ */
+
+const ms = z.number().finite().nonnegative();
+const tokens = z.int().nonnegative();
+
+export const CreateProgramInput = z.object({
+  tenantId: z.string().min(1),
+  programId: z.string().min(1),
+  now: ms,
+});
+export type CreateProgramInput = z.infer<typeof CreateProgramInput>;
+
+export const BeginCallInput = z.object({
+  callId: z.string().min(1),
+  thread: z.string().min(1),
+  /** Set when the call forks `thread` off an existing thread. */
+  parentThread: z.string().min(1).optional(),
+  model: z.string().min(1),
+  now: ms,
+});
+export type BeginCallInput = z.infer<typeof BeginCallInput>;
+
+export const SettleCallInput = z.object({
+  callId: z.string().min(1),
+  status: z.enum(CALL_STATUSES),
+  promptTokens: tokens,
+  cachedTokens: tokens,
+  completionTokens: tokens,
+  serviceMs: ms,
+  queueMs: ms,
+  /** Engine that served the call; empty when none did. */
+  engine: z.string(),
+  finishedAt: ms,
+});
+export type SettleCallInput = z.infer<typeof SettleCallInput>;
+
+export type ProgramStatus = (typeof PROGRAM_STATUSES)[number];
+
+/** Why a program cannot take a call. */
+export type ProgramRefusal = "not_found" | "ended" | "expired";
+
+export type BeginCallResult =
+  | {
+      ok: true;
+      /** PLAS value: the program's attained service (ms). */
+      serviceMs: number;
+      /** ATLAS value: the program's critical-path service (ms). */
+      pathMs: number;
+      /** Accumulated queueing time of the program's calls (ms). */
+      waitMs: number;
+      /** Engine that served the program last; empty when none has. */
+      engine: string;
+      /** The `h` this call recorded (ATLAS start value). */
+      startValueMs: number;
+    }
+  | { ok: false; error: ProgramRefusal | "unknown_parent" | "parent_mismatch" | "duplicate_call" }
+  /** A caller bug (the input failed its schema): nothing was changed. */
+  | { ok: false; error: "invalid_input"; detail: string };
+
+export type SettleCallResult =
+  | { settled: true }
+  | { settled: false; reason: "not_found" | "unknown_call" | "already_settled" }
+  /** A caller bug (NaN or negative figures, …): nothing was changed. */
+  | { settled: false; reason: "invalid_input"; detail: string };
+
+export interface ThreadState {
+  name: string;
+  parent: string | null;
+  inFlight: number;
+  calls: number;
+  serviceMs: number;
+}
+
+export interface ProgramState {
+  id: string;
+  tenantId: string;
+  status: ProgramStatus;
+  createdAt: number;
+  endedAt: number | null;
+  lastActivityAt: number;
+  /** PLAS value (ms). */
+  serviceMs: number;
+  /** ATLAS value (ms). */
+  pathMs: number;
+  waitMs: number;
+  /** Engine affinity: the engine that served the program last; empty when none has. */
+  engine: string;
+  inFlight: number;
+  totals: {
+    calls: number;
+    promptTokens: number;
+    cachedTokens: number;
+    completionTokens: number;
+  };
+  /** Empty once the program has ended or expired (its threads are cleaned up). */
+  threads: ThreadState[];
+}
+
+export type EndProgramResult = { ok: true; state: ProgramState } | { ok: false; error: "not_found" };
+
+export const EndProgramInput = z.object({ now: ms });
+export type EndProgramInput = z.infer<typeof EndProgramInput>;

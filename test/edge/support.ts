@@ -1,0 +1,221 @@
+import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
+import { env } from "cloudflare:workers";
+import { expect, vi } from "vitest";
+import { Header } from "../../src/protocol/headers";
+import { dataEvent, DONE_EVENT, formatEvent } from "../../src/protocol/sse";
+import { type PoolCallStats, statsCommentEvent, statsHeaders } from "../../src/protocol/stats";
+import worker from "../../src/edge/index";
+
+/*
+ * Test harness for the edge: calls the Worker in-process with an execution
+ * context we can wait on (so settles queued with ctx.waitUntil are done before
+ * assertions), admin shortcuts, and a fake pool behind vi.spyOn(fetch).
+ */
+
+export const ADMIN_TOKEN = "test-admin-token";
+export const SIGNING_SECRET = "test-signing-secret";
+export const POOL_CHAT_URL = "http://pool.test/v1/chat/completions";
+
+const contexts: ExecutionContext[] = [];
+
+/** Calls the Worker; its waitUntil work is awaited by `drain()`. */
+export function edge(path: string, init: RequestInit = {}, bindings: Cloudflare.Env = env): Promise<Response> {
+  const ctx = createExecutionContext();
+  contexts.push(ctx);
+  return Promise.resolve(worker.fetch(new Request(`http://edge.test${path}`, init), bindings, ctx));
+}
+
+/** Waits for every ctx.waitUntil promise of every call made so far. */
+export async function drain(): Promise<void> {
+  while (contexts.length > 0) {
+    const ctx = contexts.shift();
+    if (ctx) await waitOnExecutionContext(ctx);
+  }
+}
+
+export function adminFetch(path: string, init: RequestInit = {}): Promise<Response> {
+  const headers = new Headers(init.headers);
+  headers.set("authorization", `Bearer ${ADMIN_TOKEN}`);
+  return edge(path, { ...init, headers });
+}
+
+export interface TestTenant {
+  id: string;
+  key: string;
+  keyId: string;
+}
+
+let tenantCount = 0;
+
+export async function newTenant(weight = 1): Promise<TestTenant> {
+  tenantCount += 1;
+  const created = await adminFetch("/admin/tenants", {
+    method: "POST",
+    body: JSON.stringify({ name: `tenant ${tenantCount}`, weight }),
+  });
+  expect(created.status).toBe(201);
+  const tenant = (await created.json()) as { id: string };
+  const keyRes = await adminFetch(`/admin/tenants/${tenant.id}/keys`, { method: "POST" });
+  expect(keyRes.status).toBe(201);
+  const key = (await keyRes.json()) as { id: string; key: string };
+  await drain();
+  return { id: tenant.id, key: key.key, keyId: key.id };
+}
+
+export function chatBody(overrides: Record<string, unknown> = {}): string {
+  return JSON.stringify({
+    model: "test-model",
+    messages: [{ role: "user", content: "Say hello." }],
+    ...overrides,
+  });
+}
+
+export function chat(
+  tenant: TestTenant,
+  body: string = chatBody(),
+  headers: Record<string, string> = {},
+  init: RequestInit = {},
+): Promise<Response> {
+  return edge("/v1/chat/completions", {
+    method: "POST",
+    body,
+    ...init,
+    headers: { authorization: `Bearer ${tenant.key}`, "content-type": "application/json", ...headers },
+  });
+}
+
+export function tenantFetch(tenant: TestTenant, path: string, init: RequestInit = {}): Promise<Response> {
+  const headers = new Headers(init.headers);
+  headers.set("authorization", `Bearer ${tenant.key}`);
+  return edge(path, { ...init, headers });
+}
+
+export interface OpenAIError {
+  error: { message: string; type: string; code: string | null; param: string | null };
+}
+
+/** Asserts an OpenAI-shaped error and returns it. */
+export async function expectOpenAIError(res: Response, status: number, type?: string): Promise<OpenAIError> {
+  expect(res.status).toBe(status);
+  const body = (await res.json()) as OpenAIError;
+  expect(Object.keys(body)).toEqual(["error"]);
+  expect(typeof body.error.message).toBe("string");
+  expect(body.error).toHaveProperty("code");
+  expect(body.error).toHaveProperty("param");
+  if (type) expect(body.error.type).toBe(type);
+  return body;
+}
+
+// ---------------------------------------------------------------- fake pool
+
+export interface ForwardedRequest {
+  request: Request;
+  body: ArrayBuffer;
+  signal: AbortSignal | undefined;
+}
+
+export type PoolHandler = (forwarded: ForwardedRequest) => Response | Promise<Response>;
+
+/**
+ * Replaces global fetch with a fake pool. Each call builds a NEW Response (a
+ * shared one would be read across requests). Returns what the edge sent.
+ */
+export function mockPool(handler: PoolHandler): ForwardedRequest[] {
+  const seen: ForwardedRequest[] = [];
+  vi.spyOn(globalThis, "fetch").mockImplementation(async (input, init) => {
+    const request = new Request(input, init);
+    const forwarded = { request, body: await request.clone().arrayBuffer(), signal: init?.signal ?? undefined };
+    seen.push(forwarded);
+    return handler(forwarded);
+  });
+  return seen;
+}
+
+export interface Completion {
+  content?: string;
+  usage?: { prompt: number; completion: number; cached?: number };
+  stats?: PoolCallStats;
+}
+
+export function usageObject(u: { prompt: number; completion: number; cached?: number }) {
+  return {
+    prompt_tokens: u.prompt,
+    completion_tokens: u.completion,
+    total_tokens: u.prompt + u.completion,
+    prompt_tokens_details: { cached_tokens: u.cached ?? 0 },
+  };
+}
+
+/** A pool's non-streaming answer: the engine's JSON with usage, stats in headers. */
+export function poolJson(c: Completion = {}): Response {
+  const body = {
+    id: "chatcmpl-test",
+    object: "chat.completion",
+    created: 1_700_000_000,
+    model: "test-model",
+    choices: [{ index: 0, message: { role: "assistant", content: c.content ?? "Hello!" }, finish_reason: "stop" }],
+    usage: usageObject(c.usage ?? { prompt: 12, completion: 3 }),
+  };
+  const stats = c.stats ?? { engine: "engine-a", queueMs: 5, serviceMs: 100 };
+  return new Response(JSON.stringify(body), {
+    status: 200,
+    headers: { "content-type": "application/json", ...statsHeaders(stats) },
+  });
+}
+
+export function chunk(content: string | null, extra: Record<string, unknown> = {}) {
+  return {
+    id: "chatcmpl-test",
+    object: "chat.completion.chunk",
+    created: 1_700_000_000,
+    model: "test-model",
+    choices: content === null ? [] : [{ index: 0, delta: { content }, finish_reason: null }],
+    ...extra,
+  };
+}
+
+/** The events a pool streams: content chunks, the usage-only chunk, its stats comment, [DONE]. */
+export function poolSseEvents(parts: string[], c: Completion = {}): string[] {
+  const stats = c.stats ?? { engine: "engine-a", queueMs: 5, serviceMs: 100 };
+  return [
+    ...parts.map((p) => dataEvent(chunk(p))),
+    dataEvent(chunk(null, { usage: usageObject(c.usage ?? { prompt: 12, completion: parts.length }) })),
+    statsCommentEvent(stats),
+    formatEvent(DONE_EVENT),
+  ];
+}
+
+export function sseResponse(events: string[] | ReadableStream<Uint8Array>): Response {
+  const encoder = new TextEncoder();
+  const body = Array.isArray(events)
+    ? new ReadableStream<Uint8Array>({
+        start(controller) {
+          for (const e of events) controller.enqueue(encoder.encode(e));
+          controller.close();
+        },
+      })
+    : events;
+  return new Response(body, { status: 200, headers: { "content-type": "text/event-stream" } });
+}
+
+export const programHeader = (res: Response) => res.headers.get(Header.program);
+
+export async function usageRows(programId: string) {
+  const { results } = await env.DB.prepare("SELECT * FROM usage WHERE program_id = ? ORDER BY started_at, call_id")
+    .bind(programId)
+    .all<Record<string, unknown>>();
+  return results;
+}
+
+export async function programRow(programId: string) {
+  return env.DB.prepare("SELECT * FROM programs WHERE id = ?").bind(programId).first<Record<string, unknown>>();
+}
+
+/** A promise with its resolver, to hold a fake pool's answer until the test lets it go. */
+export function gate<T = void>(): { promise: Promise<T>; open: (value: T) => void } {
+  let open!: (value: T) => void;
+  const promise = new Promise<T>((resolve) => {
+    open = resolve;
+  });
+  return { promise, open };
+}
