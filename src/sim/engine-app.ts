@@ -1,0 +1,251 @@
+import type { HttpBindings } from "@hono/node-server";
+import { RESPONSE_ALREADY_SENT } from "@hono/node-server/utils/response";
+import { type Context, Hono } from "hono";
+import { HTTPException } from "hono/http-exception";
+import type { z } from "zod";
+import { requestedMaxTokens } from "../protocol/chat.js";
+import { invalidRequest, openAIError, openAIErrorResponse } from "../protocol/errors.js";
+import { randomToken } from "../protocol/ids.js";
+import { DONE_EVENT, dataEvent, formatEvent } from "../protocol/sse.js";
+import { renderPrompt, tokenize } from "../protocol/tokens.js";
+import type { GenerationObserver, RealTimeEngineDriver } from "./engine-driver.js";
+import type { FaultInjector } from "./engine-faults.js";
+import type { EngineMetrics } from "./engine-metrics.js";
+import { type EngineRequest, EngineRequestError, type FinishedEvent } from "./engine-model.js";
+import { chatFormat, completionFormat, type ResponseFormat } from "./openai-responses.js";
+import { outputText, outputTokenText } from "./output-text.js";
+import { COMPLETIONS_DEFAULT_MAX_TOKENS, SimChatRequest, SimCompletionRequest } from "./request-schemas.js";
+
+/*
+ * vLLM's HTTP surface over a RealTimeEngineDriver: /v1/chat/completions,
+ * /v1/completions, /v1/models, /health, /metrics. Runs under @hono/node-server;
+ * `app.request()` works too, except that an injected "disconnect" then surfaces as
+ * a body that fails instead of a closed socket.
+ */
+
+export interface SimEngineAppDeps {
+  driver: RealTimeEngineDriver;
+  metrics: EngineMetrics;
+  faults: FaultInjector;
+  modelName: string;
+}
+
+type SimEnv = { Bindings: Partial<HttpBindings> };
+
+const SSE_HEADERS = {
+  "content-type": "text/event-stream; charset=utf-8",
+  "cache-control": "no-cache",
+};
+
+const encoder = new TextEncoder();
+
+interface Generation {
+  request: EngineRequest;
+  stream: boolean;
+  includeUsage: boolean;
+  format: ResponseFormat;
+}
+
+export function createSimEngineApp(deps: SimEngineAppDeps): Hono<SimEnv> {
+  const { driver, metrics, faults, modelName } = deps;
+  const app = new Hono<SimEnv>();
+
+  app.onError((err) => {
+    if (err instanceof HTTPException) return err.getResponse();
+    return openAIErrorResponse(500, err instanceof Error ? err.message : "internal error");
+  });
+  app.notFound((c) => openAIErrorResponse(404, `Not found: ${c.req.method} ${c.req.path}`));
+
+  app.get("/health", (c) => c.body(null, 200));
+
+  app.get("/v1/models", (c) =>
+    c.json({
+      object: "list",
+      data: [
+        {
+          id: modelName,
+          object: "model",
+          created: Math.floor(Date.now() / 1000),
+          owned_by: "vllm",
+          root: modelName,
+          parent: null,
+          max_model_len: driver.model.profile.maxModelLen,
+        },
+      ],
+    }),
+  );
+
+  app.get("/metrics", async (c) => {
+    const { body, contentType } = await metrics.render();
+    return c.body(body, 200, { "content-type": contentType });
+  });
+
+  app.post("/v1/chat/completions", async (c) => {
+    const fault = injectFault(c, faults);
+    if (fault) return fault;
+    const body = parseBody(SimChatRequest, await readJson(c));
+    checkRequest(body.model, body.priority);
+    const id = randomToken(24);
+    return generate(c, {
+      request: {
+        id,
+        promptTokens: tokenize(renderPrompt(body)),
+        maxTokens: requestedMaxTokens(body),
+        minTokens: body.min_tokens ?? undefined,
+        ignoreEos: body.ignore_eos ?? false,
+        priority: body.priority ?? 0,
+      },
+      stream: body.stream === true,
+      includeUsage: body.stream_options?.include_usage === true,
+      format: chatFormat({ id: `chatcmpl-${id}`, created: nowSeconds(), model: modelName }),
+    });
+  });
+
+  app.post("/v1/completions", async (c) => {
+    const fault = injectFault(c, faults);
+    if (fault) return fault;
+    const body = parseBody(SimCompletionRequest, await readJson(c));
+    checkRequest(body.model, body.priority);
+    const id = randomToken(24);
+    const prompt = typeof body.prompt === "string" ? body.prompt : body.prompt[0];
+    return generate(c, {
+      request: {
+        id,
+        promptTokens: tokenize(prompt),
+        maxTokens: body.max_tokens ?? COMPLETIONS_DEFAULT_MAX_TOKENS,
+        minTokens: body.min_tokens ?? undefined,
+        ignoreEos: body.ignore_eos ?? false,
+        priority: body.priority ?? 0,
+      },
+      stream: body.stream === true,
+      includeUsage: body.stream_options?.include_usage === true,
+      format: completionFormat({ id: `cmpl-${id}`, created: nowSeconds(), model: modelName }),
+    });
+  });
+
+  /** vLLM rejects an unknown model and a priority without priority scheduling. */
+  function checkRequest(model: string, priority: number | null | undefined): void {
+    if (model !== modelName) {
+      throw openAIError(404, `The model \`${model}\` does not exist.`, { code: "model_not_found", param: "model" });
+    }
+    if (priority && !driver.model.priorityScheduling) {
+      throw openAIError(400, `Got priority ${priority} but Priority scheduling is not enabled.`, { param: "priority" });
+    }
+  }
+
+  function submit(request: EngineRequest, observer: GenerationObserver): number {
+    try {
+      return driver.submit(request, observer).seed;
+    } catch (err) {
+      if (err instanceof EngineRequestError) throw openAIError(400, err.message, { param: err.param });
+      throw err;
+    }
+  }
+
+  function generate(c: Context<SimEnv>, g: Generation): Response | Promise<Response> {
+    const { id } = g.request;
+    const signal = c.req.raw.signal;
+    return g.stream ? streamed(g, signal) : whole(c, g, signal, id);
+  }
+
+  function streamed(g: Generation, signal: AbortSignal): Response {
+    const { id } = g.request;
+    let seed = 0;
+    let open = true;
+    let controller: ReadableStreamDefaultController<Uint8Array> | undefined;
+    const body = new ReadableStream<Uint8Array>({
+      start(ctrl) {
+        controller = ctrl;
+        for (const chunk of g.format.openingChunks()) ctrl.enqueue(encoder.encode(dataEvent(chunk)));
+      },
+      // The client went away (node-server cancels the body): free the KV blocks.
+      cancel() {
+        open = false;
+        driver.abort(id);
+      },
+    });
+    const send = (text: string) => {
+      if (open) controller?.enqueue(encoder.encode(text));
+    };
+    seed = submit(g.request, {
+      onToken: (index) => send(dataEvent(g.format.tokenChunk(outputTokenText(seed, index)))),
+      onFinished: (event) => {
+        send(dataEvent(g.format.finalChunk(event.finishReason)));
+        if (g.includeUsage) send(dataEvent(g.format.usageChunk(event.usage)));
+        send(formatEvent(DONE_EVENT));
+        if (open) controller?.close();
+        open = false;
+      },
+      // Engine shutdown: the server has already dropped the socket, so the client sees
+      // a broken stream; ending ours quietly (no [DONE]) just releases the reader.
+      onClosed: () => {
+        if (open) controller?.close();
+        open = false;
+      },
+    });
+    signal.addEventListener("abort", () => driver.abort(id), { once: true });
+    return new Response(body, { headers: SSE_HEADERS });
+  }
+
+  async function whole(c: Context<SimEnv>, g: Generation, signal: AbortSignal, id: string): Promise<Response> {
+    let seed = 0;
+    const finished = new Promise<FinishedEvent>((resolve, reject) => {
+      seed = submit(g.request, {
+        onToken: () => {},
+        onFinished: resolve,
+        onClosed: () => reject(openAIError(503, "The engine shut down before the request finished.")),
+      });
+      signal.addEventListener(
+        "abort",
+        () => {
+          driver.abort(id);
+          // Nobody is listening any more; this only ends the handler.
+          reject(new Error("Client closed the request."));
+        },
+        { once: true },
+      );
+    });
+    const event = await finished;
+    return c.json(g.format.completeBody(outputText(seed, event.usage.completionTokens), event.finishReason, event.usage));
+  }
+
+  return app;
+}
+
+function nowSeconds(): number {
+  return Math.floor(Date.now() / 1000);
+}
+
+async function readJson(c: Context<SimEnv>): Promise<unknown> {
+  try {
+    return await c.req.json();
+  } catch {
+    throw openAIError(400, "Invalid request: the body is not valid JSON.", { code: "invalid_json" });
+  }
+}
+
+function parseBody<T extends z.ZodType>(schema: T, raw: unknown): z.infer<T> {
+  const parsed = schema.safeParse(raw);
+  if (!parsed.success) throw invalidRequest(parsed.error);
+  return parsed.data;
+}
+
+/** Applies an injected fault to this request, or returns undefined to serve it normally. */
+function injectFault(c: Context<SimEnv>, faults: FaultInjector): Response | undefined {
+  const mode = faults.take();
+  if (mode === undefined) return undefined;
+  if (mode === "http-500") return openAIErrorResponse(500, "Injected engine failure.", { code: "injected_fault" });
+  const socket = c.env?.incoming?.socket;
+  if (socket) {
+    socket.destroy();
+    return RESPONSE_ALREADY_SENT;
+  }
+  // No socket (app.request in tests): a body that fails reads like a dropped connection.
+  return new Response(
+    new ReadableStream({
+      start(controller) {
+        controller.error(new Error("Injected disconnect."));
+      },
+    }),
+  );
+}

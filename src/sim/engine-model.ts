@@ -1,0 +1,550 @@
+import { KvBlockPool } from "./kv-cache.js";
+import { naturalOutputTokens } from "./output-text.js";
+import { type EngineProfile, type EngineProfileName, resolveProfile } from "./profiles.js";
+import { type FinishReason, Sequence, SequenceState } from "./sequence.js";
+import { StepShape, stepDurationMs } from "./timing.js";
+import { promptBlockHashes, promptSeed } from "./token-hash.js";
+import { WaitingQueue } from "./waiting-queue.js";
+
+/*
+ * A continuous-batching inference engine as a pure state machine (vLLM V1's
+ * scheduler, simplified). No clock and no timers: the caller passes `now` and
+ * drives steps, so the simulated HTTP engine (real time) and the discrete-event
+ * simulator (virtual time) run exactly this code.
+ *
+ *   submit(request, now)   queue a request
+ *   startStep(now)         pick the batch; returns the step's duration, or undefined when idle
+ *   finishStep(onToken?)   apply the step at now + duration; returns the events
+ *   abort(id)              client went away: drop the request and free its KV blocks
+ *
+ * Requests submitted or aborted while a step runs take effect from the next step.
+ */
+
+export interface EngineRequest {
+  id: string;
+  /**
+   * The prompt as tokens: tokenize(renderPrompt(request)) from src/protocol/tokens.ts.
+   * Kept by reference, not copied: do not change it while the request is in the
+   * engine (appending for an agent's next call is harmless).
+   */
+  promptTokens: readonly string[];
+  /**
+   * promptBlockHashes(promptTokens, blockSize), when the caller already has it (a
+   * simulator extending an agent's previous prompt); computed otherwise.
+   */
+  promptBlockHashes?: readonly number[];
+  /** Completion budget; default: what fits in maxModelLen. */
+  maxTokens?: number;
+  /** vLLM's min_tokens: no stop before this many tokens. */
+  minTokens?: number;
+  /** vLLM's ignore_eos: generate exactly maxTokens. */
+  ignoreEos?: boolean;
+  /** Where the generation would stop on its own; default: 16..300 from the prompt's hash. */
+  outputTokens?: number;
+  /** vLLM semantics: lower runs first. Default 0. */
+  priority?: number;
+}
+
+export interface SubmittedRequest {
+  id: string;
+  promptTokens: number;
+  maxTokens: number;
+  /** Exact number of tokens the request will generate. */
+  completionTokens: number;
+  finishReason: FinishReason;
+  /** Seed of the generated words: outputTokenText(seed, index). */
+  seed: number;
+}
+
+export interface RequestUsage {
+  promptTokens: number;
+  /** Prompt tokens served from the prefix cache at first scheduling (whole blocks). */
+  cachedTokens: number;
+  completionTokens: number;
+}
+
+/** Latency samples of a finished request, in the caller's time unit (ms). */
+export interface RequestTiming {
+  arrivalMs: number;
+  firstTokenMs: number;
+  finishedMs: number;
+  ttftMs: number;
+  /** Mean time per output token after the first; undefined for a one-token output. */
+  tpotMs: number | undefined;
+  e2eMs: number;
+}
+
+export type EngineEvent =
+  | { type: "preempted"; requestId: string; atMs: number }
+  | { type: "first_token"; requestId: string; atMs: number }
+  | {
+      type: "finished";
+      requestId: string;
+      atMs: number;
+      finishReason: FinishReason;
+      usage: RequestUsage;
+      timing: RequestTiming;
+      preemptions: number;
+    };
+
+export type FinishedEvent = Extract<EngineEvent, { type: "finished" }>;
+
+/** Called once per generated token, in step order; `index` is 0-based within the request. */
+export type TokenListener = (requestId: string, index: number) => void;
+
+export interface EngineStats {
+  running: number;
+  waiting: number;
+  /** Fraction of KV blocks referenced by requests (0..1). */
+  kvUsage: number;
+  kvBlocksFree: number;
+  cachedBlocks: number;
+  /** Prompt tokens looked up in the prefix cache, and how many were found (tokens). */
+  prefixCacheQueries: number;
+  prefixCacheHits: number;
+  preemptions: number;
+  /** Prompt tokens of admitted requests (counted once per request). */
+  promptTokens: number;
+  generationTokens: number;
+  finished: number;
+  aborted: number;
+  steps: number;
+  busyMs: number;
+}
+
+export interface EngineModelOptions {
+  profile?: EngineProfileName | EngineProfile;
+  /** Default: the profile's (vLLM: 128). */
+  maxNumSeqs?: number;
+  /** Default: the profile's (vLLM: 2,048). */
+  maxBatchedTokens?: number;
+  /** Waiting order by priority then arrival (vLLM --scheduling-policy priority); else FCFS. Default true. */
+  priorityScheduling?: boolean;
+}
+
+/** A request the engine refuses, with the offending field (vLLM answers 400). */
+export class EngineRequestError extends Error {
+  constructor(
+    message: string,
+    readonly param: string | null = null,
+  ) {
+    super(message);
+    this.name = "EngineRequestError";
+  }
+}
+
+function positiveInt(value: number, what: string): number {
+  if (!Number.isInteger(value) || value < 1) throw new RangeError(`${what} must be a positive integer`);
+  return value;
+}
+
+export class EngineModel {
+  readonly profile: EngineProfile;
+  readonly maxNumSeqs: number;
+  readonly maxBatchedTokens: number;
+  readonly priorityScheduling: boolean;
+
+  private readonly blockSize: number;
+  private readonly kv: KvBlockPool;
+  private readonly requests = new Map<string, Sequence>();
+  private readonly waiting: WaitingQueue<Sequence>;
+  private waitingCount = 0;
+  private readonly running: Sequence[] = [];
+  private readonly scheduled: Sequence[] = [];
+  private readonly shape = new StepShape();
+  private readonly hitBlocks: number[] = [];
+  private pendingEvents: EngineEvent[] = [];
+  private submitted = 0;
+  private stepActive = false;
+  private stepStartMs = 0;
+  private stepEndMs = 0;
+  private readonly counters = {
+    prefixCacheQueries: 0,
+    prefixCacheHits: 0,
+    preemptions: 0,
+    promptTokens: 0,
+    generationTokens: 0,
+    finished: 0,
+    aborted: 0,
+    steps: 0,
+    busyMs: 0,
+  };
+
+  constructor(options: EngineModelOptions = {}) {
+    this.profile = resolveProfile(options.profile);
+    this.blockSize = positiveInt(this.profile.blockSize, "blockSize");
+    this.maxNumSeqs = positiveInt(options.maxNumSeqs ?? this.profile.maxNumSeqs, "maxNumSeqs");
+    this.maxBatchedTokens = positiveInt(options.maxBatchedTokens ?? this.profile.maxBatchedTokens, "maxBatchedTokens");
+    this.priorityScheduling = options.priorityScheduling ?? true;
+    positiveInt(this.profile.maxModelLen, "maxModelLen");
+    // A lone request must always fit, or a full-length one could wait forever.
+    if (this.profile.maxModelLen > this.profile.kvBlocks * this.blockSize) {
+      throw new RangeError("maxModelLen exceeds the KV cache capacity");
+    }
+    this.kv = new KvBlockPool(this.profile.kvBlocks);
+    const isWaiting = (s: Sequence) => s.state === SequenceState.waiting;
+    const before = this.priorityScheduling
+      ? (a: Sequence, b: Sequence) =>
+          a.priority !== b.priority ? a.priority < b.priority : a.arrivalMs !== b.arrivalMs ? a.arrivalMs < b.arrivalMs : a.order < b.order
+      : (a: Sequence, b: Sequence) => (a.arrivalMs !== b.arrivalMs ? a.arrivalMs < b.arrivalMs : a.order < b.order);
+    this.waiting = new WaitingQueue(before, isWaiting);
+  }
+
+  /** Queues a request; throws EngineRequestError for one vLLM would reject. */
+  submit(request: EngineRequest, nowMs: number): SubmittedRequest {
+    const { id, promptTokens } = request;
+    if (id.length === 0) throw new EngineRequestError("request id must not be empty");
+    if (this.requests.has(id)) throw new EngineRequestError(`duplicate request id ${id}`);
+    const promptLength = promptTokens.length;
+    const { maxModelLen } = this.profile;
+    if (promptLength < 1) throw new EngineRequestError("The prompt must not be empty.", "messages");
+    if (promptLength >= maxModelLen) {
+      throw new EngineRequestError(
+        `This model's maximum context length is ${maxModelLen} tokens. However, your request has ${promptLength} input tokens. Please reduce the length of the input messages.`,
+        "messages",
+      );
+    }
+    const maxTokens = request.maxTokens ?? maxModelLen - promptLength;
+    if (!Number.isInteger(maxTokens) || maxTokens < 1) {
+      throw new EngineRequestError("max_tokens must be at least 1.", "max_tokens");
+    }
+    if (promptLength + maxTokens > maxModelLen) {
+      throw new EngineRequestError(
+        `'max_tokens' or 'max_completion_tokens' is too large: ${maxTokens}. This model's maximum context length is ${maxModelLen} tokens and your request has ${promptLength} input tokens (${maxTokens} > ${maxModelLen} - ${promptLength}).`,
+        "max_tokens",
+      );
+    }
+    const minTokens = request.minTokens ?? 0;
+    if (!Number.isInteger(minTokens) || minTokens < 0) {
+      throw new EngineRequestError("min_tokens must be a non-negative integer.", "min_tokens");
+    }
+    if (minTokens > maxTokens) {
+      throw new EngineRequestError(
+        `min_tokens must be less than or equal to max_tokens=${maxTokens}, got ${minTokens}.`,
+        "min_tokens",
+      );
+    }
+    const priority = request.priority ?? 0;
+    if (!Number.isFinite(priority)) throw new EngineRequestError("priority must be a finite number.", "priority");
+    if (request.outputTokens !== undefined && (!Number.isInteger(request.outputTokens) || request.outputTokens < 1)) {
+      throw new EngineRequestError("outputTokens must be a positive integer.", "outputTokens");
+    }
+
+    const fullBlocks = Math.floor(promptLength / this.blockSize);
+    const given = request.promptBlockHashes;
+    if (given !== undefined && given.length !== fullBlocks) {
+      throw new EngineRequestError(`promptBlockHashes must hold ${fullBlocks} hashes, got ${given.length}`);
+    }
+    const blockHashes = given !== undefined ? given.slice() : promptBlockHashes(promptTokens, this.blockSize);
+    const seed = promptSeed(promptTokens, this.blockSize, blockHashes);
+    const natural = Math.max(request.outputTokens ?? naturalOutputTokens(seed), minTokens, 1);
+    const stopsOnLength = request.ignoreEos === true || natural > maxTokens;
+    const targetOutput = stopsOnLength ? maxTokens : natural;
+
+    const seq = new Sequence({
+      id,
+      priority,
+      arrivalMs: nowMs,
+      order: this.submitted++,
+      promptTokens,
+      blockHashes,
+      seed,
+      targetOutput,
+      finishReason: stopsOnLength ? "length" : "stop",
+    });
+    this.requests.set(id, seq);
+    this.waiting.push(seq);
+    this.waitingCount++;
+    return {
+      id,
+      promptTokens: promptLength,
+      maxTokens,
+      completionTokens: targetOutput,
+      finishReason: seq.finishReason,
+      seed,
+    };
+  }
+
+  /** Drops a request (client disconnected) and frees its KV blocks. False if unknown or done. */
+  abort(id: string): boolean {
+    const seq = this.requests.get(id);
+    if (!seq) return false;
+    this.requests.delete(id);
+    if (seq.state === SequenceState.waiting) {
+      this.waitingCount--;
+    } else if (seq.state === SequenceState.running) {
+      const index = this.running.indexOf(seq);
+      if (index >= 0) this.running.splice(index, 1);
+      this.kv.release(seq.blocks);
+      seq.blocks.length = 0;
+    }
+    seq.state = SequenceState.aborted;
+    this.counters.aborted++;
+    return true;
+  }
+
+  has(id: string): boolean {
+    return this.requests.has(id);
+  }
+
+  get isStepActive(): boolean {
+    return this.stepActive;
+  }
+
+  /** True when nothing is running or waiting. */
+  get isIdle(): boolean {
+    return this.running.length === 0 && this.waitingCount === 0;
+  }
+
+  /**
+   * Schedules the next step at `nowMs` and returns its duration in ms, or undefined
+   * when there is nothing to run. Call finishStep() when the duration has elapsed.
+   */
+  startStep(nowMs: number): number | undefined {
+    if (this.stepActive) throw new Error("startStep called while a step is in progress");
+    this.stepStartMs = nowMs;
+    // A step that only preempted admits no waiting request (vLLM); retry once so
+    // the freed blocks are used instead of reporting a false idle.
+    if (!this.schedule() && this.scheduled.length === 0) this.schedule();
+    if (this.scheduled.length === 0) return undefined;
+
+    const shape = this.shape;
+    shape.reset();
+    for (const seq of this.scheduled) {
+      const ahead = seq.numComputed;
+      const n = seq.scheduledTokens;
+      const isDecode = n === 1 && seq.outputCount > 0 && ahead === seq.numTokens - 1;
+      if (isDecode) shape.addDecode(ahead + 1);
+      else shape.addPrefill(ahead, n);
+    }
+    const duration = stepDurationMs(this.profile, shape);
+    this.stepActive = true;
+    this.stepEndMs = nowMs + duration;
+    this.counters.steps++;
+    this.counters.busyMs += duration;
+    return duration;
+  }
+
+  /**
+   * Applies the step started last: computed tokens advance, sequences that reached
+   * the end of their (re)prefill emit a token, finished ones free their blocks.
+   */
+  finishStep(onToken?: TokenListener): EngineEvent[] {
+    if (!this.stepActive) throw new Error("finishStep called without a step in progress");
+    this.stepActive = false;
+    const at = this.stepEndMs;
+    const events = this.pendingEvents;
+    this.pendingEvents = [];
+    let finishedAny = false;
+    for (const seq of this.scheduled) {
+      if (seq.state !== SequenceState.running) continue; // aborted during the step
+      seq.numComputed += seq.scheduledTokens;
+      seq.scheduledTokens = 0;
+      if (seq.numComputed < seq.numTokens) continue; // mid-prefill chunk
+      const index = seq.outputCount++;
+      this.counters.generationTokens++;
+      if (index === 0) {
+        seq.firstTokenMs = at;
+        events.push({ type: "first_token", requestId: seq.id, atMs: at });
+      }
+      if (onToken) onToken(seq.id, index);
+      if (seq.outputCount >= seq.targetOutput) {
+        this.finish(seq, at, events);
+        finishedAny = true;
+      }
+    }
+    this.scheduled.length = 0;
+    if (finishedAny) this.compactRunning();
+    return events;
+  }
+
+  stats(): EngineStats {
+    return {
+      running: this.running.length,
+      waiting: this.waitingCount,
+      kvUsage: this.kv.usage,
+      kvBlocksFree: this.kv.numFree,
+      cachedBlocks: this.kv.numCachedBlocks,
+      ...this.counters,
+    };
+  }
+
+  get numRunning(): number {
+    return this.running.length;
+  }
+
+  get numWaiting(): number {
+    return this.waitingCount;
+  }
+
+  get kvUsage(): number {
+    return this.kv.usage;
+  }
+
+  /** vLLM V1's schedule(): running requests first, then waiting ones. False if it preempted. */
+  private schedule(): boolean {
+    const bs = this.blockSize;
+    const running = this.running;
+    const scheduled = this.scheduled;
+    let budget = this.maxBatchedTokens;
+    let preempted = false;
+
+    let i = 0;
+    while (i < running.length && budget > 0) {
+      const seq = running[i] as Sequence;
+      const n = Math.min(seq.numTokens - seq.numComputed, budget);
+      if (n <= 0) {
+        i++;
+        continue;
+      }
+      let canRun = true;
+      while (this.blocksNeeded(seq, seq.numComputed + n) > this.kv.numFree) {
+        const victim = this.pickVictim();
+        const at = running.indexOf(victim);
+        running.splice(at, 1);
+        if (victim.scheduledTokens > 0) {
+          budget += victim.scheduledTokens;
+          victim.scheduledTokens = 0;
+          scheduled.splice(scheduled.indexOf(victim), 1);
+        }
+        if (at < i) i--;
+        this.preempt(victim);
+        preempted = true;
+        if (victim === seq) {
+          canRun = false;
+          break;
+        }
+      }
+      if (!canRun) break;
+      this.allocate(seq, n);
+      seq.scheduledTokens = n;
+      scheduled.push(seq);
+      budget -= n;
+      i++;
+    }
+
+    // vLLM admits no new request in a step that had to preempt.
+    if (preempted) return false;
+    const hits = this.hitBlocks;
+    while (budget > 0 && running.length < this.maxNumSeqs) {
+      const seq = this.waiting.peek();
+      if (seq === undefined) break;
+      // At least one token must be computed to produce logits, so a fully cached
+      // sequence still recomputes its last block.
+      const maxHitBlocks = Math.floor((seq.numTokens - 1) / bs);
+      seq.ensureBlockHashes(maxHitBlocks, bs);
+      const hitCount = this.kv.findCachedPrefix(seq.blockHashes, maxHitBlocks, hits);
+      const computed = hitCount * bs;
+      const n = Math.min(seq.numTokens - computed, budget);
+      const fresh = Math.ceil((computed + n) / bs) - hitCount;
+      if (fresh + this.kv.countUnreferenced(hits) > this.kv.numFree) break;
+
+      this.waiting.pop();
+      this.waitingCount--;
+      this.counters.prefixCacheQueries += seq.numTokens;
+      this.counters.prefixCacheHits += computed;
+      if (seq.cachedTokens < 0) {
+        seq.cachedTokens = computed;
+        this.counters.promptTokens += seq.promptLength;
+      }
+      this.kv.reference(hits);
+      for (const b of hits) seq.blocks.push(b);
+      seq.registeredBlocks = hitCount;
+      seq.numComputed = computed;
+      seq.state = SequenceState.running;
+      running.push(seq);
+      this.allocate(seq, n);
+      seq.scheduledTokens = n;
+      scheduled.push(seq);
+      budget -= n;
+    }
+    return true;
+  }
+
+  /** New blocks `seq` needs to hold `tokens` tokens. */
+  private blocksNeeded(seq: Sequence, tokens: number): number {
+    return Math.max(0, Math.ceil(tokens / this.blockSize) - seq.blocks.length);
+  }
+
+  /** Allocates blocks for `n` more tokens and registers the blocks they fill. */
+  private allocate(seq: Sequence, n: number): void {
+    const bs = this.blockSize;
+    const total = seq.numComputed + n;
+    for (let need = this.blocksNeeded(seq, total); need > 0; need--) seq.blocks.push(this.kv.allocate());
+    const full = Math.floor(total / bs);
+    if (full > seq.registeredBlocks) {
+      seq.ensureBlockHashes(full, bs);
+      for (let k = seq.registeredBlocks; k < full; k++) {
+        this.kv.register(seq.blocks[k] as number, seq.blockHashes[k] as number);
+      }
+      seq.registeredBlocks = full;
+    }
+  }
+
+  /** Priority policy: the lowest-priority, latest request; FCFS: the last admitted. */
+  private pickVictim(): Sequence {
+    const running = this.running;
+    let victim = running[running.length - 1] as Sequence;
+    if (!this.priorityScheduling) return victim;
+    for (const s of running) {
+      if (
+        s.priority > victim.priority ||
+        (s.priority === victim.priority &&
+          (s.arrivalMs > victim.arrivalMs || (s.arrivalMs === victim.arrivalMs && s.order > victim.order)))
+      ) {
+        victim = s;
+      }
+    }
+    return victim;
+  }
+
+  /** Preemption by recompute: free everything, requeue; it re-prefills, often from its own cached prefix. */
+  private preempt(seq: Sequence): void {
+    this.kv.release(seq.blocks);
+    seq.blocks.length = 0;
+    seq.registeredBlocks = 0;
+    seq.numComputed = 0;
+    seq.state = SequenceState.waiting;
+    seq.preemptions++;
+    this.counters.preemptions++;
+    this.waiting.push(seq);
+    this.waitingCount++;
+    this.pendingEvents.push({ type: "preempted", requestId: seq.id, atMs: this.stepStartMs });
+  }
+
+  private finish(seq: Sequence, at: number, events: EngineEvent[]): void {
+    seq.state = SequenceState.finished;
+    this.kv.release(seq.blocks);
+    seq.blocks.length = 0;
+    this.requests.delete(seq.id);
+    this.counters.finished++;
+    const completion = seq.outputCount;
+    events.push({
+      type: "finished",
+      requestId: seq.id,
+      atMs: at,
+      finishReason: seq.finishReason,
+      usage: { promptTokens: seq.promptLength, cachedTokens: Math.max(0, seq.cachedTokens), completionTokens: completion },
+      timing: {
+        arrivalMs: seq.arrivalMs,
+        firstTokenMs: seq.firstTokenMs,
+        finishedMs: at,
+        ttftMs: seq.firstTokenMs - seq.arrivalMs,
+        tpotMs: completion > 1 ? (at - seq.firstTokenMs) / (completion - 1) : undefined,
+        e2eMs: at - seq.arrivalMs,
+      },
+      preemptions: seq.preemptions,
+    });
+  }
+
+  /** Drops finished sequences from the running list in place, keeping admission order. */
+  private compactRunning(): void {
+    const running = this.running;
+    let w = 0;
+    for (let r = 0; r < running.length; r++) {
+      const s = running[r] as Sequence;
+      if (s.state === SequenceState.running) running[w++] = s;
+    }
+    running.length = w;
+  }
+}

@@ -1,0 +1,92 @@
+import type { AddressInfo } from "node:net";
+import { serve } from "@hono/node-server";
+import type { Server } from "node:http";
+import { RealTimeEngineDriver } from "./engine-driver.js";
+import { createSimEngineApp } from "./engine-app.js";
+import { type FaultMode, FaultInjector } from "./engine-faults.js";
+import { createEngineMetrics } from "./engine-metrics.js";
+import { EngineModel } from "./engine-model.js";
+import type { EngineProfile, EngineProfileName } from "./profiles.js";
+
+/*
+ * One simulated vLLM engine on a real port: the pure EngineModel, stepped on the
+ * wall clock (optionally sped up), behind vLLM's HTTP surface.
+ */
+
+export interface SimEngineOptions {
+  /** 0 (default) picks a free port. */
+  port?: number;
+  host?: string;
+  /** Name for logs and the pool's engine list; default `sim-<port>`. */
+  engineId?: string;
+  /** Served model name; requests naming another model get 404 (as vLLM). */
+  model?: string;
+  profile?: EngineProfileName | EngineProfile;
+  /** Model ms per real ms: 1 = real time, 10 = ten times faster, Infinity = steps take no real time. */
+  timeScale?: number;
+  /** Waiting order by `priority` (lower first) then arrival; else FCFS. Default true. */
+  priorityScheduling?: boolean;
+  maxNumSeqs?: number;
+  maxBatchedTokens?: number;
+}
+
+export interface SimEngineHandle {
+  url: string;
+  port: number;
+  engineId: string;
+  modelName: string;
+  /** The live model, for inspection (stats(), numRunning, …). */
+  model: EngineModel;
+  /** The next `count` completion requests fail: "disconnect" (default) or "http-500". */
+  failNext(count: number, mode?: FaultMode): void;
+  close(): Promise<void>;
+}
+
+export const DEFAULT_SIM_MODEL = "sim-llama-3.1-8b";
+
+export async function startSimEngine(options: SimEngineOptions = {}): Promise<SimEngineHandle> {
+  const host = options.host ?? "127.0.0.1";
+  const modelName = options.model ?? DEFAULT_SIM_MODEL;
+  const model = new EngineModel({
+    profile: options.profile,
+    maxNumSeqs: options.maxNumSeqs,
+    maxBatchedTokens: options.maxBatchedTokens,
+    priorityScheduling: options.priorityScheduling,
+  });
+  const metrics = createEngineMetrics(model, modelName);
+  const driver = new RealTimeEngineDriver(model, {
+    timeScale: options.timeScale ?? 1,
+    onEvent: (event) => metrics.observe(event),
+  });
+  const faults = new FaultInjector();
+  const app = createSimEngineApp({ driver, metrics, faults, modelName });
+
+  const server = await new Promise<Server>((resolve, reject) => {
+    const s = serve({ fetch: app.fetch, port: options.port ?? 0, hostname: host }, () => {
+      s.off("error", reject);
+      resolve(s as Server);
+    });
+    s.once("error", reject);
+  });
+  const { port } = server.address() as AddressInfo;
+  const urlHost = host.includes(":") ? `[${host}]` : host;
+  let closing: Promise<void> | undefined;
+
+  return {
+    url: `http://${urlHost}:${port}`,
+    port,
+    engineId: options.engineId ?? `sim-${port}`,
+    modelName,
+    model,
+    failNext: (count, mode) => faults.failNext(count, mode),
+    close() {
+      closing ??= new Promise<void>((resolve, reject) => {
+        // Sockets first, so in-flight clients see a dropped connection, not a clean end.
+        server.close((err) => (err ? reject(err) : resolve()));
+        server.closeAllConnections();
+        driver.close();
+      });
+      return closing;
+    },
+  };
+}

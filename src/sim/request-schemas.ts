@@ -1,0 +1,32 @@
+import { z } from "zod";
+import { ChatCompletionRequest } from "../protocol/chat.js";
+
+/*
+ * What the simulated engine accepts beyond the shared OpenAI subset: vLLM's
+ * sampling extras, and the legacy completions request (prompt string only).
+ */
+
+const VllmExtras = {
+  /** vLLM: lower runs first; only allowed with priority scheduling. */
+  priority: z.int().nullish(),
+  min_tokens: z.int().nonnegative().nullish(),
+  ignore_eos: z.boolean().nullish(),
+};
+
+export const SimChatRequest = ChatCompletionRequest.extend(VllmExtras);
+export type SimChatRequest = z.infer<typeof SimChatRequest>;
+
+export const SimCompletionRequest = z.looseObject({
+  model: z.string().min(1),
+  prompt: z.union([z.string(), z.tuple([z.string()])]),
+  stream: z.boolean().nullish(),
+  stream_options: z.looseObject({ include_usage: z.boolean().optional() }).nullish(),
+  /** vLLM and OpenAI default to 16 for legacy completions. */
+  max_tokens: z.int().positive().nullish(),
+  n: z.literal(1).nullish(),
+  ...VllmExtras,
+});
+export type SimCompletionRequest = z.infer<typeof SimCompletionRequest>;
+
+/** The completions default budget (vLLM's CompletionRequest.max_tokens). */
+export const COMPLETIONS_DEFAULT_MAX_TOKENS = 16;
