@@ -1,0 +1,191 @@
+import { readFile } from "node:fs/promises";
+import { z } from "zod";
+import { type DispatchSettings, validateDispatchSettings } from "../core/dispatch.js";
+import type { SaturationSettings } from "../core/engines.js";
+import type { QueueSettings } from "../core/queue.js";
+import type { RoutingSettings } from "../core/routing.js";
+import { DEFAULT_DISPATCH_SETTINGS } from "../core/settings.js";
+import { adapterFor, ENGINE_KINDS } from "./engines/index.js";
+
+/*
+ * The pool's configuration: a JSON file (path from the CLI or AGENTIX_POOL_CONFIG)
+ * with PORT and POOL_SIGNING_SECRET from the environment taking precedence. Unknown
+ * keys are errors, so a misspelt knob is caught instead of silently defaulted.
+ * Scheduling knobs override the core's defaults field by field; their ranges are
+ * checked by the core's own validators (one source of truth for the rules).
+ */
+
+const ENGINE_ID = /^[\w.:-]{1,64}$/;
+
+export const EngineConfig = z
+  .strictObject({
+    id: z.string().regex(ENGINE_ID, "engine id: 1–64 of letters, digits, _ . : -"),
+    /** Base URL of the engine's HTTP server, without `/v1`. */
+    url: z.url({ protocol: /^https?$/, error: "engine url must be an http(s) URL" }).transform((u) => u.replace(/\/+$/, "")),
+    kind: z.enum(ENGINE_KINDS).default("vllm"),
+    /** Calls the pool keeps running on this engine at once: the engine's small buffer. */
+    maxInFlight: z.int().positive().max(10_000).default(4),
+    apiKey: z.string().min(1).optional(),
+    /** Model name sent to the engine instead of the client's. */
+    model: z.string().min(1).optional(),
+    /** Defaults by kind: /health (vLLM, SGLang), /v1/models (openai). */
+    healthPath: z.string().startsWith("/").optional(),
+    /** Defaults by kind: /metrics (vLLM, SGLang), none (openai); null turns scraping off. */
+    metricsPath: z.string().startsWith("/").nullable().optional(),
+  })
+  .transform((engine) => {
+    const adapter = adapterFor(engine.kind);
+    return {
+      ...engine,
+      healthPath: engine.healthPath ?? adapter.healthPath,
+      metricsPath: engine.metricsPath === undefined ? adapter.metricsPath : (engine.metricsPath ?? undefined),
+    };
+  });
+export type EngineConfig = z.output<typeof EngineConfig>;
+
+const QueueOverrides = z.strictObject({
+  levels: z.int().optional(),
+  firstBoundMs: z.number().optional(),
+  growth: z.number().optional(),
+  priorityValue: z.enum(["plas", "atlas"]).optional(),
+  starvationRatio: z.number().optional(),
+  starvationMinServiceMs: z.number().optional(),
+  tenantHalfLifeMs: z.number().optional(),
+}) satisfies z.ZodType<Partial<QueueSettings>>;
+
+const RoutingOverrides = z.strictObject({
+  longPromptTokens: z.number().optional(),
+  imbalanceAbs: z.number().optional(),
+  imbalanceRatio: z.number().optional(),
+}) satisfies z.ZodType<Partial<RoutingSettings>>;
+
+const SaturationOverrides = z.strictObject({
+  maxEngineWaiting: z.number().optional(),
+  maxKvUsage: z.number().optional(),
+}) satisfies z.ZodType<Partial<SaturationSettings>>;
+
+const SchedulingConfig = z
+  .strictObject({
+    queue: QueueOverrides.default({}),
+    routing: RoutingOverrides.default({}),
+    saturation: SaturationOverrides.default({}),
+  })
+  .default({ queue: {}, routing: {}, saturation: {} })
+  .transform((overrides, ctx): DispatchSettings => {
+    const settings: DispatchSettings = {
+      queue: { ...DEFAULT_DISPATCH_SETTINGS.queue, ...overrides.queue },
+      routing: { ...DEFAULT_DISPATCH_SETTINGS.routing, ...overrides.routing },
+      saturation: { ...DEFAULT_DISPATCH_SETTINGS.saturation, ...overrides.saturation },
+    };
+    try {
+      validateDispatchSettings(settings);
+    } catch (error) {
+      ctx.addIssue({ code: "custom", message: error instanceof Error ? error.message : String(error) });
+      return z.NEVER;
+    }
+    return settings;
+  });
+
+const DEFAULT_TIMESTAMP_WINDOW_MS = 30_000;
+
+export const PoolConfig = z
+  .strictObject({
+    host: z.string().min(1).default("127.0.0.1"),
+    /** 0 picks a free port. */
+    port: z.int().min(0).max(65_535).default(8100),
+    /** Shared with the edge; HMAC key of every forwarded call. */
+    signingSecret: z.string().min(16, "signingSecret must be at least 16 characters"),
+    /** Largest accepted |now − x-agentix-ts|. */
+    timestampWindowMs: z.int().positive().default(DEFAULT_TIMESTAMP_WINDOW_MS),
+    /** How long a call ID is remembered; at least 2 × timestampWindowMs (default exactly that). */
+    replayWindowMs: z.int().positive().optional(),
+    /** Most call IDs remembered at once; beyond it new calls are refused (503), never let through. */
+    replayCapacity: z.int().positive().default(200_000),
+    maxBodyBytes: z.int().positive().default(16 * 1024 * 1024),
+    engines: z
+      .array(EngineConfig)
+      .min(1, "at least one engine is required")
+      .refine((engines) => new Set(engines.map((e) => e.id)).size === engines.length, "engine ids must be unique"),
+    scheduling: SchedulingConfig,
+    /** Period of the /health and /metrics probe of every engine. */
+    metricsIntervalMs: z.int().min(10).default(500),
+    /** Timeout of one probe request. */
+    probeTimeoutMs: z.int().positive().default(2_000),
+    /** Consecutive failed health probes before an engine is taken out of rotation. */
+    unhealthyAfterFailures: z.int().positive().default(2),
+    /** Extra attempts on another engine when one fails before its first byte. */
+    retries: z.int().min(0).max(10).default(2),
+    /** Headers and body inactivity timeout of an engine request (a long generation may take minutes). */
+    upstreamTimeoutMs: z.int().positive().default(600_000),
+    /** Queue bound; beyond it calls are refused with 503 + Retry-After. */
+    maxQueuedCalls: z.int().positive().default(10_000),
+    /** With no healthy engine for this long, queued calls fail and new ones are refused (503). */
+    noHealthyEngineGraceMs: z.int().min(0).default(10_000),
+    /** Retry-After (s) on 503 answers. */
+    retryAfterSeconds: z.int().positive().default(5),
+  })
+  .transform((config, ctx) => {
+    const replayWindowMs = config.replayWindowMs ?? 2 * config.timestampWindowMs;
+    if (replayWindowMs < 2 * config.timestampWindowMs) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["replayWindowMs"],
+        message: `replayWindowMs must be at least 2 × timestampWindowMs (${2 * config.timestampWindowMs}), or a replay could pass`,
+      });
+      return z.NEVER;
+    }
+    return { ...config, replayWindowMs };
+  });
+export type PoolConfig = z.output<typeof PoolConfig>;
+export type PoolConfigInput = z.input<typeof PoolConfig>;
+
+export class PoolConfigError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "PoolConfigError";
+  }
+}
+
+/** Validates a config object; throws PoolConfigError listing every problem. */
+export function parsePoolConfig(input: unknown, source = "pool config"): PoolConfig {
+  const parsed = PoolConfig.safeParse(input);
+  if (!parsed.success) throw new PoolConfigError(`Invalid ${source}:\n${z.prettifyError(parsed.error)}`);
+  return parsed.data;
+}
+
+export interface LoadPoolConfigOptions {
+  /** JSON file; defaults to env.AGENTIX_POOL_CONFIG. Without either, the config comes from env alone. */
+  path?: string | undefined;
+  env?: Readonly<Record<string, string | undefined>>;
+}
+
+/** File, then PORT and POOL_SIGNING_SECRET from the environment on top. */
+export async function loadPoolConfig(options: LoadPoolConfigOptions = {}): Promise<PoolConfig> {
+  const env = options.env ?? process.env;
+  const path = options.path ?? env.AGENTIX_POOL_CONFIG;
+  let fileConfig: unknown = {};
+  const isRecord = (value: unknown): value is Record<string, unknown> =>
+    typeof value === "object" && value !== null && !Array.isArray(value);
+  if (path) {
+    let text: string;
+    try {
+      text = await readFile(path, "utf8");
+    } catch (error) {
+      throw new PoolConfigError(`Cannot read pool config ${path}: ${error instanceof Error ? error.message : String(error)}`);
+    }
+    try {
+      fileConfig = JSON.parse(text);
+    } catch (error) {
+      throw new PoolConfigError(`Pool config ${path} is not valid JSON: ${error instanceof Error ? error.message : String(error)}`);
+    }
+  }
+  if (!isRecord(fileConfig)) throw new PoolConfigError(`Pool config ${path} must hold a JSON object`);
+  const merged: Record<string, unknown> = { ...fileConfig };
+  if (env.PORT !== undefined && env.PORT !== "") {
+    const port = Number(env.PORT);
+    if (!Number.isInteger(port)) throw new PoolConfigError(`PORT must be an integer, got ${JSON.stringify(env.PORT)}`);
+    merged.port = port;
+  }
+  if (env.POOL_SIGNING_SECRET) merged.signingSecret = env.POOL_SIGNING_SECRET;
+  return parsePoolConfig(merged, path ? `pool config ${path}` : "pool config (from environment)");
+}

@@ -1,0 +1,422 @@
+import type { UnofficialStatusCode } from "hono/utils/http-status";
+import type { Dispatcher as HttpDispatcher } from "undici";
+import type { Clock } from "../core/clock.js";
+import { type DispatchSettings, takeDispatches } from "../core/dispatch.js";
+import type { EngineState } from "../core/engines.js";
+import { ProgramQueue, type QueuedCall } from "../core/queue.js";
+import { chooseEngine } from "../core/routing.js";
+import type { ChatCompletionRequest } from "../protocol/chat.js";
+import { openAIError, openAIErrorResponse } from "../protocol/errors.js";
+import type { ForwardFields } from "../protocol/forward.js";
+import { estimatePromptTokens } from "../protocol/tokens.js";
+import type { EngineConfig } from "./config.js";
+import { adapterFor } from "./engines/index.js";
+import type { EngineReading } from "./engine-monitor.js";
+import type { CallOutcome, PoolMetrics, PoolStateSource } from "./metrics.js";
+import { type EngineTarget, type RelayEnd, type RelayStart, relayToEngine } from "./relay.js";
+
+/*
+ * The pool's live state: the program-level queue (core), what each engine is running,
+ * and the calls in between. Whenever capacity may have appeared (a call arrives, one
+ * finishes, engine readings change) it asks the core's takeDispatches which calls go
+ * where, and starts their relays. Scheduling rules live in core only.
+ *
+ * Retry: an attempt that fails before the engine's first byte is tried again, up to
+ * `retries` more times, first directly on another available engine (the failed ones
+ * excluded; it was already chosen by priority), else back into the queue with its
+ * original enqueue time, i.e. ahead of later calls of its level.
+ */
+
+export interface DispatcherOptions {
+  engines: readonly EngineConfig[];
+  settings: DispatchSettings;
+  clock: Clock;
+  metrics: PoolMetrics;
+  http: HttpDispatcher;
+  retries: number;
+  maxQueuedCalls: number;
+  noHealthyEngineGraceMs: number;
+  retryAfterSeconds: number;
+  /** A relay could not connect to this engine. */
+  onEngineDown?: (engineId: string) => void;
+}
+
+export interface CallSubmission {
+  fields: ForwardFields;
+  request: ChatCompletionRequest;
+  /** Client body to forward (adapters add the engine's fields). */
+  body: Record<string, unknown>;
+  /** Aborts when the client goes away. */
+  signal: AbortSignal;
+}
+
+interface EngineSlot {
+  state: EngineState;
+  target: EngineTarget;
+  model: string | undefined;
+}
+
+type CallStage = "queued" | "running" | "done";
+
+interface PendingCall {
+  call: QueuedCall;
+  body: Record<string, unknown>;
+  stream: boolean;
+  signal: AbortSignal;
+  stage: CallStage;
+  level: number;
+  retriesLeft: number;
+  failedEngines: Set<string>;
+  attempt?: { engineId: string; controller: AbortController };
+  resolve(response: Response): void;
+  detach(): void;
+}
+
+/** What /health and tests can read. */
+export interface EngineSnapshot extends EngineState {
+  kind: string;
+}
+
+export class Dispatcher {
+  readonly queue: ProgramQueue;
+  readonly #options: DispatcherOptions;
+  readonly #slots = new Map<string, EngineSlot>();
+  /** The array handed to the core; its objects are the slots' states. */
+  readonly #states: EngineState[] = [];
+  readonly #calls = new Map<string, PendingCall>();
+  readonly #idle = new Set<() => void>();
+  #lastHealthyAt: number;
+  #closed = false;
+
+  constructor(options: DispatcherOptions) {
+    this.#options = options;
+    this.queue = new ProgramQueue(options.settings.queue);
+    for (const engine of options.engines) {
+      const state: EngineState = {
+        id: engine.id,
+        healthy: true,
+        inFlight: 0,
+        maxInFlight: engine.maxInFlight,
+        waiting: 0,
+        kvUsage: 0,
+      };
+      const target: EngineTarget = { id: engine.id, url: engine.url, apiKey: engine.apiKey, adapter: adapterFor(engine.kind) };
+      this.#slots.set(engine.id, { state, target, model: engine.model });
+      this.#states.push(state);
+    }
+    this.#lastHealthyAt = options.clock.now();
+    const source: PoolStateSource = {
+      depthByLevel: () => this.queue.depthByLevel(this.#options.clock.now()),
+      engineStates: () => this.#states,
+    };
+    options.metrics.observe(source);
+  }
+
+  /**
+   * Queues a call. Throws (an OpenAI-shaped HTTPException) when it cannot be queued;
+   * otherwise the promise settles with the response to send and never rejects.
+   */
+  submit(submission: CallSubmission): Promise<Response> {
+    const { fields, request, body, signal } = submission;
+    const { metrics, clock } = this.#options;
+    const now = clock.now();
+    const unavailable = (reason: "queue_full" | "no_healthy_engine" | "shutting_down", message: string) => {
+      metrics.reject(reason);
+      return openAIError(503, message, { code: reason, headers: this.#retryAfter() });
+    };
+    if (this.#closed) throw unavailable("shutting_down", "The pool is shutting down");
+    if (this.queue.size >= this.#options.maxQueuedCalls) throw unavailable("queue_full", "The pool queue is full");
+    if (this.#noHealthyEngineTooLong(now)) throw unavailable("no_healthy_engine", "No healthy engine in this pool");
+    if (this.#calls.has(fields.call)) throw openAIError(409, `Call ${fields.call} is already in progress`, { code: "duplicate_call" });
+
+    const call: QueuedCall = {
+      callId: fields.call,
+      tenantId: fields.tenant,
+      programId: fields.program,
+      threadId: fields.thread,
+      serviceMs: fields.serviceMs,
+      pathMs: fields.pathMs,
+      waitMs: fields.waitMs,
+      weight: fields.weight,
+      promptTokens: estimatePromptTokens(request),
+      enqueuedAt: now,
+    };
+    if (fields.engine !== "") call.affinityEngine = fields.engine;
+
+    let resolve!: (response: Response) => void;
+    const response = new Promise<Response>((settle) => {
+      resolve = settle;
+    });
+    if (signal.aborted) {
+      metrics.cancelled.inc({ stage: "queued" });
+      resolve(clientClosedResponse());
+      return response;
+    }
+    try {
+      this.queue.enqueue(call);
+    } catch (error) {
+      // The core validates the call (e.g. a value that overflowed to Infinity): the edge sent bad figures.
+      metrics.reject("invalid_request");
+      throw openAIError(400, `Invalid forwarded call: ${error instanceof Error ? error.message : String(error)}`, {
+        code: "invalid_forward_headers",
+      });
+    }
+    const onAbort = () => this.#clientGone(pending);
+    const pending: PendingCall = {
+      call,
+      body,
+      stream: request.stream === true,
+      signal,
+      stage: "queued",
+      level: 0,
+      retriesLeft: this.#options.retries,
+      failedEngines: new Set(),
+      resolve,
+      detach: () => signal.removeEventListener("abort", onAbort),
+    };
+    this.#calls.set(call.callId, pending);
+    signal.addEventListener("abort", onAbort, { once: true });
+    this.pump();
+    return response;
+  }
+
+  /** Applies the monitor's readings, then dispatches into any capacity they opened. */
+  updateEngines(readings: readonly EngineReading[]): void {
+    const now = this.#options.clock.now();
+    this.#noteHealth(now);
+    for (const reading of readings) {
+      const slot = this.#slots.get(reading.id);
+      if (slot === undefined) continue;
+      slot.state.healthy = reading.healthy;
+      slot.state.waiting = reading.waiting;
+      slot.state.kvUsage = reading.kvUsage;
+    }
+    this.queue.forgetIdleTenants(now);
+    this.pump();
+  }
+
+  /** Hands queued calls to engines while any can take one. */
+  pump(): void {
+    if (this.#closed) return;
+    const { clock, metrics, settings } = this.#options;
+    const now = clock.now();
+    if (this.#noHealthyEngineTooLong(now)) {
+      this.#failQueued(503, "No healthy engine in this pool", "no_healthy_engine");
+      return;
+    }
+    for (const dispatch of takeDispatches(this.queue, this.#states, now, settings)) {
+      const pending = this.#calls.get(dispatch.call.callId);
+      const slot = this.#slots.get(dispatch.engineId);
+      if (pending === undefined || slot === undefined) {
+        // Cannot happen (every queued call is tracked); give the slot back rather than leak it.
+        if (slot) slot.state.inFlight -= 1;
+        continue;
+      }
+      metrics.dispatches.inc({ engine: dispatch.engineId, reason: dispatch.reason });
+      if (dispatch.promoted) metrics.promotions.inc();
+      if (pending.failedEngines.size === 0) metrics.queueSeconds.observe((now - pending.call.enqueuedAt) / 1000);
+      pending.level = dispatch.level;
+      this.#start(pending, slot, now);
+    }
+  }
+
+  engineSnapshots(): EngineSnapshot[] {
+    return this.#states.map((state) => ({
+      ...state,
+      kind: this.#slots.get(state.id)?.target.adapter.kind ?? "unknown",
+    }));
+  }
+
+  get queuedCount(): number {
+    return this.queue.size;
+  }
+
+  get runningCount(): number {
+    let running = 0;
+    for (const pending of this.#calls.values()) if (pending.stage === "running") running += 1;
+    return running;
+  }
+
+  hasHealthyEngine(): boolean {
+    return this.#states.some((state) => state.healthy);
+  }
+
+  /**
+   * Refuses new calls, answers queued ones 503, aborts running ones, and waits (at
+   * most `graceMs`) for their engine requests to end.
+   */
+  async close(graceMs = 2_000): Promise<void> {
+    if (!this.#closed) {
+      this.#failQueued(503, "The pool is shutting down", "shutting_down");
+      this.#closed = true;
+      for (const pending of this.#calls.values()) pending.attempt?.controller.abort(new Error("pool shutting down"));
+    }
+    if (this.#calls.size === 0) return;
+    await new Promise<void>((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        this.#idle.delete(done);
+        resolve();
+      };
+      const timer = setTimeout(done, graceMs);
+      this.#idle.add(done);
+    });
+  }
+
+  #start(pending: PendingCall, slot: EngineSlot, now: number): void {
+    const controller = new AbortController();
+    pending.stage = "running";
+    pending.attempt = { engineId: slot.state.id, controller };
+    const body = slot.target.adapter.buildBody(pending.body, {
+      level: pending.level,
+      levels: this.#options.settings.queue.levels,
+      model: slot.model,
+    });
+    relayToEngine({
+      engine: slot.target,
+      callId: pending.call.callId,
+      body,
+      stream: pending.stream,
+      queueMs: now - pending.call.enqueuedAt,
+      dispatchedAt: now,
+      signal: controller.signal,
+      http: this.#options.http,
+      clock: this.#options.clock,
+      onEnd: (end) => this.#attemptEnded(pending, slot, end),
+    }).then(
+      (start) => this.#attemptStarted(pending, slot, start),
+      (error: unknown) => {
+        // relayToEngine handles its own failures; this is a bug guard, not a path.
+        if (pending.stage !== "done") this.#release(slot, "failed");
+        this.#finish(pending, openAIErrorResponse(500, `Internal pool error: ${String(error)}`, { code: "internal_error" }));
+        this.pump();
+      },
+    );
+  }
+
+  #attemptEnded(pending: PendingCall, slot: EngineSlot, end: RelayEnd): void {
+    const { metrics, clock } = this.#options;
+    this.#release(slot, end.outcome);
+    this.queue.chargeTenant(pending.call.tenantId, end.serviceMs, clock.now());
+    metrics.serviceSeconds.observe({ engine: slot.state.id }, end.serviceMs / 1000);
+    pending.stage = "done";
+    this.#forget(pending);
+    this.pump();
+  }
+
+  #attemptStarted(pending: PendingCall, slot: EngineSlot, start: RelayStart): void {
+    if (start.kind === "response") {
+      pending.resolve(start.response);
+      return;
+    }
+    if (start.kind === "aborted") {
+      this.#finish(pending, this.#closed ? shuttingDownResponse(this.#retryAfter()) : clientClosedResponse());
+      return;
+    }
+    // Failed before the first byte: the engine did no work for the call, nothing is charged.
+    const engineId = slot.state.id;
+    pending.failedEngines.add(engineId);
+    if (start.connectionFailed) {
+      slot.state.healthy = false;
+      this.#options.onEngineDown?.(engineId);
+    }
+    this.#release(slot, "engine_error");
+    if (this.#closed) {
+      this.#finish(pending, shuttingDownResponse(this.#retryAfter()));
+    } else if (pending.signal.aborted) {
+      this.#finish(pending, clientClosedResponse());
+    } else if (pending.retriesLeft <= 0) {
+      const attempts = this.#options.retries + 1;
+      this.#finish(
+        pending,
+        openAIErrorResponse(502, `No engine could serve the call after ${attempts} attempt(s); last: ${start.reason}`, {
+          code: "engine_unavailable",
+        }),
+      );
+    } else {
+      pending.retriesLeft -= 1;
+      this.#options.metrics.retries.inc({ engine: engineId });
+      this.#retry(pending);
+    }
+    this.pump();
+  }
+
+  #release(slot: EngineSlot, outcome: CallOutcome): void {
+    slot.state.inFlight = Math.max(0, slot.state.inFlight - 1);
+    this.#options.metrics.calls.inc({ engine: slot.state.id, outcome });
+  }
+
+  #retry(pending: PendingCall): void {
+    const { settings, clock, metrics } = this.#options;
+    const candidates = this.#states.filter((state) => !pending.failedEngines.has(state.id));
+    const route = chooseEngine(pending.call, candidates, settings.routing, settings.saturation);
+    const slot = route && this.#slots.get(route.engineId);
+    if (route && slot) {
+      slot.state.inFlight += 1;
+      metrics.dispatches.inc({ engine: route.engineId, reason: route.reason });
+      this.#start(pending, slot, clock.now());
+      return;
+    }
+    // No other engine free now: wait in the queue at the call's original place.
+    pending.stage = "queued";
+    pending.attempt = undefined;
+    this.queue.enqueue(pending.call);
+  }
+
+  #clientGone(pending: PendingCall): void {
+    const { metrics } = this.#options;
+    if (pending.stage === "queued") {
+      this.queue.remove(pending.call.callId);
+      metrics.cancelled.inc({ stage: "queued" });
+      this.#finish(pending, clientClosedResponse());
+    } else if (pending.stage === "running") {
+      metrics.cancelled.inc({ stage: "running" });
+      // The relay sees the abort, ends the attempt, and #attemptEnded frees the slot.
+      pending.attempt?.controller.abort(new Error("client disconnected"));
+    }
+  }
+
+  #failQueued(status: 503, message: string, code: "no_healthy_engine" | "shutting_down"): void {
+    for (const pending of [...this.#calls.values()]) {
+      if (pending.stage !== "queued") continue;
+      this.queue.remove(pending.call.callId);
+      this.#options.metrics.reject(code);
+      this.#finish(pending, openAIErrorResponse(status, message, { code, headers: this.#retryAfter() }));
+    }
+  }
+
+  #finish(pending: PendingCall, response: Response): void {
+    pending.stage = "done";
+    this.#forget(pending);
+    pending.resolve(response);
+  }
+
+  #forget(pending: PendingCall): void {
+    pending.detach();
+    this.#calls.delete(pending.call.callId);
+    if (this.#calls.size === 0) for (const done of [...this.#idle]) done();
+  }
+
+  #retryAfter(): Record<string, string> {
+    return { "Retry-After": String(this.#options.retryAfterSeconds) };
+  }
+
+  /** True when no engine has been healthy for the grace period. */
+  #noHealthyEngineTooLong(now: number): boolean {
+    this.#noteHealth(now);
+    return now - this.#lastHealthyAt >= this.#options.noHealthyEngineGraceMs && !this.hasHealthyEngine();
+  }
+
+  #noteHealth(now: number): void {
+    if (this.hasHealthyEngine()) this.#lastHealthyAt = now;
+  }
+}
+
+/** Never read by anyone (the client is gone); 499 as nginx logs it. */
+function clientClosedResponse(): Response {
+  return openAIErrorResponse(499 as UnofficialStatusCode, "Client closed the request", { code: "client_closed" });
+}
+
+function shuttingDownResponse(headers: Record<string, string>): Response {
+  return openAIErrorResponse(503, "The pool is shutting down", { code: "shutting_down", headers });
+}

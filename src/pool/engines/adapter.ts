@@ -1,0 +1,63 @@
+/*
+ * What differs between engine kinds: the request's priority field, the names of the
+ * load gauges on /metrics, and where health is probed. Everything else is the
+ * OpenAI-compatible chat-completions surface they all share.
+ */
+
+export const ENGINE_KINDS = ["vllm", "sglang", "openai"] as const;
+export type EngineKind = (typeof ENGINE_KINDS)[number];
+
+export const CHAT_COMPLETIONS_PATH = "/v1/chat/completions";
+
+/** Where a call sits in the pool's queue when it is dispatched. */
+export interface QueuePosition {
+  /** 0 = highest priority. */
+  level: number;
+  /** Number of levels K. */
+  levels: number;
+}
+
+export interface UpstreamOptions extends QueuePosition {
+  /** Model name the engine serves, replacing the client's. */
+  model?: string | undefined;
+}
+
+export interface EngineAdapter {
+  readonly kind: EngineKind;
+  /** Value of the request's `priority` field, or undefined when the engine takes none. */
+  priorityFor(position: QueuePosition): number | undefined;
+  /** Gauge names, first present wins (engines renamed them across versions). */
+  readonly metricNames: { readonly waiting: readonly string[]; readonly kvUsage: readonly string[] };
+  readonly healthPath: string;
+  /** Undefined when the engine exposes no Prometheus endpoint. */
+  readonly metricsPath: string | undefined;
+  /** The JSON body sent to the engine for this client body. */
+  buildBody(clientBody: Readonly<Record<string, unknown>>, options: UpstreamOptions): Record<string, unknown>;
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+/**
+ * The client body with the pool's changes: the engine's model name, the engine's
+ * priority (a client-sent `priority` is dropped: the pool's queue decides order), and
+ * for streams `stream_options.include_usage: true`, because the edge meters every
+ * call; the edge drops the extra usage chunk when its client did not ask for it.
+ */
+export function buildUpstreamBody(
+  priorityFor: EngineAdapter["priorityFor"],
+  clientBody: Readonly<Record<string, unknown>>,
+  options: UpstreamOptions,
+): Record<string, unknown> {
+  const { priority: _clientPriority, ...rest } = clientBody;
+  const body: Record<string, unknown> = { ...rest };
+  if (options.model !== undefined) body.model = options.model;
+  const priority = priorityFor(options);
+  if (priority !== undefined) body.priority = priority;
+  if (body.stream === true) {
+    const streamOptions = isRecord(body.stream_options) ? body.stream_options : {};
+    body.stream_options = { ...streamOptions, include_usage: true };
+  }
+  return body;
+}

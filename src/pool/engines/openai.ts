@@ -1,0 +1,11 @@
+import { buildUpstreamBody, type EngineAdapter } from "./adapter.js";
+
+/** Any OpenAI-compatible server: no priority field, no metrics; health is `/v1/models`. */
+export const openaiAdapter: EngineAdapter = {
+  kind: "openai",
+  priorityFor: () => undefined,
+  metricNames: { waiting: [], kvUsage: [] },
+  healthPath: "/v1/models",
+  metricsPath: undefined,
+  buildBody: (clientBody, options) => buildUpstreamBody(openaiAdapter.priorityFor, clientBody, options),
+};

@@ -1,0 +1,15 @@
+import { buildUpstreamBody, type EngineAdapter, type QueuePosition } from "./adapter.js";
+
+/** SGLang: higher `priority` runs first, so the level is inverted (level 0 → K−1). */
+export const sglangAdapter: EngineAdapter = {
+  kind: "sglang",
+  priorityFor: ({ level, levels }: QueuePosition) => Math.max(0, levels - 1 - level),
+  metricNames: {
+    waiting: ["sglang:num_queue_reqs"],
+    kvUsage: ["sglang:token_usage"],
+  },
+  healthPath: "/health",
+  // Present only with --enable-metrics; a missing endpoint reads as zero load.
+  metricsPath: "/metrics",
+  buildBody: (clientBody, options) => buildUpstreamBody(sglangAdapter.priorityFor, clientBody, options),
+};

@@ -1,0 +1,36 @@
+import { parseArgs } from "node:util";
+import { loadPoolConfig, PoolConfigError } from "./config.js";
+import { startPool } from "./server.js";
+
+/*
+ * `tsx src/pool/main.ts --config pool.json`: runs one pool core until SIGINT or
+ * SIGTERM, then shuts down cleanly (a second signal exits at once).
+ */
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({ options: { config: { type: "string", short: "c" } }, strict: true });
+  const config = await loadPoolConfig({ path: values.config });
+  const pool = await startPool(config);
+  console.log(`agentix pool listening on ${pool.url} with ${config.engines.length} engine(s): ${config.engines.map((e) => `${e.id}=${e.url}`).join(", ")}`);
+
+  let stopping = false;
+  const shutdown = (signal: NodeJS.Signals) => {
+    if (stopping) process.exit(1);
+    stopping = true;
+    console.log(`agentix pool: ${signal}, shutting down`);
+    pool.close().then(
+      () => process.exit(0),
+      (error: unknown) => {
+        console.error("agentix pool: shutdown failed", error);
+        process.exit(1);
+      },
+    );
+  };
+  process.on("SIGINT", shutdown);
+  process.on("SIGTERM", shutdown);
+}
+
+main().catch((error: unknown) => {
+  console.error(error instanceof PoolConfigError ? error.message : error);
+  process.exit(1);
+});

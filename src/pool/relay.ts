@@ -1,0 +1,241 @@
+import { type Dispatcher, fetch } from "undici";
+import type { Clock } from "../core/clock.js";
+import { openAIErrorBody, openAIErrorResponse } from "../protocol/errors.js";
+import { dataEvent, formatEvent, isDoneEvent, SseEventSplitter } from "../protocol/sse.js";
+import { type PoolCallStats, statsCommentEvent, statsHeaders } from "../protocol/stats.js";
+import { CHAT_COMPLETIONS_PATH, type EngineAdapter } from "./engines/adapter.js";
+import type { CallOutcome } from "./metrics.js";
+
+/*
+ * One attempt of one call on one engine. Retry is decided by the caller from the
+ * start result: only a failure before the engine's first byte (no connection, or a
+ * 5xx status) is retryable, since nothing has reached the client and the engine
+ * produced nothing usable. Once the engine answers 2xx the attempt is committed:
+ *
+ * - non-streaming: the whole body is read, then relayed with the stats headers;
+ *   a body that breaks off becomes a 502.
+ * - streaming: events are relayed as they arrive; the stats comment goes just
+ *   before `data: [DONE]`. If the engine breaks off mid-stream the client gets an
+ *   OpenAI-shaped `data: {"error":…}` event, then the stats comment, and the stream
+ *   ends WITHOUT `data: [DONE]`, so a client can tell it was cut short.
+ * - 4xx: relayed as is (status and body), not retried: the request is at fault.
+ */
+
+export interface EngineTarget {
+  id: string;
+  /** Base URL without `/v1`. */
+  url: string;
+  apiKey?: string | undefined;
+  adapter: EngineAdapter;
+}
+
+export interface RelayEnd {
+  /** Wall time from dispatch to the engine's last byte (or to the abort), ms. */
+  serviceMs: number;
+  outcome: CallOutcome;
+}
+
+export interface RelayRequest {
+  engine: EngineTarget;
+  callId: string;
+  /** The body the engine receives (already shaped by its adapter). */
+  body: Record<string, unknown>;
+  stream: boolean;
+  queueMs: number;
+  dispatchedAt: number;
+  /** Aborts the engine request: client gone, or the pool shutting down. */
+  signal: AbortSignal;
+  http: Dispatcher;
+  clock: Clock;
+  /**
+   * Called exactly once when the engine is done with an attempt that got past its
+   * first byte or was aborted; not for a "failed" start (the caller handles that).
+   */
+  onEnd(end: RelayEnd): void;
+}
+
+export type RelayStart =
+  | { kind: "response"; response: Response }
+  /** Retryable: the engine failed before its first byte. */
+  | { kind: "failed"; reason: string; connectionFailed: boolean }
+  | { kind: "aborted" };
+
+const CONNECTION_ERROR_CODES = new Set([
+  "ECONNREFUSED",
+  "ECONNRESET",
+  "EHOSTUNREACH",
+  "ENETUNREACH",
+  "ENOTFOUND",
+  "EAI_AGAIN",
+  "EPIPE",
+  "UND_ERR_CONNECT_TIMEOUT",
+  "UND_ERR_SOCKET",
+  "UND_ERR_CLOSED",
+]);
+
+function errorCode(error: unknown): string | undefined {
+  for (let e: unknown = error, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === "string") return code;
+  }
+  return undefined;
+}
+
+function describe(error: unknown): string {
+  const code = errorCode(error);
+  const cause = error instanceof Error && error.cause instanceof Error ? error.cause.message : undefined;
+  const message = error instanceof Error ? error.message : String(error);
+  return [code, cause ?? message].filter(Boolean).join(": ");
+}
+
+const round = (ms: number): number => Math.max(0, Math.round(ms));
+
+const PASSED_RESPONSE_HEADERS = ["content-type"];
+
+export async function relayToEngine(req: RelayRequest): Promise<RelayStart> {
+  const { engine, clock } = req;
+  let ended = false;
+  const end = (outcome: CallOutcome, serviceMs = clock.now() - req.dispatchedAt): void => {
+    if (ended) return;
+    ended = true;
+    req.onEnd({ serviceMs: round(serviceMs), outcome });
+  };
+  const stats = (serviceMs: number): PoolCallStats => ({
+    engine: engine.id,
+    queueMs: round(req.queueMs),
+    serviceMs: round(serviceMs),
+  });
+
+  const headers: Record<string, string> = {
+    "content-type": "application/json",
+    accept: req.stream ? "text/event-stream" : "application/json",
+    "x-request-id": req.callId,
+  };
+  if (engine.apiKey) headers.authorization = `Bearer ${engine.apiKey}`;
+
+  let upstream: Awaited<ReturnType<typeof fetch>>;
+  try {
+    upstream = await fetch(`${engine.url}${CHAT_COMPLETIONS_PATH}`, {
+      method: "POST",
+      headers,
+      body: JSON.stringify(req.body),
+      signal: req.signal,
+      dispatcher: req.http,
+    });
+  } catch (error) {
+    if (req.signal.aborted) {
+      end("aborted");
+      return { kind: "aborted" };
+    }
+    const code = errorCode(error);
+    return {
+      kind: "failed",
+      reason: `engine ${engine.id} unreachable (${describe(error)})`,
+      connectionFailed: code !== undefined && CONNECTION_ERROR_CODES.has(code),
+    };
+  }
+
+  if (upstream.status >= 500) {
+    const detail = await upstream.text().then(
+      (text) => text.slice(0, 200),
+      () => "",
+    );
+    return {
+      kind: "failed",
+      reason: `engine ${engine.id} answered ${upstream.status}${detail ? `: ${detail}` : ""}`,
+      connectionFailed: false,
+    };
+  }
+
+  const contentType = upstream.headers.get("content-type") ?? "";
+  if (upstream.ok && req.stream && contentType.includes("text/event-stream") && upstream.body) {
+    return { kind: "response", response: relayEventStream(upstream.body, req, stats, end) };
+  }
+
+  // Non-streaming (or an engine that answered a stream request with a whole body).
+  let bytes: ArrayBuffer;
+  try {
+    bytes = await upstream.arrayBuffer();
+  } catch (error) {
+    if (req.signal.aborted) {
+      end("aborted");
+      return { kind: "aborted" };
+    }
+    const serviceMs = clock.now() - req.dispatchedAt;
+    end("failed", serviceMs);
+    return {
+      kind: "response",
+      response: openAIErrorResponse(502, `Engine ${engine.id} broke off its response (${describe(error)})`, {
+        code: "engine_response_error",
+        headers: statsHeaders(stats(serviceMs)),
+      }),
+    };
+  }
+  const serviceMs = clock.now() - req.dispatchedAt;
+  end(upstream.ok ? "completed" : "client_error", serviceMs);
+  const responseHeaders = new Headers(statsHeaders(stats(serviceMs)));
+  for (const name of PASSED_RESPONSE_HEADERS) {
+    const value = upstream.headers.get(name);
+    if (value !== null) responseHeaders.set(name, value);
+  }
+  return { kind: "response", response: new Response(bytes, { status: upstream.status, headers: responseHeaders }) };
+}
+
+function relayEventStream(
+  body: ReadableStream<Uint8Array>,
+  req: RelayRequest,
+  stats: (serviceMs: number) => PoolCallStats,
+  end: (outcome: CallOutcome, serviceMs?: number) => void,
+): Response {
+  const encoder = new TextEncoder();
+  const events = body.pipeThrough(new SseEventSplitter()).getReader();
+  let lastByteMs: number | undefined;
+  let statsWritten = false;
+
+  const writeStats = (controller: ReadableStreamDefaultController<Uint8Array>): void => {
+    lastByteMs ??= req.clock.now() - req.dispatchedAt;
+    if (!statsWritten) controller.enqueue(encoder.encode(statsCommentEvent(stats(lastByteMs))));
+    statsWritten = true;
+  };
+
+  const stream = new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      let next: Awaited<ReturnType<typeof events.read>>;
+      try {
+        next = await events.read();
+      } catch (error) {
+        const aborted = req.signal.aborted;
+        const message = aborted
+          ? `Call aborted: ${String(req.signal.reason ?? "aborted")}`
+          : `Engine ${req.engine.id} broke off the stream (${describe(error)})`;
+        try {
+          controller.enqueue(encoder.encode(dataEvent(openAIErrorBody(502, message, { code: "engine_stream_error" }))));
+          writeStats(controller);
+          controller.close();
+        } catch {
+          // The client is already gone; nothing left to tell it.
+        }
+        end(aborted ? "aborted" : "failed", lastByteMs);
+        return;
+      }
+      if (next.done) {
+        // An engine that ends without [DONE] still gets its stats written, at the end.
+        writeStats(controller);
+        controller.close();
+        end("completed", lastByteMs);
+        return;
+      }
+      if (isDoneEvent(next.value)) writeStats(controller);
+      controller.enqueue(encoder.encode(formatEvent(next.value)));
+    },
+    async cancel(reason) {
+      end("aborted");
+      await events.cancel(reason).catch(() => undefined);
+    },
+  });
+
+  return new Response(stream, {
+    status: 200,
+    headers: { "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache" },
+  });
+}

@@ -1,0 +1,125 @@
+import type { AddressInfo } from "node:net";
+import { serve, type ServerType } from "@hono/node-server";
+import type { Hono } from "hono";
+import { Agent } from "undici";
+import { type Clock, systemClock } from "../core/clock.js";
+import { createPoolApp } from "./app.js";
+import type { PoolConfig } from "./config.js";
+import { Dispatcher } from "./dispatcher.js";
+import { EngineMonitor } from "./engine-monitor.js";
+import { adapterFor } from "./engines/index.js";
+import { PoolMetrics } from "./metrics.js";
+import type { ForwardedEnv } from "./verify-forward.js";
+
+export interface PoolHandle {
+  /** `http://host:port`, with the port actually bound. */
+  url: string;
+  port: number;
+  config: PoolConfig;
+  dispatcher: Dispatcher;
+  monitor: EngineMonitor;
+  metrics: PoolMetrics;
+  /** The Hono app, for `app.request()` in tests (same state as the listening server). */
+  app: Hono<ForwardedEnv>;
+  /** Stops accepting, answers queued calls 503, aborts running ones, stops timers, closes sockets. */
+  close(): Promise<void>;
+}
+
+export interface StartPoolOptions {
+  clock?: Clock;
+}
+
+function listen(server: ServerType): Promise<AddressInfo> {
+  return new Promise((resolve, reject) => {
+    const onError = (error: Error) => reject(error);
+    server.once("error", onError);
+    server.once("listening", () => {
+      server.off("error", onError);
+      const address = server.address();
+      if (address === null || typeof address === "string") reject(new Error("pool server has no TCP address"));
+      else resolve(address);
+    });
+  });
+}
+
+function closeServer(server: ServerType): Promise<void> {
+  return new Promise((resolve) => {
+    if (!server.listening) return resolve();
+    server.close(() => resolve());
+  });
+}
+
+export async function startPool(config: PoolConfig, options: StartPoolOptions = {}): Promise<PoolHandle> {
+  const clock = options.clock ?? systemClock;
+  const metrics = new PoolMetrics();
+  // One keep-alive connection pool to all engines; a generation may stream for minutes.
+  const http = new Agent({
+    keepAliveTimeout: 10_000,
+    headersTimeout: config.upstreamTimeoutMs,
+    bodyTimeout: config.upstreamTimeoutMs,
+    connect: { timeout: 5_000 },
+  });
+  let monitor: EngineMonitor | undefined;
+  const dispatcher = new Dispatcher({
+    engines: config.engines,
+    settings: config.scheduling,
+    clock,
+    metrics,
+    http,
+    retries: config.retries,
+    maxQueuedCalls: config.maxQueuedCalls,
+    noHealthyEngineGraceMs: config.noHealthyEngineGraceMs,
+    retryAfterSeconds: config.retryAfterSeconds,
+    onEngineDown: (engineId) => monitor?.markDown(engineId),
+  });
+  monitor = new EngineMonitor({
+    engines: config.engines.map((engine) => ({ ...engine, adapter: adapterFor(engine.kind) })),
+    http,
+    intervalMs: config.metricsIntervalMs,
+    probeTimeoutMs: config.probeTimeoutMs,
+    unhealthyAfterFailures: config.unhealthyAfterFailures,
+    onReadings: (readings) => dispatcher.updateEngines(readings),
+  });
+  // Know the engines before the first call arrives.
+  await monitor.refresh();
+  monitor.start();
+
+  const app = createPoolApp({ config, dispatcher, metrics, clock });
+  const server = serve({ fetch: app.fetch, port: config.port, hostname: config.host });
+  let address: AddressInfo;
+  try {
+    address = await listen(server);
+  } catch (error) {
+    await monitor.stop();
+    await dispatcher.close(0);
+    await http.destroy();
+    throw error;
+  }
+
+  const host = address.family === "IPv6" ? `[${address.address}]` : address.address;
+  let closing: Promise<void> | undefined;
+  const activeMonitor = monitor;
+  return {
+    url: `http://${host}:${address.port}`,
+    port: address.port,
+    config,
+    dispatcher,
+    monitor: activeMonitor,
+    metrics,
+    app,
+    close: () => {
+      closing ??= (async () => {
+        const serverClosed = closeServer(server);
+        await activeMonitor.stop();
+        await dispatcher.close();
+        if ("closeIdleConnections" in server) server.closeIdleConnections();
+        // Responses just answered 503 get a moment to flush; then every socket goes.
+        await Promise.race([serverClosed, new Promise((resolve) => setTimeout(resolve, 200).unref())]);
+        if ("closeAllConnections" in server) server.closeAllConnections();
+        await serverClosed;
+        await http.destroy();
+      })();
+      return closing;
+    },
+  };
+}

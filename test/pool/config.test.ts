@@ -1,0 +1,94 @@
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { DEFAULT_DISPATCH_SETTINGS } from "../../src/core/settings.js";
+import { loadPoolConfig, parsePoolConfig, PoolConfigError } from "../../src/pool/config.js";
+
+const minimal = { signingSecret: "0123456789abcdef", engines: [{ id: "e1", url: "http://127.0.0.1:8000/" }] };
+
+describe("pool config", () => {
+  it("fills defaults from the core and the pool", () => {
+    const config = parsePoolConfig(minimal);
+    expect(config).toMatchObject({
+      host: "127.0.0.1",
+      port: 8100,
+      timestampWindowMs: 30_000,
+      replayWindowMs: 60_000,
+      metricsIntervalMs: 500,
+      retries: 2,
+    });
+    expect(config.scheduling).toEqual(DEFAULT_DISPATCH_SETTINGS);
+    expect(config.engines[0]).toMatchObject({
+      id: "e1",
+      url: "http://127.0.0.1:8000",
+      kind: "vllm",
+      maxInFlight: 4,
+      healthPath: "/health",
+      metricsPath: "/metrics",
+    });
+  });
+
+  it("defaults health and metrics paths by engine kind", () => {
+    const config = parsePoolConfig({
+      ...minimal,
+      engines: [
+        { id: "o", url: "https://api.example.com", kind: "openai", apiKey: "sk-x", model: "gpt-x" },
+        { id: "s", url: "http://10.0.0.2:30000", kind: "sglang", metricsPath: null },
+      ],
+    });
+    expect(config.engines[0]).toMatchObject({ healthPath: "/v1/models", metricsPath: undefined, model: "gpt-x" });
+    expect(config.engines[1]).toMatchObject({ healthPath: "/health", metricsPath: undefined });
+  });
+
+  it("overrides scheduling settings field by field", () => {
+    const config = parsePoolConfig({ ...minimal, scheduling: { queue: { levels: 4 }, saturation: { maxKvUsage: 0.9 } } });
+    expect(config.scheduling.queue).toEqual({ ...DEFAULT_DISPATCH_SETTINGS.queue, levels: 4 });
+    expect(config.scheduling.saturation.maxKvUsage).toBe(0.9);
+    expect(config.scheduling.routing).toEqual(DEFAULT_DISPATCH_SETTINGS.routing);
+  });
+
+  it.each([
+    ["no engines", { ...minimal, engines: [] }, /at least one engine/],
+    ["duplicate engine ids", { ...minimal, engines: [minimal.engines[0], minimal.engines[0]] }, /unique/],
+    ["a non-http url", { ...minimal, engines: [{ id: "e", url: "ftp://x" }] }, /http\(s\) URL/],
+    ["an unknown kind", { ...minimal, engines: [{ id: "e", url: "http://x", kind: "tgi" }] }, /kind/],
+    ["a short secret", { ...minimal, signingSecret: "short" }, /at least 16/],
+    ["a misspelt key", { ...minimal, retry: 3 }, /retry/],
+    ["a scheduling value the core refuses", { ...minimal, scheduling: { queue: { growth: 1 } } }, /growth must be/],
+    ["an unknown scheduling knob", { ...minimal, scheduling: { routing: { longPrompt: 5 } } }, /longPrompt/],
+    ["a replay window shorter than 2 × the timestamp window", { ...minimal, replayWindowMs: 30_000 }, /replayWindowMs/],
+  ])("rejects %s with a clear message", (_what, input, message) => {
+    expect(() => parsePoolConfig(input)).toThrow(PoolConfigError);
+    expect(() => parsePoolConfig(input)).toThrow(message);
+  });
+});
+
+describe("loadPoolConfig", () => {
+  let dir: string;
+  beforeAll(async () => {
+    dir = await mkdtemp(path.join(tmpdir(), "agentix-pool-config-"));
+  });
+  afterAll(async () => {
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it("reads the file named by AGENTIX_POOL_CONFIG, with PORT and POOL_SIGNING_SECRET on top", async () => {
+    const file = path.join(dir, "pool.json");
+    await writeFile(file, JSON.stringify({ ...minimal, port: 9000 }));
+    const config = await loadPoolConfig({
+      env: { AGENTIX_POOL_CONFIG: file, PORT: "9100", POOL_SIGNING_SECRET: "from-the-environment-secret" },
+    });
+    expect(config.port).toBe(9100);
+    expect(config.signingSecret).toBe("from-the-environment-secret");
+  });
+
+  it("prefers an explicit path and reports unreadable or invalid files", async () => {
+    const bad = path.join(dir, "bad.json");
+    await writeFile(bad, "{ not json");
+    await expect(loadPoolConfig({ path: bad, env: {} })).rejects.toThrow(/not valid JSON/);
+    await expect(loadPoolConfig({ path: path.join(dir, "missing.json"), env: {} })).rejects.toThrow(/Cannot read/);
+    await expect(loadPoolConfig({ env: { PORT: "eighty" } })).rejects.toThrow(/PORT must be an integer/);
+    await expect(loadPoolConfig({ env: {} })).rejects.toThrow(/signingSecret/);
+  });
+});

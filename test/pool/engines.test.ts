@@ -1,0 +1,36 @@
+import { describe, expect, it } from "vitest";
+import { adapterFor } from "../../src/pool/engines/index.js";
+
+const body = { model: "client-model", messages: [{ role: "user", content: "hi" }], priority: -100, foo: { bar: 1 } };
+const position = { level: 2, levels: 10 };
+
+describe("engine adapters", () => {
+  it("vLLM: priority = queue level (lower runs first)", () => {
+    expect(adapterFor("vllm").buildBody(body, position).priority).toBe(2);
+    expect(adapterFor("vllm").buildBody(body, { level: 0, levels: 10 }).priority).toBe(0);
+  });
+
+  it("SGLang: priority inverted (higher runs first)", () => {
+    expect(adapterFor("sglang").buildBody(body, position).priority).toBe(7);
+    expect(adapterFor("sglang").buildBody(body, { level: 0, levels: 10 }).priority).toBe(9);
+    expect(adapterFor("sglang").buildBody(body, { level: 9, levels: 10 }).priority).toBe(0);
+  });
+
+  it("OpenAI-compatible: no priority, and a client's own priority is dropped", () => {
+    expect(adapterFor("openai").buildBody(body, position)).not.toHaveProperty("priority");
+  });
+
+  it("keeps unknown fields, applies the model override, and leaves the client body untouched", () => {
+    const out = adapterFor("vllm").buildBody(body, { ...position, model: "engine-model" });
+    expect(out).toMatchObject({ model: "engine-model", foo: { bar: 1 }, messages: body.messages });
+    expect(body.model).toBe("client-model");
+    expect(body.priority).toBe(-100);
+  });
+
+  it("forces include_usage on streams, keeping other stream options", () => {
+    const streaming = { ...body, stream: true, stream_options: { include_usage: false, other: 1 } };
+    expect(adapterFor("openai").buildBody(streaming, position).stream_options).toEqual({ include_usage: true, other: 1 });
+    expect(adapterFor("vllm").buildBody({ ...body, stream: true }, position).stream_options).toEqual({ include_usage: true });
+    expect(adapterFor("vllm").buildBody(body, position)).not.toHaveProperty("stream_options");
+  });
+});

@@ -1,0 +1,186 @@
+import type { AddressInfo } from "node:net";
+import { type HttpBindings, serve } from "@hono/node-server";
+import { Hono } from "hono";
+
+/*
+ * A controllable OpenAI-compatible engine for pool tests: every chat call is recorded
+ * and answered as its behaviour says, so a test can hold a response open, fail before
+ * the first byte, stream part of an answer, and see aborts and in-flight counts exactly.
+ */
+
+export type FakeBehavior =
+  /** Whole JSON completion; held until release() when `hold`. */
+  | { kind: "json"; hold?: boolean }
+  /**
+   * SSE: one content chunk at once, the rest (content, usage, [DONE]) after release();
+   * with `breakAfterFirst` the connection is cut at release instead.
+   */
+  | { kind: "stream"; breakAfterFirst?: boolean }
+  /** An immediate error answer with this status. */
+  | { kind: "status"; status: number };
+
+export interface FakeCall {
+  index: number;
+  body: Record<string, unknown>;
+  headers: Headers;
+  /** Lets a held response finish. */
+  release(): void;
+  readonly aborted: Promise<void>;
+  isAborted(): boolean;
+  isFinished(): boolean;
+}
+
+export interface FakeEngine {
+  url: string;
+  calls: FakeCall[];
+  /** Requests received and neither finished nor aborted. */
+  inFlight(): number;
+  /** Resolves with call number `index` (0-based) once it has arrived. */
+  call(index: number, timeoutMs?: number): Promise<FakeCall>;
+  setHealthy(healthy: boolean): void;
+  setMetrics(text: string): void;
+  close(): Promise<void>;
+}
+
+export interface FakeEngineOptions {
+  behave?: (call: FakeCall) => FakeBehavior;
+  metrics?: string;
+}
+
+const completion = (model: unknown, text: string) => ({
+  id: "chatcmpl-fake",
+  object: "chat.completion",
+  created: 1,
+  model,
+  choices: [{ index: 0, message: { role: "assistant", content: text }, finish_reason: "stop" }],
+  usage: { prompt_tokens: 5, completion_tokens: 2, total_tokens: 7 },
+});
+
+const chunk = (model: unknown, content: string | null, usage?: object) => ({
+  id: "chatcmpl-fake",
+  object: "chat.completion.chunk",
+  created: 1,
+  model,
+  choices: content === null ? [] : [{ index: 0, delta: { content }, finish_reason: null }],
+  ...(usage ? { usage } : {}),
+});
+
+export async function startFakeEngine(options: FakeEngineOptions = {}): Promise<FakeEngine> {
+  const calls: FakeCall[] = [];
+  const waiters = new Map<number, (call: FakeCall) => void>();
+  let healthy = true;
+  let metricsText = options.metrics ?? "# no metrics\n";
+  let active = 0;
+
+  const app = new Hono<{ Bindings: HttpBindings }>();
+  app.get("/health", (c) => (healthy ? c.text("ok") : c.text("down", 503)));
+  app.get("/metrics", (c) => c.text(metricsText));
+  // The health probe of "openai"-kind engines.
+  app.get("/v1/models", (c) =>
+    healthy ? c.json({ object: "list", data: [{ id: "test-model", object: "model" }] }) : c.text("down", 503),
+  );
+  app.post("/v1/chat/completions", async (c) => {
+    const body = (await c.req.json()) as Record<string, unknown>;
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    let markAborted!: () => void;
+    const aborted = new Promise<void>((resolve) => (markAborted = resolve));
+    let wasAborted = false;
+    let finished = false;
+    active += 1;
+    const settle = (how: "finished" | "aborted") => {
+      if (finished || wasAborted) return;
+      if (how === "aborted") {
+        wasAborted = true;
+        markAborted();
+      } else finished = true;
+      active -= 1;
+    };
+    const call: FakeCall = {
+      index: calls.length,
+      body,
+      headers: c.req.raw.headers,
+      release,
+      aborted,
+      isAborted: () => wasAborted,
+      isFinished: () => finished,
+    };
+    calls.push(call);
+    c.req.raw.signal.addEventListener("abort", () => settle("aborted"), { once: true });
+    waiters.get(call.index)?.(call);
+
+    const behavior = options.behave?.(call) ?? { kind: "json" };
+    const model = body.model;
+    if (behavior.kind === "status") {
+      settle("finished");
+      return c.json({ error: { message: `fake ${behavior.status}`, type: "server_error", code: null, param: null } }, behavior.status as 400);
+    }
+    if (behavior.kind === "json") {
+      if (behavior.hold) await Promise.race([released, aborted]);
+      if (wasAborted) return c.body(null, 500);
+      settle("finished");
+      return c.json(completion(model, "hello"));
+    }
+    const encoder = new TextEncoder();
+    const event = (payload: unknown) => encoder.encode(`data: ${typeof payload === "string" ? payload : JSON.stringify(payload)}\n\n`);
+    const stream = new ReadableStream<Uint8Array>({
+      async start(controller) {
+        controller.enqueue(event(chunk(model, "Hel")));
+        await Promise.race([released, aborted]);
+        if (wasAborted) return;
+        if (behavior.breakAfterFirst) {
+          settle("finished");
+          c.env.outgoing.destroy();
+          return;
+        }
+        controller.enqueue(event(chunk(model, "lo")));
+        controller.enqueue(event(chunk(model, null, { prompt_tokens: 5, completion_tokens: 2, total_tokens: 7 })));
+        controller.enqueue(event("[DONE]"));
+        settle("finished");
+        controller.close();
+      },
+      cancel() {
+        settle("aborted");
+      },
+    });
+    return c.body(stream, 200, { "content-type": "text/event-stream" });
+  });
+
+  const server = serve({ fetch: app.fetch, port: 0, hostname: "127.0.0.1" });
+  await new Promise<void>((resolve) => server.once("listening", () => resolve()));
+  const { port } = server.address() as AddressInfo;
+
+  return {
+    url: `http://127.0.0.1:${port}`,
+    calls,
+    inFlight: () => active,
+    call(index, timeoutMs = 5_000) {
+      const existing = calls[index];
+      if (existing) return Promise.resolve(existing);
+      return new Promise<FakeCall>((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error(`fake engine: call ${index} never arrived`)), timeoutMs);
+        waiters.set(index, (call) => {
+          clearTimeout(timer);
+          resolve(call);
+        });
+      });
+    },
+    setHealthy: (value) => (healthy = value),
+    setMetrics: (text) => (metricsText = text),
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const call of calls) call.release();
+        server.close(() => resolve());
+        if ("closeAllConnections" in server) server.closeAllConnections();
+      }),
+  };
+}
+
+/** A URL nothing listens on: connecting to it is refused. */
+export async function refusedUrl(): Promise<string> {
+  const server = serve({ fetch: () => new Response("x"), port: 0, hostname: "127.0.0.1" });
+  await new Promise<void>((resolve) => server.once("listening", () => resolve()));
+  const { port } = server.address() as AddressInfo;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return `http://127.0.0.1:${port}`;
+}
