@@ -1,0 +1,180 @@
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import OpenAI from "openai";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { z } from "zod";
+import { type LocalStack, startLocalStack } from "../../src/cli/local-stack.js";
+import { runWrangler } from "../../src/cli/wrangler-process.js";
+import { Header } from "../../src/protocol/headers.js";
+import { freePort } from "./free-port.js";
+
+/*
+ * The real stack: the Worker under `wrangler dev` (local D1 and Durable Objects),
+ * a pool core and simulated engines, driven by the official OpenAI client with
+ * only the base URL, the key and the program header changed.
+ */
+
+const root = path.resolve(import.meta.dirname, "../..");
+let stateDir: string;
+let stack: LocalStack;
+
+const UsageRow = z.object({
+  call_id: z.string(),
+  program_id: z.string(),
+  prompt_tokens: z.number(),
+  cached_tokens: z.number(),
+  completion_tokens: z.number(),
+  service_ms: z.number(),
+  status: z.string(),
+});
+type UsageRow = z.infer<typeof UsageRow>;
+
+/** Reads the local D1 the Worker writes to, through wrangler itself. */
+async function usageRows(programId: string): Promise<UsageRow[]> {
+  const out = await runWrangler(
+    [
+      "d1",
+      "execute",
+      "agentix",
+      "--local",
+      "--persist-to",
+      path.join(stateDir, "wrangler"),
+      "--json",
+      "--command",
+      `SELECT call_id, program_id, prompt_tokens, cached_tokens, completion_tokens, service_ms, status FROM usage WHERE program_id = '${programId}' ORDER BY started_at`,
+    ],
+    { cwd: root, env: { CI: "true" } },
+  );
+  const parsed = z.array(z.object({ results: z.array(UsageRow) })).parse(JSON.parse(out.slice(out.indexOf("["))));
+  return parsed[0]?.results ?? [];
+}
+
+async function waitFor<T>(probe: () => Promise<T>, done: (value: T) => boolean, timeoutMs = 20_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (done(value) || Date.now() > deadline) return value;
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
+}
+
+const ProgramView = z.object({
+  id: z.string(),
+  status: z.string(),
+  service_ms: z.number(),
+  path_ms: z.number(),
+  engine: z.string().nullable(),
+  totals: z.object({ calls: z.number(), prompt_tokens: z.number(), completion_tokens: z.number() }),
+});
+
+async function program(id: string) {
+  const res = await fetch(`${stack.edgeUrl}/v1/programs/${id}`, { headers: { authorization: `Bearer ${stack.devKey}` } });
+  expect(res.status).toBe(200);
+  return ProgramView.parse(await res.json());
+}
+
+beforeAll(async () => {
+  stateDir = await mkdtemp(path.join(tmpdir(), "agentix-e2e-"));
+  stack = await startLocalStack({
+    root,
+    stateDir,
+    edgePort: await freePort(),
+    poolPort: await freePort(),
+    engines: 2,
+    timeScale: 50,
+  });
+}, 120_000);
+
+afterAll(async () => {
+  await stack?.stop();
+  await rm(stateDir, { recursive: true, force: true });
+});
+
+describe("end to end through edge, pool and simulated engines", () => {
+  it("serves a program's non-streaming and streaming calls and meters each exactly once", async () => {
+    const client = new OpenAI({ baseURL: `${stack.edgeUrl}/v1`, apiKey: stack.devKey, maxRetries: 0 });
+    const messages: OpenAI.ChatCompletionMessageParam[] = [
+      { role: "system", content: "You are a coding agent. ".repeat(40) },
+      { role: "user", content: "List the failing tests." },
+    ];
+
+    const first = await client.chat.completions.create({ model: stack.model, messages, max_tokens: 24 }).withResponse();
+    const programId = first.response.headers.get(Header.program);
+    expect(programId).toMatch(/^prog_/);
+    expect(first.data.usage?.completion_tokens).toBeGreaterThan(0);
+    const afterFirst = await waitFor(
+      () => program(programId ?? ""),
+      (p) => p.totals.calls === 1,
+    );
+    expect(afterFirst.totals.calls).toBe(1);
+    expect(afterFirst.service_ms).toBeGreaterThan(0);
+    expect(afterFirst.engine).toMatch(/^sim-/);
+
+    messages.push({ role: "assistant", content: first.data.choices[0]?.message.content ?? "" });
+    messages.push({ role: "user", content: "Fix the first one." });
+    const stream = await client.chat.completions
+      .create(
+        { model: stack.model, messages, max_tokens: 16, stream: true, stream_options: { include_usage: true } },
+        { headers: { [Header.program]: programId ?? "" } },
+      )
+      .withResponse();
+    expect(stream.response.headers.get(Header.program)).toBe(programId);
+    let text = "";
+    let streamedUsage: OpenAI.CompletionUsage | undefined;
+    for await (const chunk of stream.data) {
+      text += chunk.choices[0]?.delta.content ?? "";
+      if (chunk.usage) streamedUsage = chunk.usage;
+    }
+    expect(text.length).toBeGreaterThan(0);
+    expect(streamedUsage?.completion_tokens).toBeGreaterThan(0);
+    // The second call re-sends the first one's prompt: the engine's prefix cache serves part of it.
+    expect(streamedUsage?.prompt_tokens_details?.cached_tokens).toBeGreaterThan(0);
+
+    const afterSecond = await waitFor(
+      () => program(programId ?? ""),
+      (p) => p.totals.calls === 2,
+    );
+    expect(afterSecond.totals.calls).toBe(2);
+    expect(afterSecond.service_ms).toBeGreaterThan(afterFirst.service_ms);
+    expect(afterSecond.path_ms).toBeCloseTo(afterSecond.service_ms, 6);
+
+    const rows = await waitFor(
+      () => usageRows(programId ?? ""),
+      (r) => r.length >= 2,
+    );
+    expect(rows).toHaveLength(2);
+    expect(new Set(rows.map((r) => r.call_id)).size).toBe(2);
+    const expected = [first.data.usage, streamedUsage];
+    rows.forEach((row, i) => {
+      expect(row.status).toBe("ok");
+      expect(row.prompt_tokens).toBe(expected[i]?.prompt_tokens);
+      expect(row.completion_tokens).toBe(expected[i]?.completion_tokens);
+      expect(row.cached_tokens).toBe(expected[i]?.prompt_tokens_details?.cached_tokens ?? 0);
+    });
+    expect(afterSecond.totals.prompt_tokens).toBe(rows.reduce((sum, r) => sum + r.prompt_tokens, 0));
+  });
+
+  it("keeps the usage chunk out of a stream that did not ask for it", async () => {
+    const client = new OpenAI({ baseURL: `${stack.edgeUrl}/v1`, apiKey: stack.devKey, maxRetries: 0 });
+    const stream = await client.chat.completions.create({
+      model: stack.model,
+      messages: [{ role: "user", content: "hello" }],
+      max_tokens: 4,
+      stream: true,
+    });
+    const chunks: OpenAI.ChatCompletionChunk[] = [];
+    for await (const chunk of stream) chunks.push(chunk);
+    expect(chunks.length).toBeGreaterThan(0);
+    expect(chunks.every((c) => c.choices.length > 0 && !c.usage)).toBe(true);
+  });
+
+  it("rejects a wrong key with OpenAI's error shape through the SDK", async () => {
+    const client = new OpenAI({ baseURL: `${stack.edgeUrl}/v1`, apiKey: "agx_wrong", maxRetries: 0 });
+    const error = await client.chat.completions
+      .create({ model: stack.model, messages: [{ role: "user", content: "hi" }] })
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(OpenAI.AuthenticationError);
+    expect((error as InstanceType<typeof OpenAI.AuthenticationError>).code).toBe("invalid_api_key");
+  });
+});
