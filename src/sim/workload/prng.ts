@@ -4,6 +4,7 @@
  * BigCrush; splitmix32 expands one 32-bit seed into its four words, which also
  * makes derived streams (one per program) independent of one another.
  */
+import { mix32 } from "../token-hash.js";
 
 /** Expands `seed` into a stream of well-mixed 32-bit words. */
 function splitmix32(seed: number): () => number {
@@ -15,17 +16,6 @@ function splitmix32(seed: number): () => number {
     z = Math.imul(z ^ (z >>> 15), 0x735a_2d97);
     return (z ^ (z >>> 15)) >>> 0;
   };
-}
-
-/** Murmur3's 32-bit finaliser: a cheap, well-spread hash of one integer. */
-export function mix32(h: number): number {
-  let x = h | 0;
-  x ^= x >>> 16;
-  x = Math.imul(x, 0x85eb_ca6b);
-  x ^= x >>> 13;
-  x = Math.imul(x, 0xc2b2_ae35);
-  x ^= x >>> 16;
-  return x >>> 0;
 }
 
 /** A 32-bit hash of a string (FNV-1a, finalised). */

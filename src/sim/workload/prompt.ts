@@ -1,6 +1,7 @@
 import type { ChatMessage } from "../../protocol/chat.js";
 import { CHARS_PER_TOKEN } from "../../protocol/tokens.js";
-import { hashString, mix32 } from "./prng.js";
+import { mix32 } from "../token-hash.js";
+import { hashString } from "./prng.js";
 import type { CallSpec, ProgramSpec } from "./program-spec.js";
 
 /*
