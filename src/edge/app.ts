@@ -9,6 +9,7 @@ import { tenantAuth } from "./middleware/tenant-auth.js";
 import { adminRoutes } from "./routes/admin.js";
 import { chatRoutes } from "./routes/chat.js";
 import { programRoutes } from "./routes/programs.js";
+import { usageRoutes } from "./routes/usage.js";
 
 /** The edge Worker's HTTP surface. Every error leaves in OpenAI's shape. */
 export function createApp() {
@@ -22,6 +23,7 @@ export function createApp() {
   app.use("/v1/*", loadConfig(), tenantAuth());
   app.route("/v1", chatRoutes());
   app.route("/v1/programs", programRoutes());
+  app.route("/v1/usage", usageRoutes());
 
   app.notFound((c) =>
     openAIErrorResponse(404, `Unknown route: ${c.req.method} ${new URL(c.req.url).pathname}`, {

@@ -1,12 +1,17 @@
 import type { EdgeConfig, Env } from "./env.js";
+import type { LimiterSnapshot } from "./limiter/types.js";
+import type { TenantLimits } from "./limits/plan-limits.js";
 
 /** The tenant a request authenticated as. */
 export interface AuthenticatedTenant {
   id: string;
   name: string;
-  /** Plan weight for fair sharing in the pool. */
+  /** Plan weight × tenant multiplier, for fair sharing in the pool (x-agentix-weight). */
   weight: number;
   keyId: string;
+  planId: string;
+  /** The plan's limits with the tenant's overrides applied. */
+  limits: TenantLimits;
 }
 
 /** Hono's environment for every edge route. */
@@ -15,5 +20,7 @@ export interface EdgeEnv {
   Variables: {
     config: EdgeConfig;
     tenant: AuthenticatedTenant;
+    /** The limiter's figures for this request, set once it was consulted (for the x-ratelimit-* headers). */
+    rateLimit: LimiterSnapshot;
   };
 }

@@ -1,11 +1,15 @@
 import { z } from "zod";
+import type { TenantLimiter } from "./limiter/tenant-limiter.js";
 import type { ProgramSession } from "./program/session.js";
 
 /** The Worker's bindings, as wrangler.toml and `wrangler secret put` provide them. */
 export interface Env {
   DB: D1Database;
   PROGRAM_SESSION: DurableObjectNamespace<ProgramSession>;
+  TENANT_LIMITER: DurableObjectNamespace<TenantLimiter>;
   POOL_URL?: string;
+  /** The pool's name in the usage ledger; unset: POOL_URL's host. */
+  POOL_NAME?: string;
   POOL_SIGNING_SECRET?: string;
   /** Unset: the admin API is disabled. */
   ADMIN_TOKEN?: string;
@@ -18,12 +22,18 @@ const positiveInt = z.coerce.number().int().positive();
 /** The vars the edge needs, parsed from their string form once per Env object. */
 export const EdgeConfig = z.object({
   poolUrl: z.url({ protocol: /^https?$/ }).transform((url) => url.replace(/\/+$/, "")),
+  poolName: z.string().trim().min(1).max(100).optional(),
   poolSigningSecret: z.string().min(16, "must be at least 16 characters"),
   adminToken: z.string().min(1).optional(),
   programIdleTtlMs: positiveInt.default(900_000),
   maxBodyBytes: positiveInt.default(1_048_576),
 });
 export type EdgeConfig = z.infer<typeof EdgeConfig>;
+
+/** The pool's name as the usage ledger records it: POOL_NAME, else POOL_URL's host. */
+export function poolNameOf(config: EdgeConfig): string {
+  return config.poolName ?? new URL(config.poolUrl).host;
+}
 
 /** Names the offending var (never its value) so a misconfigured deployment says what to fix. */
 export class ConfigError extends Error {
@@ -32,6 +42,7 @@ export class ConfigError extends Error {
 
 const VAR_NAMES: Record<keyof EdgeConfig, string> = {
   poolUrl: "POOL_URL",
+  poolName: "POOL_NAME",
   poolSigningSecret: "POOL_SIGNING_SECRET",
   adminToken: "ADMIN_TOKEN",
   programIdleTtlMs: "PROGRAM_IDLE_TTL_MS",
@@ -46,6 +57,7 @@ export function edgeConfig(env: Env): EdgeConfig {
   if (cached) return cached;
   const parsed = EdgeConfig.safeParse({
     poolUrl: env.POOL_URL,
+    poolName: env.POOL_NAME === "" ? undefined : env.POOL_NAME,
     poolSigningSecret: env.POOL_SIGNING_SECRET,
     adminToken: env.ADMIN_TOKEN === "" ? undefined : env.ADMIN_TOKEN,
     programIdleTtlMs: env.PROGRAM_IDLE_TTL_MS,

@@ -5,6 +5,7 @@ import { createApp } from "./app.js";
  * forwarding to the GPU pool. Durable Object classes are exported here so
  * wrangler can bind them.
  */
+export { TenantLimiter } from "./limiter/tenant-limiter.js";
 export { ProgramSession } from "./program/session.js";
 
 const app = createApp();

@@ -19,6 +19,8 @@ export type OpenAIErrorType =
   | "permission_error"
   | "not_found_error"
   | "rate_limit_error"
+  /** OpenAI's type for a spent quota (billing), as opposed to a rate limit. */
+  | "insufficient_quota"
   | "server_error";
 
 function defaultType(status: number): OpenAIErrorType {

@@ -23,4 +23,23 @@ export const Header = {
 
 export type HeaderName = (typeof Header)[keyof typeof Header];
 
+/**
+ * OpenAI's rate-limit headers, which the edge sets on every chat-completions
+ * response to an authenticated tenant (success and error alike). Resets are
+ * durations in OpenAI's form ("1s", "6m0s", "250ms"): the time until that
+ * limit is back to its full value.
+ */
+export const RateLimitHeader = {
+  limitRequests: "x-ratelimit-limit-requests",
+  remainingRequests: "x-ratelimit-remaining-requests",
+  resetRequests: "x-ratelimit-reset-requests",
+  limitTokens: "x-ratelimit-limit-tokens",
+  remainingTokens: "x-ratelimit-remaining-tokens",
+  resetTokens: "x-ratelimit-reset-tokens",
+  /** Seconds until retrying can succeed (429 only). */
+  retryAfter: "retry-after",
+} as const;
+
+export type RateLimitHeaderName = (typeof RateLimitHeader)[keyof typeof RateLimitHeader];
+
 export const DEFAULT_THREAD = "main";

@@ -1,7 +1,7 @@
 import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { expect, vi } from "vitest";
-import { Header } from "../../src/protocol/headers";
+import { Header, RateLimitHeader } from "../../src/protocol/headers";
 import { dataEvent, DONE_EVENT, formatEvent } from "../../src/protocol/sse";
 import { type PoolCallStats, statsCommentEvent, statsHeaders } from "../../src/protocol/stats";
 import worker from "../../src/edge/index";
@@ -218,4 +218,94 @@ export function gate<T = void>(): { promise: Promise<T>; open: (value: T) => voi
     open = resolve;
   });
   return { promise, open };
+}
+
+// ---------------------------------------------------------------- plans, limits, clock
+
+export interface LimitOverrides {
+  rpm?: number | null;
+  tpm?: number | null;
+  max_concurrent?: number | null;
+  max_active_programs?: number | null;
+  monthly_token_budget?: number | null;
+  default_max_tokens?: number | null;
+}
+
+/** Sets a tenant's limit overrides through the admin API. */
+export async function setOverrides(tenant: TestTenant, overrides: LimitOverrides): Promise<void> {
+  const res = await adminFetch(`/admin/tenants/${tenant.id}/overrides`, {
+    method: "PATCH",
+    body: JSON.stringify(overrides),
+  });
+  expect(res.status).toBe(200);
+}
+
+/** A tenant with these overrides (on the default plan otherwise). */
+export async function newLimitedTenant(overrides: LimitOverrides): Promise<TestTenant> {
+  const tenant = await newTenant();
+  await setOverrides(tenant, overrides);
+  return tenant;
+}
+
+/** The tenant's limits in force, in the form the TenantLimiter takes them. */
+export async function limitsOf(tenant: TestTenant) {
+  const res = await adminFetch(`/admin/tenants/${tenant.id}`);
+  expect(res.status).toBe(200);
+  const { limits } = (await res.json()) as {
+    limits: {
+      rpm: number;
+      tpm: number;
+      max_concurrent: number;
+      max_active_programs: number;
+      monthly_token_budget: number | null;
+      default_max_tokens: number;
+    };
+  };
+  return {
+    rpm: limits.rpm,
+    tpm: limits.tpm,
+    maxConcurrent: limits.max_concurrent,
+    maxActivePrograms: limits.max_active_programs,
+    monthlyTokenBudget: limits.monthly_token_budget,
+    defaultMaxTokens: limits.default_max_tokens,
+  };
+}
+
+/**
+ * Freezes Date.now for the whole isolate (the Worker and its Durable Objects),
+ * so rate windows neither refill nor drift between calls; `advance` moves it.
+ */
+export function frozenClock(start = Date.now()) {
+  let now = start;
+  vi.spyOn(Date, "now").mockImplementation(() => now);
+  return {
+    now: () => now,
+    advance(ms: number) {
+      now += ms;
+    },
+    set(ms: number) {
+      now = ms;
+    },
+  };
+}
+
+/** The x-ratelimit-* headers of a response, as numbers where they are numbers. */
+export function rateLimitOf(res: Response) {
+  const h = res.headers;
+  return {
+    limitRequests: h.get(RateLimitHeader.limitRequests),
+    remainingRequests: h.get(RateLimitHeader.remainingRequests),
+    resetRequests: h.get(RateLimitHeader.resetRequests),
+    limitTokens: h.get(RateLimitHeader.limitTokens),
+    remainingTokens: h.get(RateLimitHeader.remainingTokens),
+    resetTokens: h.get(RateLimitHeader.resetTokens),
+    retryAfter: h.get(RateLimitHeader.retryAfter),
+  };
+}
+
+export async function tenantUsageRows(tenantId: string) {
+  const { results } = await env.DB.prepare("SELECT * FROM usage WHERE tenant_id = ? ORDER BY finished_at, call_id")
+    .bind(tenantId)
+    .all<Record<string, unknown>>();
+  return results;
 }

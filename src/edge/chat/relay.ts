@@ -1,6 +1,6 @@
 import { ChatCompletion } from "../../protocol/chat.js";
 import { OpenAIErrorBody, openAIErrorBody } from "../../protocol/errors.js";
-import { Header } from "../../protocol/headers.js";
+import { Header, RateLimitHeader } from "../../protocol/headers.js";
 import { statsFromHeaders } from "../../protocol/stats.js";
 import type { SettleCallInput } from "../program/types.js";
 import { relayEventStream, type StreamEnd } from "./relay-stream.js";
@@ -94,8 +94,8 @@ export async function relayPoolError(pool: Response, call: ForwardedCall): Promi
       openAIErrorBody(502, "The GPU pool refused the edge's credentials.", { code: "pool_rejected_edge" }),
     );
   }
-  const retryAfter = pool.headers.get("retry-after");
-  const extra: Record<string, string> = retryAfter ? { "retry-after": retryAfter } : {};
+  const retryAfter = pool.headers.get(RateLimitHeader.retryAfter);
+  const extra: Record<string, string> = retryAfter ? { [RateLimitHeader.retryAfter]: retryAfter } : {};
   if (OpenAIErrorBody.safeParse(parseJson(bytes)).success) {
     return new Response(bytes, { status: pool.status, headers: jsonHeaders(call, extra) });
   }
@@ -114,7 +114,26 @@ export async function relayJson(pool: Response, call: ForwardedCall, clientSigna
   try {
     bytes = await pool.arrayBuffer();
   } catch {
-    return unanswered(call, clientSignal.aborted);
+    // The pool answered, so the engine did the work: it is charged (prompt estimate, service) even though the body broke.
+    const finishedAt = Date.now();
+    const clientGone = clientSignal.aborted;
+    call.settle(
+      settleWith(call, {
+        status: clientGone ? "cancelled" : "error",
+        served: true,
+        ...(stats ? { stats } : {}),
+        outputChunks: 0,
+        observedTiming: { queueMs: 0, serviceMs: finishedAt - call.sentAt },
+        finishedAt,
+      }),
+    );
+    return clientGone
+      ? errorResponse(call, 499, openAIErrorBody(499, "Client closed the request.", { code: "client_closed" }))
+      : errorResponse(
+          call,
+          502,
+          openAIErrorBody(502, "The GPU pool's answer broke off; retry shortly.", { code: "pool_response_broken" }),
+        );
   }
   const finishedAt = Date.now();
   const completion = ChatCompletion.safeParse(parseJson(bytes));

@@ -7,12 +7,58 @@ import { index, integer, real, sqliteTable, text } from "drizzle-orm/sqlite-core
  * Worker, the Durable Objects and SQL compare them without conversion.
  */
 
+/** The plan every tenant starts on (seeded by migration 0002). */
+export const DEFAULT_PLAN_ID = "free";
+
+/**
+ * What a tenant pays for: its limits and its scheduling weight. Plans are
+ * created and updated, never deleted (tenants reference them by id).
+ */
+export const plans = sqliteTable("plans", {
+  /** A short slug, e.g. "free", "pro". */
+  id: text("id").primaryKey(),
+  name: text("name").notNull(),
+  /** Requests per minute. */
+  rpm: integer("rpm").notNull(),
+  /** Tokens (prompt + completion) per minute. */
+  tpm: integer("tpm").notNull(),
+  /** Calls in flight at once. */
+  maxConcurrent: integer("max_concurrent").notNull(),
+  /** Programs active at once (checked when a program is created). */
+  maxActivePrograms: integer("max_active_programs").notNull(),
+  /** Tokens (prompt + completion) per calendar month (UTC); null: no budget. */
+  monthlyTokenBudget: integer("monthly_token_budget"),
+  /** Completion tokens reserved for a call that sets neither max_tokens nor max_completion_tokens. */
+  defaultMaxTokens: integer("default_max_tokens").notNull(),
+  /** Scheduling weight for fair sharing in the pool (x-agentix-weight). */
+  weight: real("weight").notNull().default(1),
+  createdAt: integer("created_at").notNull(),
+  updatedAt: integer("updated_at").notNull(),
+});
+
 export const tenants = sqliteTable("tenants", {
   id: text("id").primaryKey(),
   name: text("name").notNull(),
-  /** Plan weight for fair sharing in the pool (sent as x-agentix-weight). */
+  /**
+   * Per-tenant multiplier on its plan's weight (default 1): the weight sent as
+   * x-agentix-weight is plan.weight × this.
+   */
   weight: real("weight").notNull().default(1),
   createdAt: integer("created_at").notNull(),
+  /*
+   * Added by migration 0001 (ALTER TABLE ADD COLUMN only: D1 cannot safely
+   * rebuild a parent table). No REFERENCES on plan_id: SQLite refuses to add a
+   * foreign-key column with a non-NULL default; the admin API checks the plan
+   * exists, and plans are never deleted.
+   */
+  planId: text("plan_id").notNull().default(DEFAULT_PLAN_ID),
+  /** Per-tenant overrides of the plan's limits; null: the plan's value. */
+  rpmOverride: integer("rpm_override"),
+  tpmOverride: integer("tpm_override"),
+  maxConcurrentOverride: integer("max_concurrent_override"),
+  maxActiveProgramsOverride: integer("max_active_programs_override"),
+  monthlyTokenBudgetOverride: integer("monthly_token_budget_override"),
+  defaultMaxTokensOverride: integer("default_max_tokens_override"),
 });
 
 export const apiKeys = sqliteTable(
@@ -87,14 +133,20 @@ export const usage = sqliteTable(
     queueMs: real("queue_ms").notNull().default(0),
     status: text("status", { enum: CALL_STATUSES }).notNull(),
     startedAt: integer("started_at").notNull(),
+    /** Settle time: the call is billed in the day and period this falls in (UTC). */
     finishedAt: integer("finished_at").notNull(),
+    /** The pool that took the call (POOL_NAME, or POOL_URL's host); added by migration 0001. */
+    pool: text("pool").notNull().default(""),
   },
   (t) => [
     index("usage_tenant_finished_idx").on(t.tenantId, t.finishedAt),
     index("usage_program_idx").on(t.programId),
+    // The admin export reads one period across all tenants.
+    index("usage_finished_idx").on(t.finishedAt),
   ],
 );
 
+export type Plan = typeof plans.$inferSelect;
 export type Tenant = typeof tenants.$inferSelect;
 export type ApiKey = typeof apiKeys.$inferSelect;
 export type Program = typeof programs.$inferSelect;

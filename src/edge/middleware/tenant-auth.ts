@@ -3,9 +3,10 @@ import { createMiddleware } from "hono/factory";
 import { openAIError } from "../../protocol/errors.js";
 import type { EdgeEnv } from "../context.js";
 import { database } from "../db/client.js";
-import { apiKeys, tenants } from "../db/schema.js";
+import { apiKeys, plans, tenants } from "../db/schema.js";
 import { bearerToken } from "../http/bearer.js";
 import { API_KEY_PATTERN, hashApiKey } from "../keys.js";
+import { effectiveLimits, effectiveWeight } from "../limits/plan-limits.js";
 
 /** last_used_at is a hint, not an audit log: refresh it at most this often. */
 export const LAST_USED_GRANULARITY_MS = 60_000;
@@ -19,8 +20,9 @@ const unauthenticated = (message: string) =>
 
 /**
  * Authenticates a tenant by API key: looked up by its SHA-256 in D1 on every
- * request (no cache), so a revoked key stops working at once. A wrong key and a
- * revoked one get the same answer.
+ * request, together with the tenant's plan and overrides. There is no cache
+ * (staleness bound 0): a revoked key stops working, and a plan change applies,
+ * from the very next request. A wrong key and a revoked one get the same answer.
  */
 export function tenantAuth() {
   return createMiddleware<EdgeEnv>(async function tenantAuth(c, next) {
@@ -29,26 +31,26 @@ export function tenantAuth() {
     if (!API_KEY_PATTERN.test(key)) throw unauthenticated(INVALID_KEY);
     const db = database(c.env.DB);
     const found = await db
-      .select({
-        keyId: apiKeys.id,
-        lastUsedAt: apiKeys.lastUsedAt,
-        tenantId: tenants.id,
-        tenantName: tenants.name,
-        weight: tenants.weight,
-      })
+      .select({ key: { id: apiKeys.id, lastUsedAt: apiKeys.lastUsedAt }, tenant: tenants, plan: plans })
       .from(apiKeys)
       .innerJoin(tenants, eq(tenants.id, apiKeys.tenantId))
+      .leftJoin(plans, eq(plans.id, tenants.planId))
       .where(and(eq(apiKeys.keyHash, await hashApiKey(key)), isNull(apiKeys.revokedAt)))
       .get();
     if (!found) throw unauthenticated(INVALID_KEY);
+    const { tenant, plan } = found;
+    if (!plan) {
+      console.error(`Tenant ${tenant.id} is on plan "${tenant.planId}", which does not exist.`);
+      throw openAIError(500, "Your account's plan is misconfigured; contact support.", { code: "plan_missing" });
+    }
 
     const now = Date.now();
-    if (found.lastUsedAt === null || now - found.lastUsedAt >= LAST_USED_GRANULARITY_MS) {
+    if (found.key.lastUsedAt === null || now - found.key.lastUsedAt >= LAST_USED_GRANULARITY_MS) {
       c.executionCtx.waitUntil(
         db
           .update(apiKeys)
           .set({ lastUsedAt: now })
-          .where(eq(apiKeys.id, found.keyId))
+          .where(eq(apiKeys.id, found.key.id))
           .run()
           .then(
             () => undefined,
@@ -56,7 +58,14 @@ export function tenantAuth() {
           ),
       );
     }
-    c.set("tenant", { id: found.tenantId, name: found.tenantName, weight: found.weight, keyId: found.keyId });
+    c.set("tenant", {
+      id: tenant.id,
+      name: tenant.name,
+      weight: effectiveWeight(plan.weight, tenant.weight),
+      keyId: found.key.id,
+      planId: plan.id,
+      limits: effectiveLimits(plan, tenant),
+    });
     await next();
   });
 }

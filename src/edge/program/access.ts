@@ -88,8 +88,7 @@ export function beginRefusal(error: BeginRefusal, programId: string, choice: Thr
 }
 
 /** Starts a new program for the tenant; resolves once it exists in its object and in D1. */
-export async function startProgram(env: Env, tenantId: string, now: number) {
-  const programId = newProgramId();
+export async function startProgram(env: Env, tenantId: string, now: number, programId: string = newProgramId()) {
   const session = programSession(env, tenantId, programId);
   const state = await session.create({ tenantId, programId, now });
   return { programId, session, state };

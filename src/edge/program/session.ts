@@ -6,6 +6,7 @@ import { type Database, database } from "../db/client.js";
 import { recordUsage, writeProgramSummary } from "../db/ledger.js";
 import type { Program } from "../db/schema.js";
 import { edgeConfig, type Env } from "../env.js";
+import { tenantLimiter } from "../limiter/access.js";
 import { type CallRecord, type ProgramMeta, ProgramStore } from "./store.js";
 import {
   type BeginCallResult,
@@ -48,6 +49,7 @@ export class ProgramSession extends DurableObject<Env> {
     this.store = new ProgramStore(ctx.storage.sql);
     this.db = database(env.DB);
     void ctx.blockConcurrencyWhile(async () => {
+      if (this.store.exists()) this.store.upgrade();
       this.meta = this.store.readMeta();
       this.alarmAt = this.meta ? await ctx.storage.getAlarm() : null;
     });
@@ -109,6 +111,7 @@ export class ProgramSession extends DurableObject<Env> {
         model: input.model,
         startValueMs,
         startedAt: input.now,
+        pool: input.pool,
       });
       this.store.writeMeta(next);
       return {
@@ -163,6 +166,7 @@ export class ProgramSession extends DurableObject<Env> {
     if (this.meta.status === "active") {
       this.finish("ended", input.now);
       await this.flushToD1();
+      await this.releaseProgramSlot();
       await this.scheduleAlarm();
     }
     return { ok: true, state: this.snapshot(this.meta) };
@@ -188,10 +192,11 @@ export class ProgramSession extends DurableObject<Env> {
     }
     const idleTtlMs = edgeConfig(this.env).programIdleTtlMs;
     const current = this.meta ?? meta;
-    if (current.status === "active" && this.store.inFlightCount() === 0 && now >= current.lastActivityAt + idleTtlMs) {
-      this.finish("expired", now);
-    }
+    const expiring =
+      current.status === "active" && this.store.inFlightCount() === 0 && now >= current.lastActivityAt + idleTtlMs;
+    if (expiring) this.finish("expired", now);
     await this.flushToD1();
+    if (expiring) await this.releaseProgramSlot();
     await this.scheduleAlarm();
   }
 
@@ -245,6 +250,20 @@ export class ProgramSession extends DurableObject<Env> {
     }
   }
 
+  /**
+   * Frees the program's slot in its tenant's active-programs limit. Best
+   * effort: if this is lost, the limiter finds the program ended in D1 when
+   * the tenant next reaches its limit.
+   */
+  private async releaseProgramSlot(): Promise<void> {
+    const meta = this.requireMeta();
+    try {
+      await tenantLimiter(this.env, meta.tenantId).releaseProgram({ programId: meta.programId });
+    } catch (error) {
+      console.error("ProgramSession: releasing the program's limiter slot failed", error);
+    }
+  }
+
   private async writeSummary(): Promise<void> {
     const written = this.requireMeta();
     const summary = summaryOf(written);
@@ -276,6 +295,7 @@ export class ProgramSession extends DurableObject<Env> {
       status: call.status,
       startedAt: call.startedAt,
       finishedAt: call.finishedAt,
+      pool: call.pool,
     });
     this.store.markRecorded(call.callId);
   }

@@ -49,7 +49,8 @@ CREATE TABLE IF NOT EXISTS calls (
   service_ms REAL NOT NULL DEFAULT 0,
   queue_ms REAL NOT NULL DEFAULT 0,
   finished_at INTEGER,
-  recorded INTEGER NOT NULL DEFAULT 0
+  recorded INTEGER NOT NULL DEFAULT 0,
+  pool TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS calls_status_idx ON calls (status, started_at);
 `;
@@ -91,6 +92,7 @@ export interface CallRecord {
   queueMs: number;
   finishedAt: number | null;
   recorded: boolean;
+  pool: string;
 }
 
 export interface ThreadRecord {
@@ -131,6 +133,7 @@ type CallRow = {
   queue_ms: number;
   finished_at: number | null;
   recorded: number;
+  pool: string;
 };
 
 const toCall = (row: CallRow): CallRecord => ({
@@ -148,6 +151,7 @@ const toCall = (row: CallRow): CallRecord => ({
   queueMs: row.queue_ms,
   finishedAt: row.finished_at,
   recorded: row.recorded === 1,
+  pool: row.pool,
 });
 
 export class ProgramStore {
@@ -156,6 +160,17 @@ export class ProgramStore {
   /** Whether create() ever ran in this object. */
   exists(): boolean {
     return this.sql.exec("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'program'").toArray().length > 0;
+  }
+
+  /** Brings an object created by an older version up to SCHEMA (added columns only). */
+  upgrade(): void {
+    const columns = this.sql
+      .exec<{ name: string }>("SELECT name FROM pragma_table_info('calls')")
+      .toArray()
+      .map((row) => row.name);
+    if (columns.length > 0 && !columns.includes("pool")) {
+      this.sql.exec("ALTER TABLE calls ADD COLUMN pool TEXT NOT NULL DEFAULT ''");
+    }
   }
 
   initialise(meta: ProgramMeta, mainThread: string): void {
@@ -247,14 +262,15 @@ export class ProgramStore {
     return row ? toCall(row) : undefined;
   }
 
-  addCall(call: Pick<CallRecord, "callId" | "thread" | "model" | "startValueMs" | "startedAt">): void {
+  addCall(call: Pick<CallRecord, "callId" | "thread" | "model" | "startValueMs" | "startedAt" | "pool">): void {
     this.sql.exec(
-      "INSERT INTO calls (call_id, thread, model, start_value_ms, started_at, status) VALUES (?, ?, ?, ?, ?, 'in_flight')",
+      "INSERT INTO calls (call_id, thread, model, start_value_ms, started_at, status, pool) VALUES (?, ?, ?, ?, ?, 'in_flight', ?)",
       call.callId,
       call.thread,
       call.model,
       call.startValueMs,
       call.startedAt,
+      call.pool,
     );
   }
 

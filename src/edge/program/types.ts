@@ -23,9 +23,11 @@ export const BeginCallInput = z.object({
   /** Set when the call forks `thread` off an existing thread. */
   parentThread: z.string().min(1).optional(),
   model: z.string().min(1),
+  /** The pool the call is sent to, for the usage ledger. */
+  pool: z.string().default(""),
   now: ms,
 });
-export type BeginCallInput = z.infer<typeof BeginCallInput>;
+export type BeginCallInput = z.input<typeof BeginCallInput>;
 
 export const SettleCallInput = z.object({
   callId: z.string().min(1),

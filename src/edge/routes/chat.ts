@@ -1,13 +1,18 @@
 import { Hono } from "hono";
-import { ChatCompletionRequest } from "../../protocol/chat.js";
+import { ChatCompletionRequest, requestedMaxTokens } from "../../protocol/chat.js";
 import { invalidRequest } from "../../protocol/errors.js";
 import { Header } from "../../protocol/headers.js";
-import { newCallId } from "../../protocol/ids.js";
+import { newCallId, newProgramId } from "../../protocol/ids.js";
 import { estimatePromptTokens } from "../../protocol/tokens.js";
 import { forwardToPool } from "../chat/pool-client.js";
 import { type ForwardedCall, relayJson, relayPoolError, relayStream, unanswered } from "../chat/relay.js";
 import type { EdgeEnv } from "../context.js";
+import { poolNameOf } from "../env.js";
 import { parseJsonBytes, readBodyWithin } from "../http/body.js";
+import { limiterMisuse, limitExceeded, tenantLimiter } from "../limiter/access.js";
+import { LEASE_RENEW_MS } from "../limiter/tenant-limiter.js";
+import { reservationFor } from "../limits/plan-limits.js";
+import { rateLimitHeadersOnResponse } from "../middleware/rate-limit-headers.js";
 import {
   beginRefusal,
   parseProgramId,
@@ -15,7 +20,7 @@ import {
   startProgram,
   threadFromHeaders,
 } from "../program/access.js";
-import type { SettleCallInput } from "../program/types.js";
+import type { BeginCallResult, SettleCallInput } from "../program/types.js";
 
 /**
  * Priority figures travel as whole milliseconds: plenty for scheduling, and
@@ -28,6 +33,8 @@ const wholeMs = (value: number) => Math.round(value);
 export function chatRoutes() {
   const chat = new Hono<EdgeEnv>();
 
+  chat.use("/chat/completions", rateLimitHeadersOnResponse());
+
   chat.post("/chat/completions", async (c) => {
     const { config, tenant } = c.var;
     // Everything the client sent is checked before any state is touched.
@@ -37,35 +44,111 @@ export function chatRoutes() {
     const request = parsed.data;
     const choice = threadFromHeaders(c.req.raw.headers);
     const requestedProgram = c.req.header(Header.program);
-    const programId = requestedProgram === undefined ? undefined : parseProgramId(requestedProgram, Header.program);
+    const existingProgramId =
+      requestedProgram === undefined ? undefined : parseProgramId(requestedProgram, Header.program);
 
+    // Admission reserves: a request, the prompt estimate + max tokens, a lease on a concurrency slot.
     const now = Date.now();
-    const program = programId
-      ? { programId, session: programSession(c.env, tenant.id, programId) }
-      : await startProgram(c.env, tenant.id, now);
     const callId = newCallId();
-    const begun = await program.session.beginCall({
+    const createdProgramId = existingProgramId === undefined ? newProgramId() : undefined;
+    const promptEstimate = estimatePromptTokens(request);
+    const limiter = tenantLimiter(c.env, tenant.id);
+    const admitted = await limiter.admitCall({
       callId,
-      thread: choice.thread,
-      ...(choice.parentThread ? { parentThread: choice.parentThread } : {}),
-      model: request.model,
       now,
+      limits: tenant.limits,
+      reserveTokens: reservationFor(promptEstimate, requestedMaxTokens(request), tenant.limits),
+      ...(createdProgramId ? { newProgramId: createdProgramId } : {}),
     });
-    if (!begun.ok) throw beginRefusal(begun.error, program.programId, choice);
+    if (!admitted.ok) {
+      if (admitted.refusal === "invalid_input") throw limiterMisuse(admitted.detail);
+      c.set("rateLimit", admitted.snapshot);
+      throw limitExceeded(admitted.refusal, admitted.snapshot);
+    }
+    c.set("rateLimit", admitted.snapshot);
+
+    // The lease is held from here: every path below either cancels it or settles it.
+    const cancelAdmission = async (releaseProgramId?: string) => {
+      try {
+        const cancelled = await limiter.cancelLease({
+          callId,
+          now: Date.now(),
+          ...(releaseProgramId ? { releaseProgramId } : {}),
+        });
+        if (cancelled.snapshot) c.set("rateLimit", cancelled.snapshot);
+      } catch (error) {
+        console.error(`cancelling the lease of ${callId} failed; it expires on its own`, error);
+      }
+    };
+    let program: { programId: string; session: ReturnType<typeof programSession> };
+    let begun: BeginCallResult;
+    try {
+      program = existingProgramId
+        ? { programId: existingProgramId, session: programSession(c.env, tenant.id, existingProgramId) }
+        : await startProgram(c.env, tenant.id, now, createdProgramId);
+    } catch (error) {
+      await cancelAdmission(createdProgramId);
+      throw error;
+    }
+    try {
+      begun = await program.session.beginCall({
+        callId,
+        thread: choice.thread,
+        ...(choice.parentThread ? { parentThread: choice.parentThread } : {}),
+        model: request.model,
+        pool: poolNameOf(config),
+        now,
+      });
+    } catch (error) {
+      await cancelAdmission();
+      throw error;
+    }
+    if (!begun.ok) {
+      await cancelAdmission();
+      throw beginRefusal(begun.error, program.programId, choice);
+    }
+
+    // Long calls keep their lease alive; a dead invocation stops renewing and its slot frees itself.
+    const renewal = setInterval(() => {
+      c.executionCtx.waitUntil(
+        limiter.renewLease({ callId, now: Date.now() }).then(
+          () => undefined,
+          (error: unknown) => console.error(`renewing the lease of ${callId} failed`, error),
+        ),
+      );
+    }, LEASE_RENEW_MS);
 
     // From here on the call is in flight: every path below settles it exactly once.
     const call: ForwardedCall = {
       programId: program.programId,
       callId,
       sentAt: Date.now(),
-      promptEstimate: estimatePromptTokens(request),
+      promptEstimate,
       includeUsage: request.stream_options?.include_usage === true,
       settle: (settlement) => {
         const settle = async () => {
-          const input: SettleCallInput = await settlement;
-          const result = await program.session.settleCall(input);
-          if (!result.settled && result.reason !== "already_settled") {
+          let input: SettleCallInput;
+          try {
+            input = await settlement;
+          } finally {
+            clearInterval(renewal);
+          }
+          const [programResult, leaseResult] = await Promise.allSettled([
+            program.session.settleCall(input),
+            limiter.settleLease({
+              callId,
+              tokens: input.promptTokens + input.completionTokens,
+              finishedAt: input.finishedAt,
+            }),
+          ]);
+          if (programResult.status === "rejected") {
+            console.error(`settling ${callId} in its program failed`, programResult.reason);
+          } else if (!programResult.value.settled && programResult.value.reason !== "already_settled") {
+            const result = programResult.value;
             console.error(`settling ${callId} was refused: ${result.reason}`, "detail" in result ? result.detail : "");
+          }
+          if (leaseResult.status === "rejected") {
+            console.error(`settling the lease of ${callId} failed; it expires on its own`, leaseResult.reason);
           }
         };
         c.executionCtx.waitUntil(settle().catch((error: unknown) => console.error(`settling ${callId} failed`, error)));

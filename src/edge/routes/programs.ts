@@ -1,6 +1,8 @@
 import { Hono } from "hono";
 import { Header } from "../../protocol/headers.js";
+import { newProgramId } from "../../protocol/ids.js";
 import type { EdgeEnv } from "../context.js";
+import { limiterMisuse, limitExceeded, tenantLimiter } from "../limiter/access.js";
 import { parseProgramId, programNotFound, programSession, startProgram } from "../program/access.js";
 import { programView } from "../program/view.js";
 
@@ -8,10 +10,26 @@ import { programView } from "../program/view.js";
 export function programRoutes() {
   const programs = new Hono<EdgeEnv>();
 
+  /** Starts a program, within the tenant's active-programs limit. */
   programs.post("/", async (c) => {
-    const { programId, state } = await startProgram(c.env, c.var.tenant.id, Date.now());
+    const { tenant } = c.var;
+    const now = Date.now();
+    const programId = newProgramId();
+    const limiter = tenantLimiter(c.env, tenant.id);
+    const admitted = await limiter.admitProgram({ programId, now, limits: tenant.limits });
+    if (!admitted.ok) {
+      if (admitted.refusal === "invalid_input") throw limiterMisuse(admitted.detail);
+      throw limitExceeded(admitted.refusal, await limiter.peek({ now, limits: tenant.limits }));
+    }
+    let started: Awaited<ReturnType<typeof startProgram>>;
+    try {
+      started = await startProgram(c.env, tenant.id, now, programId);
+    } catch (error) {
+      await limiter.releaseProgram({ programId }).catch(() => undefined);
+      throw error;
+    }
     c.header(Header.program, programId);
-    return c.json(programView(state), 201);
+    return c.json(programView(started.state), 201);
   });
 
   programs.get("/:programId", async (c) => {

@@ -1,0 +1,120 @@
+import { formatCount, formatTable, formatTime } from "../table.js";
+import {
+  type CommandContext,
+  type CommandSpec,
+  nullableIntOption,
+  numberOption,
+  type OptionValues,
+  printJson,
+  requiredString,
+  stringOption,
+} from "../spec.js";
+import { UsageError } from "../errors.js";
+import { expectShape, listOf, TenantView } from "../views.js";
+
+const HEADERS = ["ID", "NAME", "PLAN", "WEIGHT", "RPM", "TPM", "CONCURRENT", "PROGRAMS", "MONTHLY BUDGET", "CREATED"];
+
+function row(t: TenantView): string[] {
+  const l = t.limits;
+  return [
+    t.id,
+    t.name,
+    t.plan,
+    String(l?.weight ?? t.weight),
+    formatCount(l?.rpm),
+    formatCount(l?.tpm),
+    formatCount(l?.max_concurrent),
+    formatCount(l?.max_active_programs),
+    l ? formatCount(l.monthly_token_budget, "none") : "-",
+    formatTime(t.created_at),
+  ];
+}
+
+function printTenants(ctx: CommandContext, raw: unknown, tenants: TenantView[]): void {
+  if (ctx.json) printJson(ctx.io, raw);
+  else ctx.io.stdout(formatTable(HEADERS, tenants.map(row)));
+}
+
+async function showOne(ctx: CommandContext, raw: unknown): Promise<void> {
+  printTenants(ctx, raw, [expectShape(TenantView, raw, "tenant")]);
+}
+
+const OVERRIDE_FLAGS = {
+  rpm: "rpm",
+  tpm: "tpm",
+  "max-concurrent": "max_concurrent",
+  "max-active-programs": "max_active_programs",
+  "monthly-token-budget": "monthly_token_budget",
+  "default-max-tokens": "default_max_tokens",
+} as const;
+
+function overridesBody(values: OptionValues): Record<string, number | null> {
+  const body: Record<string, number | null> = {};
+  for (const [flag, field] of Object.entries(OVERRIDE_FLAGS)) {
+    const value = nullableIntOption(values, flag, ["inherit", "plan"], flag === "monthly-token-budget" ? 0 : 1);
+    if (value !== undefined) body[field] = value;
+  }
+  if (Object.keys(body).length === 0) {
+    throw new UsageError(`Give at least one of ${Object.keys(OVERRIDE_FLAGS).map((f) => `--${f}`).join(", ")} (a number, or "inherit").`);
+  }
+  return body;
+}
+
+export const tenantCommands: Record<string, CommandSpec> = {
+  create: {
+    usage: "tenants create --name NAME [--plan PLAN] [--weight MULTIPLIER]",
+    summary: "create a tenant (on the default plan unless --plan)",
+    positionals: [],
+    options: { name: { type: "string" }, plan: { type: "string" }, weight: { type: "string" } },
+    async run(ctx, _positionals, values) {
+      const plan = stringOption(values, "plan");
+      const weight = numberOption(values, "weight");
+      const raw = await ctx.client.json("POST", "/admin/tenants", {
+        name: requiredString(values, "name"),
+        ...(plan !== undefined ? { plan } : {}),
+        ...(weight !== undefined ? { weight } : {}),
+      });
+      await showOne(ctx, raw);
+    },
+  },
+  list: {
+    usage: "tenants list",
+    summary: "list tenants with their plan and limits in force",
+    positionals: [],
+    options: {},
+    async run(ctx) {
+      const raw = await ctx.client.json("GET", "/admin/tenants");
+      printTenants(ctx, raw, expectShape(listOf(TenantView), raw, "tenant list").data);
+    },
+  },
+  show: {
+    usage: "tenants show TENANT_ID",
+    summary: "show one tenant",
+    positionals: ["TENANT_ID"],
+    options: {},
+    async run(ctx, [id]) {
+      await showOne(ctx, await ctx.client.json("GET", `/admin/tenants/${encodeURIComponent(id ?? "")}`));
+    },
+  },
+  "set-plan": {
+    usage: "tenants set-plan TENANT_ID PLAN",
+    summary: "move a tenant to another plan (applies from its next request)",
+    positionals: ["TENANT_ID", "PLAN"],
+    options: {},
+    async run(ctx, [id, plan]) {
+      await showOne(ctx, await ctx.client.json("PATCH", `/admin/tenants/${encodeURIComponent(id ?? "")}`, { plan }));
+    },
+  },
+  override: {
+    usage:
+      "tenants override TENANT_ID [--rpm N] [--tpm N] [--max-concurrent N] [--max-active-programs N] " +
+      "[--monthly-token-budget N] [--default-max-tokens N]   (N or \"inherit\" to use the plan's)",
+    summary: "override the plan's limits for one tenant",
+    positionals: ["TENANT_ID"],
+    options: Object.fromEntries(Object.keys(OVERRIDE_FLAGS).map((flag) => [flag, { type: "string" as const }])),
+    async run(ctx, [id], values) {
+      const body = overridesBody(values);
+      await showOne(ctx, await ctx.client.json("PATCH", `/admin/tenants/${encodeURIComponent(id ?? "")}/overrides`, body));
+    },
+  },
+};

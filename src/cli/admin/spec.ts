@@ -1,0 +1,68 @@
+import type { ParseArgsConfig } from "node:util";
+import type { AdminClient } from "./client.js";
+import { UsageError } from "./errors.js";
+import type { AdminIo } from "./io.js";
+
+/** node:util does not export this name. */
+export type ParseArgsOptionsConfig = NonNullable<ParseArgsConfig["options"]>;
+
+export type OptionValues = Record<string, string | boolean | undefined>;
+
+export interface CommandContext {
+  client: AdminClient;
+  io: AdminIo;
+  /** --json: print the edge's JSON instead of a table. */
+  json: boolean;
+}
+
+/** One `agentix admin GROUP ACTION` command. */
+export interface CommandSpec {
+  /** Synopsis after "agentix admin", e.g. "keys create TENANT [--name NAME]". */
+  usage: string;
+  summary: string;
+  /** Names of the positional arguments, all required. */
+  positionals: string[];
+  options: ParseArgsOptionsConfig;
+  run: (ctx: CommandContext, positionals: string[], values: OptionValues) => Promise<void>;
+}
+
+export function stringOption(values: OptionValues, name: string): string | undefined {
+  const value = values[name];
+  return typeof value === "string" ? value : undefined;
+}
+
+export function requiredString(values: OptionValues, name: string): string {
+  const value = stringOption(values, name);
+  if (value === undefined || value.trim() === "") throw new UsageError(`--${name} is required.`);
+  return value;
+}
+
+/** A whole number ≥ min from a flag; undefined when the flag is absent. */
+export function intOption(values: OptionValues, name: string, min = 1): number | undefined {
+  const raw = stringOption(values, name);
+  if (raw === undefined) return undefined;
+  if (!/^\d+$/.test(raw) || Number(raw) < min || !Number.isSafeInteger(Number(raw))) {
+    throw new UsageError(`--${name} must be a whole number${min > 0 ? ` of at least ${min}` : ""}, not "${raw}".`);
+  }
+  return Number(raw);
+}
+
+/** Like intOption, but one of `nullWords` (e.g. "none", "inherit") means null. */
+export function nullableIntOption(values: OptionValues, name: string, nullWords: string[], min = 1): number | null | undefined {
+  const raw = stringOption(values, name);
+  if (raw !== undefined && nullWords.includes(raw)) return null;
+  return intOption(values, name, min);
+}
+
+export function numberOption(values: OptionValues, name: string): number | undefined {
+  const raw = stringOption(values, name);
+  if (raw === undefined) return undefined;
+  const n = Number(raw);
+  if (raw.trim() === "" || !Number.isFinite(n) || n <= 0) throw new UsageError(`--${name} must be a positive number, not "${raw}".`);
+  return n;
+}
+
+/** Writes a value as pretty JSON. */
+export function printJson(io: AdminIo, value: unknown): void {
+  io.stdout(`${JSON.stringify(value, null, 2)}\n`);
+}

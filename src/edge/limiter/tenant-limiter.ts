@@ -1,0 +1,364 @@
+import { DurableObject } from "cloudflare:workers";
+import { and, eq, inArray } from "drizzle-orm";
+import { z } from "zod";
+import { database } from "../db/client.js";
+import { programs } from "../db/schema.js";
+import type { Env } from "../env.js";
+import { adjust, type Bucket, fullBucket, msUntil, msUntilFull, RATE_WINDOW_MS, refill } from "../limits/bucket.js";
+import { periodOf } from "../limits/period.js";
+import type { TenantLimits } from "../limits/plan-limits.js";
+import { LimiterStore } from "./store.js";
+import {
+  AdmitCallInput,
+  AdmitProgramInput,
+  type AdmitProgramResult,
+  type AdmitResult,
+  CancelLeaseInput,
+  type CancelLeaseResult,
+  type LimiterSnapshot,
+  PeekInput,
+  type Refusal,
+  ReleaseProgramInput,
+  RenewLeaseInput,
+  SettleLeaseInput,
+  type SettleLeaseResult,
+} from "./types.js";
+
+/**
+ * A call's concurrency slot and reservation are held by a lease this long. The
+ * edge renews it every LEASE_RENEW_MS while the call runs, so only a call whose
+ * edge invocation died loses it: its slot is back within LEASE_MS.
+ */
+export const LEASE_MS = 120_000;
+export const LEASE_RENEW_MS = 40_000;
+/**
+ * Settled, expired and cancelled leases are kept this long so a repeated or
+ * late settle is recognised (never charged or refunded twice). Longer than the
+ * ProgramSession's CALL_LEASE_MS (30 min), after which late settles are ignored
+ * everywhere.
+ */
+export const CLOSED_LEASE_RETENTION_MS = 60 * 60_000;
+/** Closed leases are purged in batches, at most this often. */
+const PURGE_EVERY_MS = 10 * 60_000;
+/** A program admitted this recently may not have its D1 row yet: reconciliation leaves it alone. */
+export const PROGRAM_GRACE_MS = 60_000;
+/** At most one D1 reconciliation of active programs this often. */
+const RECONCILE_EVERY_MS = 60_000;
+/** Retry hints where no exact time is known: a slot frees when any call ends; programs end or idle out in minutes. */
+const CONCURRENCY_RETRY_MS = 1_000;
+const ACTIVE_PROGRAMS_RETRY_MS = 60_000;
+/** D1 binds at most 100 parameters a statement. */
+const D1_IN_CHUNK = 90;
+
+interface Admission {
+  now: number;
+  limits: TenantLimits;
+  call?: { callId: string; reserveTokens: number };
+  programId?: string;
+}
+
+type Decision = { ok: true; snapshot: LimiterSnapshot } | { ok: false; refusal: Refusal; snapshot: LimiterSnapshot };
+
+/**
+ * One per tenant (named by tenant ID): requests and tokens per minute (token
+ * buckets refilled continuously over 60 s), calls in flight (leases that
+ * expire), active programs, and the token budget of the calendar month (UTC).
+ *
+ * Admission RESERVES: it checks every limit and, only if all pass, takes one
+ * request, the call's token reservation (prompt estimate + max tokens) and a
+ * lease, in one synchronous SQLite transaction, so parallel admissions are
+ * strictly ordered and a burst cannot overspend. Settling charges the actual
+ * tokens and gives back the rest; it is idempotent on the call ID.
+ */
+export class TenantLimiter extends DurableObject<Env> {
+  private readonly store: LimiterStore;
+  private alarmAt: number | null = null;
+  /** When D1 was last asked which admitted programs are still active (in memory: losing it only costs one extra check). */
+  private lastReconcileAt: number | null = null;
+
+  constructor(ctx: DurableObjectState, env: Env) {
+    super(ctx, env);
+    this.store = new LimiterStore(ctx.storage.sql);
+    void ctx.blockConcurrencyWhile(async () => {
+      this.store.initialise();
+      this.alarmAt = await ctx.storage.getAlarm();
+    });
+  }
+
+  /** Admits a call (and, with newProgramId, the program it starts), or says which limit refused it. */
+  async admitCall(raw: AdmitCallInput): Promise<AdmitResult> {
+    const parsed = AdmitCallInput.safeParse(raw);
+    if (!parsed.success) return { ok: false, refusal: "invalid_input", detail: z.prettifyError(parsed.error) };
+    const input = parsed.data;
+    const admission: Admission = {
+      now: input.now,
+      limits: input.limits,
+      call: { callId: input.callId, reserveTokens: input.reserveTokens },
+      ...(input.newProgramId ? { programId: input.newProgramId } : {}),
+    };
+    const decision = await this.admitWithReconcile(admission);
+    await this.scheduleAlarm();
+    if (!decision.ok) return decision;
+    return { ok: true, snapshot: decision.snapshot, leaseExpiresAt: input.now + LEASE_MS };
+  }
+
+  /** Admits a program created on its own (POST /v1/programs): only the active-programs limit applies. */
+  async admitProgram(raw: AdmitProgramInput): Promise<AdmitProgramResult> {
+    const parsed = AdmitProgramInput.safeParse(raw);
+    if (!parsed.success) return { ok: false, refusal: "invalid_input", detail: z.prettifyError(parsed.error) };
+    const decision = await this.admitWithReconcile(parsed.data);
+    return decision.ok ? { ok: true } : { ok: false, refusal: decision.refusal };
+  }
+
+  /**
+   * Charges what the call used and releases the rest of its reservation and its
+   * slot. Idempotent: a repeat answers already_settled and changes nothing. A
+   * lease that expired meanwhile is still charged (the ledger records the call too).
+   */
+  async settleLease(raw: SettleLeaseInput): Promise<SettleLeaseResult> {
+    const parsed = SettleLeaseInput.safeParse(raw);
+    if (!parsed.success) return { settled: false, reason: "invalid_input", detail: z.prettifyError(parsed.error) };
+    const { callId, tokens, finishedAt } = parsed.data;
+    const result = this.ctx.storage.transactionSync((): SettleLeaseResult => {
+      const lease = this.store.lease(callId);
+      if (!lease) return { settled: false, reason: "unknown_call" };
+      if (lease.state === "settled" || lease.state === "cancelled") return { settled: false, reason: "already_settled" };
+      const limits = this.store.limits();
+      if (limits) {
+        const bucket = refill(this.bucket("tokens", limits.tpm, finishedAt), limits.tpm, finishedAt);
+        this.store.writeBucket("tokens", adjust(bucket, limits.tpm, lease.reserved - tokens));
+      }
+      this.store.addPeriodUsage(periodOf(finishedAt).key, tokens);
+      this.store.closeLease(callId, "settled", finishedAt);
+      return { settled: true, expired: lease.state === "expired" };
+    });
+    await this.scheduleAlarm();
+    return result;
+  }
+
+  /**
+   * A call admitted but never sent to the pool (its program refused it, or
+   * could not be created): gives back its request, its reservation and its slot.
+   */
+  async cancelLease(raw: CancelLeaseInput): Promise<CancelLeaseResult> {
+    const parsed = CancelLeaseInput.safeParse(raw);
+    if (!parsed.success) return { cancelled: false, reason: "invalid_input", snapshot: null };
+    const { callId, now, releaseProgramId } = parsed.data;
+    const result = this.ctx.storage.transactionSync((): CancelLeaseResult => {
+      if (releaseProgramId) this.store.removeProgram(releaseProgramId);
+      const lease = this.store.lease(callId);
+      const limits = this.store.limits();
+      const snapshot = () => (limits ? this.snapshot(limits, now) : null);
+      if (!lease) return { cancelled: false, reason: "unknown_call", snapshot: snapshot() };
+      if (lease.state !== "active") return { cancelled: false, reason: "not_active", snapshot: snapshot() };
+      if (limits) {
+        const requests = refill(this.bucket("requests", limits.rpm, now), limits.rpm, now);
+        this.store.writeBucket("requests", adjust(requests, limits.rpm, 1));
+        const tokens = refill(this.bucket("tokens", limits.tpm, now), limits.tpm, now);
+        this.store.writeBucket("tokens", adjust(tokens, limits.tpm, lease.reserved));
+      }
+      this.store.closeLease(callId, "cancelled", now);
+      return { cancelled: true, snapshot: snapshot() };
+    });
+    await this.scheduleAlarm();
+    return result;
+  }
+
+  /** Extends an active lease to now + LEASE_MS; false when it is no longer active. */
+  async renewLease(raw: RenewLeaseInput): Promise<boolean> {
+    const { callId, now } = RenewLeaseInput.parse(raw);
+    const lease = this.store.lease(callId);
+    if (lease?.state !== "active") return false;
+    this.store.extendLease(callId, now + LEASE_MS);
+    await this.scheduleAlarm();
+    return true;
+  }
+
+  /** The limits as they stand, without taking anything (for responses refused before admission). */
+  async peek(raw: PeekInput): Promise<LimiterSnapshot> {
+    const { now, limits } = PeekInput.parse(raw);
+    return this.snapshot(limits, now);
+  }
+
+  /** A program ended or expired: its slot is free. Idempotent. */
+  async releaseProgram(raw: ReleaseProgramInput): Promise<void> {
+    const { programId } = ReleaseProgramInput.parse(raw);
+    this.store.removeProgram(programId);
+  }
+
+  /** Expires leases whose edge stopped renewing them, and purges what no settle can need any more. */
+  override async alarm(): Promise<void> {
+    this.alarmAt = null;
+    const now = Date.now();
+    this.ctx.storage.transactionSync(() => {
+      this.store.expireLeases(now);
+      this.store.purgeClosedBefore(now - CLOSED_LEASE_RETENTION_MS);
+      // Late settles land in their own period; nothing reads periods before the previous one.
+      this.store.purgePeriodsBefore(periodOf(periodOf(now).startMs - 1).key);
+    });
+    await this.scheduleAlarm();
+  }
+
+  // ------------------------------------------------------------------ internals
+
+  /**
+   * When only the active-programs limit refused, checks D1 for programs that
+   * ended without telling this object (their release was lost) and tries again.
+   */
+  private async admitWithReconcile(admission: Admission): Promise<Decision> {
+    const first = this.decide(admission);
+    if (first.ok || first.refusal.reason !== "active_programs_limit") return first;
+    if (!(await this.reconcilePrograms(admission.now))) return first;
+    return this.decide(admission);
+  }
+
+  private async reconcilePrograms(now: number): Promise<boolean> {
+    // A tenant hammering at its limit must not turn every refusal into D1 reads.
+    if (this.lastReconcileAt !== null && now - this.lastReconcileAt < RECONCILE_EVERY_MS) return false;
+    const candidates = this.store.programsAdmittedBy(now - PROGRAM_GRACE_MS);
+    if (candidates.length === 0) return false;
+    this.lastReconcileAt = now;
+    const db = database(this.env.DB);
+    const stillActive = new Set<string>();
+    for (let i = 0; i < candidates.length; i += D1_IN_CHUNK) {
+      const chunk = candidates.slice(i, i + D1_IN_CHUNK);
+      const rows = await db
+        .select({ id: programs.id })
+        .from(programs)
+        .where(and(inArray(programs.id, chunk), eq(programs.status, "active")));
+      for (const row of rows) stillActive.add(row.id);
+    }
+    // A program's D1 status only moves away from "active", so removing these is safe whatever ran meanwhile.
+    const gone = candidates.filter((id) => !stillActive.has(id));
+    this.ctx.storage.transactionSync(() => {
+      for (const id of gone) this.store.removeProgram(id);
+    });
+    return gone.length > 0;
+  }
+
+  /** Checks every limit, then takes what the admission needs, all in one transaction. */
+  private decide(admission: Admission): Decision {
+    const { now, limits, call, programId } = admission;
+    return this.ctx.storage.transactionSync((): Decision => {
+      this.store.expireLeases(now);
+      this.store.writeLimits(limits);
+      const requests = refill(this.bucket("requests", limits.rpm, now), limits.rpm, now);
+      const tokens = refill(this.bucket("tokens", limits.tpm, now), limits.tpm, now);
+      const refusal = this.firstRefusal(admission, requests, tokens);
+      if (refusal) return { ok: false, refusal, snapshot: this.snapshotOf(limits, now, requests, tokens) };
+
+      let requestsAfter = requests;
+      let tokensAfter = tokens;
+      if (call) {
+        requestsAfter = adjust(requests, limits.rpm, -1);
+        tokensAfter = adjust(tokens, limits.tpm, -call.reserveTokens);
+        this.store.writeBucket("requests", requestsAfter);
+        this.store.writeBucket("tokens", tokensAfter);
+        this.store.addLease({
+          callId: call.callId,
+          reserved: call.reserveTokens,
+          period: periodOf(now).key,
+          admittedAt: now,
+          expiresAt: now + LEASE_MS,
+        });
+      }
+      if (programId) this.store.addProgram(programId, now);
+      return { ok: true, snapshot: this.snapshotOf(limits, now, requestsAfter, tokensAfter) };
+    });
+  }
+
+  private firstRefusal(admission: Admission, requests: Bucket, tokens: Bucket): Refusal | undefined {
+    const { now, limits, call, programId } = admission;
+    if (call) {
+      const reserve = call.reserveTokens;
+      if (limits.monthlyTokenBudget !== null) {
+        const period = periodOf(now);
+        const committed = this.store.periodUsage(period.key) + this.store.reservedIn(period.key);
+        if (committed + reserve > limits.monthlyTokenBudget) {
+          return {
+            reason: "budget_exhausted",
+            retryAfterMs: period.endMs - now,
+            limit: limits.monthlyTokenBudget,
+            requested: reserve,
+            available: Math.max(0, limits.monthlyTokenBudget - committed),
+          };
+        }
+      }
+      if (reserve > limits.tpm) {
+        return { reason: "request_exceeds_tokens_per_minute", retryAfterMs: RATE_WINDOW_MS, limit: limits.tpm, requested: reserve };
+      }
+      const inFlight = this.store.activeLeaseCount();
+      if (inFlight >= limits.maxConcurrent) {
+        return { reason: "concurrency_limit", retryAfterMs: CONCURRENCY_RETRY_MS, limit: limits.maxConcurrent, available: 0 };
+      }
+    }
+    if (programId && this.store.activeProgramCount() >= limits.maxActivePrograms) {
+      return { reason: "active_programs_limit", retryAfterMs: ACTIVE_PROGRAMS_RETRY_MS, limit: limits.maxActivePrograms, available: 0 };
+    }
+    if (call) {
+      if (requests.level < 1) {
+        return { reason: "requests_per_minute", retryAfterMs: msUntil(requests, limits.rpm, 1), limit: limits.rpm, available: 0 };
+      }
+      if (tokens.level < call.reserveTokens) {
+        return {
+          reason: "tokens_per_minute",
+          retryAfterMs: msUntil(tokens, limits.tpm, call.reserveTokens),
+          limit: limits.tpm,
+          requested: call.reserveTokens,
+          available: Math.max(0, Math.floor(tokens.level)),
+        };
+      }
+    }
+    return undefined;
+  }
+
+  private bucket(name: "requests" | "tokens", capacity: number, now: number): Bucket {
+    return this.store.bucket(name) ?? fullBucket(capacity, now);
+  }
+
+  private snapshot(limits: TenantLimits, now: number): LimiterSnapshot {
+    const requests = refill(this.bucket("requests", limits.rpm, now), limits.rpm, now);
+    const tokens = refill(this.bucket("tokens", limits.tpm, now), limits.tpm, now);
+    return this.snapshotOf(limits, now, requests, tokens);
+  }
+
+  private snapshotOf(limits: TenantLimits, now: number, requests: Bucket, tokens: Bucket): LimiterSnapshot {
+    const period = periodOf(now);
+    return {
+      requests: {
+        limit: limits.rpm,
+        remaining: Math.max(0, Math.floor(requests.level)),
+        resetMs: msUntilFull(requests, limits.rpm),
+      },
+      tokens: {
+        limit: limits.tpm,
+        remaining: Math.max(0, Math.floor(tokens.level)),
+        resetMs: msUntilFull(tokens, limits.tpm),
+      },
+      budget: {
+        limit: limits.monthlyTokenBudget,
+        committed: this.store.periodUsage(period.key) + this.store.reservedIn(period.key),
+        period: period.key,
+        periodEndMs: period.endMs,
+      },
+      inFlight: this.store.activeLeaseCount(),
+      activePrograms: this.store.activeProgramCount(),
+    };
+  }
+
+  /** One alarm: the earliest lease expiry, or the next batch purge of closed leases. */
+  private async scheduleAlarm(): Promise<void> {
+    const deadlines: number[] = [];
+    const expiry = this.store.earliestActiveExpiry();
+    if (expiry !== undefined) deadlines.push(expiry);
+    const oldestClosed = this.store.oldestClosed();
+    if (oldestClosed !== undefined) {
+      deadlines.push(Math.max(oldestClosed + CLOSED_LEASE_RETENTION_MS, Date.now() + PURGE_EVERY_MS));
+    }
+    const next = deadlines.length > 0 ? Math.min(...deadlines) : null;
+    // An earlier alarm already set still fires and re-plans; only move it when it would fire too late or not at all.
+    if (next === null || (this.alarmAt !== null && this.alarmAt <= next)) return;
+    await this.ctx.storage.setAlarm(next);
+    this.alarmAt = next;
+  }
+}

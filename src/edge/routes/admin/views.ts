@@ -1,0 +1,63 @@
+import type { ApiKey, Plan, Tenant } from "../../db/schema.js";
+import { effectiveLimits, effectiveWeight } from "../../limits/plan-limits.js";
+
+/** Admin API objects, snake_case like OpenAI's. */
+
+export const planView = (p: Plan) => ({
+  id: p.id,
+  object: "plan" as const,
+  name: p.name,
+  rpm: p.rpm,
+  tpm: p.tpm,
+  max_concurrent: p.maxConcurrent,
+  max_active_programs: p.maxActivePrograms,
+  monthly_token_budget: p.monthlyTokenBudget,
+  default_max_tokens: p.defaultMaxTokens,
+  weight: p.weight,
+  created_at: p.createdAt,
+  updated_at: p.updatedAt,
+});
+
+/** A tenant with its overrides and, when its plan is known, the limits in force. */
+export const tenantView = (t: Tenant, plan: Plan | null) => ({
+  id: t.id,
+  object: "tenant" as const,
+  name: t.name,
+  plan: t.planId,
+  /** Multiplier on the plan's weight. */
+  weight: t.weight,
+  created_at: t.createdAt,
+  overrides: {
+    rpm: t.rpmOverride,
+    tpm: t.tpmOverride,
+    max_concurrent: t.maxConcurrentOverride,
+    max_active_programs: t.maxActiveProgramsOverride,
+    monthly_token_budget: t.monthlyTokenBudgetOverride,
+    default_max_tokens: t.defaultMaxTokensOverride,
+  },
+  limits: plan ? limitsView(t, plan) : null,
+});
+
+function limitsView(t: Tenant, plan: Plan) {
+  const limits = effectiveLimits(plan, t);
+  return {
+    rpm: limits.rpm,
+    tpm: limits.tpm,
+    max_concurrent: limits.maxConcurrent,
+    max_active_programs: limits.maxActivePrograms,
+    monthly_token_budget: limits.monthlyTokenBudget,
+    default_max_tokens: limits.defaultMaxTokens,
+    weight: effectiveWeight(plan.weight, t.weight),
+  };
+}
+
+export const keyView = (k: ApiKey) => ({
+  id: k.id,
+  object: "api_key" as const,
+  tenant_id: k.tenantId,
+  name: k.name,
+  prefix: k.prefix,
+  created_at: k.createdAt,
+  revoked_at: k.revokedAt,
+  last_used_at: k.lastUsedAt,
+});
