@@ -4,7 +4,12 @@ import { z } from "zod";
 import { randomToken } from "../protocol/ids.js";
 import { parsePoolConfig } from "../pool/config.js";
 import { type PoolHandle, startPool } from "../pool/server.js";
-import { DEFAULT_SIM_MODEL, type SimEngineHandle, startSimEngine } from "../sim/engine-server.js";
+import {
+  DEFAULT_SIM_MODEL,
+  type EngineRequestObserver,
+  type SimEngineHandle,
+  startSimEngine,
+} from "../sim/engine-server.js";
 import { waitForHttp } from "./http-wait.js";
 import { type LongRunningWrangler, runWrangler, startWrangler } from "./wrangler-process.js";
 
@@ -28,6 +33,8 @@ export interface LocalStackOptions {
   /** Per-engine buffer the pool keeps (calls sent to one engine at once). */
   engineMaxInFlight?: number;
   idleTtlMs?: number;
+  /** Sees every generation request reach any engine (tests count concurrency there). */
+  engineObserver?: EngineRequestObserver;
   log?: (line: string) => void;
   /** Lines wrangler prints (noisy; default dropped). */
   wranglerLog?: (line: string) => void;
@@ -95,7 +102,8 @@ async function ensureDevTenant(edgeUrl: string, credentials: LocalCredentials): 
     await probe.body?.cancel();
     if (probe.status !== 401) return { tenantId: credentials.tenantId, devKey: credentials.devKey };
   }
-  const tenant = await adminPost(edgeUrl, credentials.adminToken, "/admin/tenants", { name: "dev" }, TenantView);
+  // Pro, not the default free plan, so local benchmarks are not throttled at 60 requests a minute.
+  const tenant = await adminPost(edgeUrl, credentials.adminToken, "/admin/tenants", { name: "dev", plan: "pro" }, TenantView);
   const key = await adminPost(
     edgeUrl,
     credentials.adminToken,
@@ -123,7 +131,13 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
 
   try {
     for (let i = 0; i < options.engines; i++) {
-      engines.push(await startSimEngine({ engineId: `sim-${i + 1}`, timeScale: options.timeScale }));
+      engines.push(
+        await startSimEngine({
+          engineId: `sim-${i + 1}`,
+          timeScale: options.timeScale,
+          ...(options.engineObserver ? { requestObserver: options.engineObserver } : {}),
+        }),
+      );
     }
     log(`engines: ${engines.map((e) => `${e.engineId} ${e.url}`).join(", ")}`);
 

@@ -1,11 +1,13 @@
 #!/usr/bin/env node
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { runAdminCommand } from "./admin.js";
 import { runStart } from "./start.js";
 
 const USAGE = `agentix <command>
 
   start      run the whole stack locally (edge, pool core, simulated engines)
+  admin      tenants, plans, keys and usage export through the edge's admin API
 
 Run "agentix <command> --help" for a command's options.`;
 
@@ -16,6 +18,16 @@ async function main(argv: string[]): Promise<void> {
   switch (command) {
     case "start":
       return runStart(rest, root);
+    case "admin": {
+      const code = await runAdminCommand(rest, {
+        stdout: (text) => process.stdout.write(text),
+        stderr: (text) => process.stderr.write(text),
+        env: process.env,
+        cwd: process.cwd(),
+      });
+      process.exitCode = code;
+      return;
+    }
     case undefined:
     case "help":
     case "--help":

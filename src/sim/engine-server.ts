@@ -1,6 +1,6 @@
 import type { AddressInfo } from "node:net";
 import { serve } from "@hono/node-server";
-import type { Server } from "node:http";
+import type { IncomingMessage, Server, ServerResponse } from "node:http";
 import { RealTimeEngineDriver } from "./engine-driver.js";
 import { createSimEngineApp } from "./engine-app.js";
 import { type FaultMode, FaultInjector } from "./engine-faults.js";
@@ -28,6 +28,16 @@ export interface SimEngineOptions {
   priorityScheduling?: boolean;
   maxNumSeqs?: number;
   maxBatchedTokens?: number;
+  /**
+   * Told when an HTTP request to a generation endpoint opens and when its response
+   * closes (finished or dropped): lets tests count what truly reaches the engine.
+   */
+  requestObserver?: EngineRequestObserver;
+}
+
+export interface EngineRequestObserver {
+  opened(): void;
+  closed(): void;
 }
 
 export interface SimEngineHandle {
@@ -68,6 +78,14 @@ export async function startSimEngine(options: SimEngineOptions = {}): Promise<Si
     });
     s.once("error", reject);
   });
+  const observer = options.requestObserver;
+  if (observer) {
+    server.on("request", (req: IncomingMessage, res: ServerResponse) => {
+      if (req.method !== "POST" || !req.url?.startsWith("/v1/")) return;
+      observer.opened();
+      res.once("close", () => observer.closed());
+    });
+  }
   const { port } = server.address() as AddressInfo;
   const urlHost = host.includes(":") ? `[${host}]` : host;
   let closing: Promise<void> | undefined;

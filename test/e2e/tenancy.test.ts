@@ -1,0 +1,108 @@
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { z } from "zod";
+import { type LocalStack, startLocalStack } from "../../src/cli/local-stack.js";
+import { Header, RateLimitHeader } from "../../src/protocol/headers.js";
+import { freePort } from "./free-port.js";
+
+/*
+ * Tenancy through the real stack (wrangler dev + pool core + simulated engines):
+ * concurrency counted where it matters, at the engine. (Tenant fairness in the
+ * pool's queue is tested in test/pool/fairness.test.ts, with the pool and a
+ * simulated engine in the loop and no edge, whose local runtime would be the
+ * bottleneck of a flood.)
+ */
+
+const root = path.resolve(import.meta.dirname, "../..");
+let stateDir: string;
+let stack: LocalStack;
+/** Generation requests open at the engines right now, and the most ever seen at once. */
+const atEngines = { open: 0, peak: 0 };
+
+async function admin(method: string, route: string, body?: unknown): Promise<unknown> {
+  const res = await fetch(`${stack.edgeUrl}${route}`, {
+    method,
+    headers: { authorization: `Bearer ${stack.adminToken}`, "content-type": "application/json" },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
+  const json: unknown = await res.json();
+  if (!res.ok) throw new Error(`${method} ${route}: ${res.status} ${JSON.stringify(json)}`);
+  return json;
+}
+
+async function newTenant(name: string, overrides?: Record<string, number>): Promise<string> {
+  const tenant = z.object({ id: z.string() }).parse(await admin("POST", "/admin/tenants", { name, plan: "pro" }));
+  if (overrides) await admin("PATCH", `/admin/tenants/${tenant.id}/overrides`, overrides);
+  const key = z.object({ key: z.string() }).parse(await admin("POST", `/admin/tenants/${tenant.id}/keys`, {}));
+  return key.key;
+}
+
+function chat(key: string, maxTokens: number, program?: string, content = "Next step?"): Promise<Response> {
+  return fetch(`${stack.edgeUrl}/v1/chat/completions`, {
+    method: "POST",
+    headers: {
+      authorization: `Bearer ${key}`,
+      "content-type": "application/json",
+      ...(program ? { [Header.program]: program } : {}),
+    },
+    body: JSON.stringify({
+      model: stack.model,
+      messages: [{ role: "user", content }],
+      max_tokens: maxTokens,
+      ignore_eos: true,
+    }),
+  });
+}
+
+beforeAll(async () => {
+  stateDir = await mkdtemp(path.join(tmpdir(), "agentix-e2e-tenancy-"));
+  stack = await startLocalStack({
+    root,
+    stateDir,
+    edgePort: await freePort(),
+    poolPort: await freePort(),
+    engines: 1,
+    // 64 tokens take ~25 ms of real time: long enough for calls to overlap.
+    timeScale: 20,
+    engineMaxInFlight: 4,
+    engineObserver: {
+      opened() {
+        atEngines.open++;
+        atEngines.peak = Math.max(atEngines.peak, atEngines.open);
+      },
+      closed() {
+        atEngines.open--;
+      },
+    },
+  });
+}, 120_000);
+
+afterAll(async () => {
+  await stack?.stop();
+  await rm(stateDir, { recursive: true, force: true });
+});
+
+describe("tenant limits end to end", () => {
+  it("never lets more than the concurrency limit reach the engine; the rest get 429 with rate-limit headers", async () => {
+    const key = await newTenant("bursty", { max_concurrent: 5 });
+    atEngines.peak = 0;
+    const responses = await Promise.all(Array.from({ length: 50 }, () => chat(key, 400)));
+    const statuses = responses.map((r) => r.status);
+    const bodies = await Promise.all(responses.map((r) => r.json() as Promise<{ error?: { code: string } }>));
+
+    expect(atEngines.peak).toBeGreaterThan(0);
+    expect(atEngines.peak).toBeLessThanOrEqual(5);
+    const ok = statuses.filter((s) => s === 200).length;
+    expect(ok).toBeGreaterThanOrEqual(5);
+    expect(ok + statuses.filter((s) => s === 429).length).toBe(50);
+    responses.forEach((res, i) => {
+      expect(res.headers.get(RateLimitHeader.limitRequests)).not.toBeNull();
+      if (res.status === 429) {
+        expect(bodies[i]?.error?.code).toBe("concurrency_limit_exceeded");
+        expect(Number(res.headers.get(RateLimitHeader.retryAfter))).toBeGreaterThan(0);
+      }
+    });
+  });
+});
