@@ -8,3 +8,4 @@ export * from "./routing.js";
 export * from "./service.js";
 export * from "./settings.js";
 export * from "./tenant-shares.js";
+export * from "./tao/index.js";
