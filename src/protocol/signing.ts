@@ -39,11 +39,21 @@ export async function canonicalString(fields: ForwardFields, body: BodyBytes): P
   return [SIGNATURE_VERSION, ...values, await sha256Hex(body)].join("\n");
 }
 
-async function hmacKey(secret: string): ReturnType<typeof crypto.subtle.importKey> {
-  return crypto.subtle.importKey("raw", utf8(secret), { name: "HMAC", hash: "SHA-256" }, false, [
-    "sign",
-    "verify",
-  ]);
+type HmacKey = Awaited<ReturnType<typeof crypto.subtle.importKey>>;
+
+// Importing a key costs as much as the MAC itself, and a process uses one or two
+// secrets for its whole life: import each once.
+const importedKeys = new Map<string, Promise<HmacKey>>();
+const MAX_CACHED_KEYS = 8;
+
+function hmacKey(secret: string): Promise<HmacKey> {
+  let key = importedKeys.get(secret);
+  if (!key) {
+    if (importedKeys.size >= MAX_CACHED_KEYS) importedKeys.clear();
+    key = crypto.subtle.importKey("raw", utf8(secret), { name: "HMAC", hash: "SHA-256" }, false, ["sign", "verify"]);
+    importedKeys.set(secret, key);
+  }
+  return key;
 }
 
 /** The `x-agentix-signature` value for these fields and body. */
