@@ -5,7 +5,14 @@
 
 import { type EngineState, isAvailable, type SaturationSettings, validateSaturationSettings } from "./engines.js";
 import { type ProgramQueue, type QueuedCall, type QueueSettings, validateQueueSettings } from "./queue.js";
-import { type EngineChoice, pickEngine, type RouteReason, type RoutingSettings, validateRoutingSettings } from "./routing.js";
+import {
+  type EngineChoice,
+  pickEngine,
+  type RoundRobinCursor,
+  type RouteReason,
+  type RoutingSettings,
+  validateRoutingSettings,
+} from "./routing.js";
 
 export interface DispatchSettings {
   /** The settings to build the ProgramQueue with; the queue orders by its own copy. */
@@ -31,9 +38,16 @@ export interface Dispatch {
 /**
  * Takes as many calls as engines can accept now, in priority order; updates the
  * inFlight of the given engine states in place as it assigns; removes taken calls
- * from the queue. O(d · (dequeue + E)) for d dispatches and E engines.
+ * from the queue. O(d · (dequeue + E)) for d dispatches and E engines. Round-robin
+ * routing (a baseline) needs the caller's cursor.
  */
-export function takeDispatches(queue: ProgramQueue, engines: EngineState[], now: number, settings: DispatchSettings): Dispatch[] {
+export function takeDispatches(
+  queue: ProgramQueue,
+  engines: EngineState[],
+  now: number,
+  settings: DispatchSettings,
+  cursor?: RoundRobinCursor,
+): Dispatch[] {
   validateRoutingSettings(settings.routing);
   validateSaturationSettings(settings.saturation);
   const ids = new Set(engines.map((engine) => engine.id));
@@ -44,7 +58,7 @@ export function takeDispatches(queue: ProgramQueue, engines: EngineState[], now:
     // the last choice made belongs to the call it returns.
     const last: { choice?: EngineChoice } = {};
     const taken = queue.dequeue(now, (call) => {
-      last.choice = pickEngine(call, engines, settings.routing, settings.saturation);
+      last.choice = pickEngine(call, engines, settings.routing, settings.saturation, cursor);
       return last.choice !== undefined;
     });
     if (taken === undefined || last.choice === undefined) break;

@@ -51,12 +51,30 @@ export interface QueuedCall {
   affinityEngine?: string;
   /** ms, injected clock. */
   enqueuedAt: number;
+  /**
+   * The program's true remaining work (ms), for the "oracle" value only: known to a
+   * simulator that has the whole program in advance, never to the real pool.
+   */
+  remainingMs?: number;
 }
 
-export type PriorityValue = "plas" | "atlas";
+/**
+ * What a call is ordered by:
+ * - "plas": the program's attained service; "atlas": its critical path (the pool's);
+ * - "none": 0 for every call, so every call starts at the top level whatever its
+ *   program did before (a request-level queue: FCFS within tenant fair share);
+ * - "oracle": the program's true remaining work (`remainingMs`), i.e. shortest
+ *   remaining program first, a simulator's yardstick that no real pool can know.
+ */
+export type PriorityValue = "plas" | "atlas" | "none" | "oracle";
+
+export const PRIORITY_VALUES: readonly PriorityValue[] = Object.freeze(["plas", "atlas", "none", "oracle"]);
 
 export interface QueueSettings extends LevelSettings {
-  /** "atlas" equals "plas" for sequential programs and keeps parallel siblings together. */
+  /**
+   * "atlas" equals "plas" for sequential programs and keeps parallel siblings together;
+   * "none" and "oracle" are baselines for the simulator (see PriorityValue).
+   */
   priorityValue: PriorityValue;
   /** β: promote to level 0 when wait / service > β. Infinity disables promotion. */
   starvationRatio: number;
@@ -85,8 +103,8 @@ export class DuplicateCallError extends Error {
 
 export function validateQueueSettings(settings: QueueSettings): void {
   validateLevelSettings(settings);
-  if (settings.priorityValue !== "plas" && settings.priorityValue !== "atlas") {
-    throw new RangeError(`priorityValue must be "plas" or "atlas", got ${String(settings.priorityValue)}`);
+  if (!PRIORITY_VALUES.includes(settings.priorityValue)) {
+    throw new RangeError(`priorityValue must be one of ${PRIORITY_VALUES.join(", ")}, got ${String(settings.priorityValue)}`);
   }
   if (Number.isNaN(settings.starvationRatio) || settings.starvationRatio <= 0) {
     throw new RangeError(`starvationRatio must be > 0 (Infinity disables), got ${settings.starvationRatio}`);
@@ -100,8 +118,21 @@ export function validateQueueSettings(settings: QueueSettings): void {
 }
 
 /** The value the queue orders a call by. */
-export function priorityValueOf(call: Pick<QueuedCall, "serviceMs" | "pathMs">, settings: Pick<QueueSettings, "priorityValue">): number {
-  return settings.priorityValue === "plas" ? call.serviceMs : call.pathMs;
+export function priorityValueOf(
+  call: Pick<QueuedCall, "serviceMs" | "pathMs" | "remainingMs">,
+  settings: Pick<QueueSettings, "priorityValue">,
+): number {
+  switch (settings.priorityValue) {
+    case "plas":
+      return call.serviceMs;
+    case "atlas":
+      return call.pathMs;
+    case "none":
+      return 0;
+    case "oracle":
+      if (call.remainingMs === undefined) throw new RangeError('the "oracle" value needs the call\'s remainingMs');
+      return call.remainingMs;
+  }
 }
 
 /** The starvation rule: (waitMs + time queued now) / max(value, floor) > β. */
@@ -127,6 +158,9 @@ function validateCall(call: QueuedCall): void {
   if (!Number.isFinite(call.enqueuedAt)) fail(`enqueuedAt must be finite, got ${call.enqueuedAt}`);
   if (call.affinityEngine !== undefined && typeof call.affinityEngine !== "string") {
     fail("affinityEngine must be a string when present");
+  }
+  if (call.remainingMs !== undefined && !(Number.isFinite(call.remainingMs) && call.remainingMs >= 0)) {
+    fail(`remainingMs must be a finite number >= 0 when present, got ${call.remainingMs}`);
   }
 }
 
@@ -182,6 +216,9 @@ export class ProgramQueue {
   /** Throws (and changes nothing) on a duplicate callId or an invalid call. */
   enqueue(call: QueuedCall): void {
     validateCall(call);
+    if (this.settings.priorityValue === "oracle" && call.remainingMs === undefined) {
+      throw new RangeError(`invalid queued call ${call.callId}: the "oracle" value needs remainingMs`);
+    }
     if (this.#byId.has(call.callId)) throw new DuplicateCallError(call.callId);
     // A private copy: a caller mutating its object later cannot corrupt the order.
     // (Not frozen: Object.freeze doubled the cost of enqueue+dequeue.) Only peekOrder

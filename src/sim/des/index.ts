@@ -1,0 +1,23 @@
+/* The discrete-event simulator: programs through the pool core onto modelled engines. */
+export { EventQueue, type Scheduled } from "./event-queue.js";
+export {
+  isPolicyName,
+  POLICIES,
+  POLICY_NAMES,
+  type PolicyDescription,
+  type PolicyName,
+  type PolicySetup,
+  POOL_DEFAULT_MAX_IN_FLIGHT,
+  policySetup,
+} from "./policies.js";
+export { ProgramPrompts, type RenderedCall } from "./program-prompts.js";
+export { callWorkMs, programWorkMs } from "./remaining-work.js";
+export {
+  type CallRecord,
+  DEFAULT_SIM_TENANT,
+  type EngineRecord,
+  type ProgramRecord,
+  type SimulationConfig,
+  type SimulationResult,
+  simulate,
+} from "./simulate.js";

@@ -1,0 +1,637 @@
+/*
+ * Discrete-event simulation of an Agentix pool: programs issue calls, the pool core
+ * (src/core) queues and routes them exactly as src/pool/dispatcher.ts drives it, and
+ * EngineModel instances (src/sim/engine-model.ts) time them. Nothing here decides an
+ * order or a duration: the core's takeDispatches and the engine model do.
+ *
+ * What stands in for the other parts of the system, with zero network latency:
+ * - the edge: per program, the service values of src/core/service.ts (a call records
+ *   callStartValue when it is issued; completeCall on completion), the wait the pool
+ *   reported (its queue time) added up, and the engine that served it last;
+ * - the pool: one ProgramQueue, EngineState per engine (inFlight counted on dispatch
+ *   and completion, waiting / kvUsage from a metrics scrape every metricsIntervalMs),
+ *   takeDispatches whenever capacity may have appeared, chargeTenant with the call's
+ *   service on completion, service = dispatch → finish as the relay measures it;
+ * - the engines: steps back to back while busy, as src/sim/engine-driver.ts runs
+ *   them: requests submitted during a step join the next one.
+ *
+ * Events: program arrival, call ready (dependencies done + gapBeforeMs), engine kick
+ * (an idle engine got work), engine step end, pool pump (coalesced per instant), and
+ * metrics scrape. Ordered by (time, scheduling order): the same inputs give the same
+ * result.
+ */
+
+import { type Dispatch, takeDispatches } from "../../core/dispatch.js";
+import type { EngineState } from "../../core/engines.js";
+import { ProgramQueue, type QueuedCall } from "../../core/queue.js";
+import type { RoundRobinCursor } from "../../core/routing.js";
+import { callStartValue, completeCall, NO_SERVICE, type ProgramService } from "../../core/service.js";
+import { PoolConfig } from "../../pool/config.js";
+import { type EngineEvent, EngineModel, EngineRequestError, type FinishedEvent } from "../engine-model.js";
+import { DEFAULT_PROFILE, type EngineProfileName, resolveProfile } from "../profiles.js";
+import type { AgentKind } from "../workload/kinds.js";
+import { type CallSpec, type ProgramSpec, promptTokenCount } from "../workload/program-spec.js";
+import { EventQueue } from "./event-queue.js";
+import { type PolicyName, type PolicySetup, isPolicyName, policySetup } from "./policies.js";
+import { ProgramPrompts } from "./program-prompts.js";
+import { programWorkMs } from "./remaining-work.js";
+
+export interface SimulationConfig {
+  /** From generatePrograms(workload, { seed, count }). */
+  programs: readonly ProgramSpec[];
+  policy: PolicyName;
+  /** Number of engines, e.g. 4. */
+  engines: number;
+  /** Default llama-3.1-8b-h100. */
+  engineProfile?: EngineProfileName;
+  /** Pool buffer per engine for the queueing policies; default the pool config's (4). Ignored by the direct policies. */
+  maxInFlightPerEngine?: number;
+  /** Stop (truncate) after this much virtual time. */
+  maxSimMs?: number;
+  /** Called when another 1 % of the programs finished (or of maxSimMs passed), and once at the end. */
+  onProgress?: (p: { simMs: number; finishedPrograms: number; totalPrograms: number }) => void;
+  /**
+   * Tenant plan weights for the queue's fair share (x-agentix-weight); default 1. Not
+   * the workload file's tenant `weight`, which is a share of the traffic.
+   */
+  tenantWeights?: Readonly<Record<string, number>>;
+  /** Period of the engine metrics scrape (waiting, KV use); default the pool config's (500 ms); 0 reads them live at every dispatch. */
+  metricsIntervalMs?: number;
+  /** Also return one record per call (dispatch order, timings); off by default (memory). */
+  recordCalls?: boolean;
+}
+
+export interface ProgramRecord {
+  programId: string;
+  kind: AgentKind;
+  tenantId?: string;
+  arrivalMs: number;
+  /** NaN if unfinished (truncated). */
+  finishMs: number;
+  /** Calls completed. */
+  calls: number;
+  /** Calls the program has in all. */
+  plannedCalls: number;
+  generatedTokens: number;
+  promptTokens: number;
+  cachedTokens: number;
+  /**
+   * Total time its calls waited: pool queue plus engine waiting. Engine waiting is
+   * measured up to the start of the step that completed the call's prefill (exact
+   * for a prefill of one chunk; a multi-chunk prefill counts its earlier chunks).
+   */
+  queueMs: number;
+  /** The pool-queue part alone: what the pool reports and the edge adds to the program's wait. */
+  poolQueueMs: number;
+  /** PLAS total: sum of call service (dispatch → finish on the engine, as the pool's relay measures it). */
+  serviceMs: number;
+  /** ATLAS value at the end. */
+  criticalPathMs: number;
+  preemptions: number;
+}
+
+export interface EngineRecord {
+  engineId: string;
+  busyMs: number;
+  prefixCacheQueries: number;
+  prefixCacheHits: number;
+  preemptions: number;
+  promptTokens: number;
+  generationTokens: number;
+  steps: number;
+}
+
+export interface CallRecord {
+  programId: string;
+  callId: number;
+  thread: string;
+  readyMs: number;
+  /** NaN while queued at the end of a truncated run. */
+  dispatchMs: number;
+  /** NaN if unfinished. */
+  finishMs: number;
+  engineId: string | undefined;
+  /** The pool's level at dispatch (after any promotion). */
+  level: number;
+  promoted: boolean;
+  /** ATLAS value the call recorded when issued. */
+  startValueMs: number;
+  promptTokens: number;
+  cachedTokens: number;
+  outputTokens: number;
+}
+
+export interface SimulationResult {
+  policy: PolicyName;
+  engines: EngineRecord[];
+  /** One per input program, in input order (programs that had not arrived yet included, with finishMs NaN). */
+  programs: ProgramRecord[];
+  /** When the last program finished, or maxSimMs when truncated. */
+  simEndMs: number;
+  wallMs: number;
+  events: number;
+  truncated: boolean;
+  /** Only with recordCalls: in dispatch order, then calls never dispatched. */
+  calls?: CallRecord[];
+}
+
+/** The pool config's defaults, read from its schema (one source of truth). */
+const POOL_DEFAULTS = PoolConfig.parse({ signingSecret: "x".repeat(16), engines: [{ id: "sim", url: "http://sim.invalid" }] });
+
+/** Tenant of programs that name none. */
+export const DEFAULT_SIM_TENANT = "ten_sim";
+
+const ARRIVAL = 0;
+const READY = 1;
+const KICK = 2;
+const STEP_END = 3;
+const PUMP = 4;
+const SCRAPE = 5;
+
+type SimEvent =
+  | { kind: typeof ARRIVAL; program: ProgramRun }
+  | { kind: typeof READY; call: CallRun }
+  | { kind: typeof KICK | typeof STEP_END; engine: SimEngine }
+  | { kind: typeof PUMP | typeof SCRAPE };
+
+interface SimEngine {
+  readonly model: EngineModel;
+  readonly state: EngineState;
+  /** A step is running or a kick is scheduled. */
+  stepping: boolean;
+  stepStartMs: number;
+  stepEndMs: number;
+}
+
+interface ProgramRun {
+  readonly spec: ProgramSpec;
+  readonly record: ProgramRecord;
+  readonly tenantId: string;
+  readonly weight: number;
+  service: ProgramService;
+  /** The edge's waitMs: pool queue time of completed calls. */
+  waitMs: number;
+  affinity: string | undefined;
+  depsLeft: Int32Array | undefined;
+  dependents: number[][] | undefined;
+  callsLeft: number;
+  prompts: ProgramPrompts | undefined;
+  /** Oracle only. */
+  work: Float64Array | undefined;
+  remainingMs: number;
+}
+
+interface CallRun {
+  readonly program: ProgramRun;
+  readonly spec: CallSpec;
+  readonly key: string;
+  readonly readyMs: number;
+  /** ATLAS value recorded when the call is issued. */
+  startValueMs: number;
+  dispatchMs: number;
+  engine: SimEngine | undefined;
+  level: number;
+  promoted: boolean;
+  /** Engine submit → start of the step that completed the prefill. */
+  engineWaitMs: number;
+  record: CallRecord | undefined;
+}
+
+function validateConfig(config: SimulationConfig): void {
+  if (!isPolicyName(config.policy)) throw new RangeError(`unknown policy "${String(config.policy)}"`);
+  if (!(Number.isInteger(config.engines) && config.engines >= 1)) throw new RangeError(`engines must be an integer >= 1, got ${config.engines}`);
+  if (config.maxSimMs !== undefined && !(config.maxSimMs > 0)) throw new RangeError(`maxSimMs must be > 0, got ${config.maxSimMs}`);
+  const interval = config.metricsIntervalMs;
+  if (interval !== undefined && !(Number.isFinite(interval) && interval >= 0)) {
+    throw new RangeError(`metricsIntervalMs must be a finite number >= 0, got ${interval}`);
+  }
+  for (const [tenant, weight] of Object.entries(config.tenantWeights ?? {})) {
+    if (!(Number.isFinite(weight) && weight > 0)) throw new RangeError(`weight of tenant ${tenant} must be > 0, got ${weight}`);
+  }
+  const ids = new Set<string>();
+  for (const program of config.programs) {
+    if (ids.has(program.programId)) throw new RangeError(`duplicate program id ${program.programId}`);
+    ids.add(program.programId);
+    if (!Number.isFinite(program.arrivalMs) || program.arrivalMs < 0) {
+      throw new RangeError(`program ${program.programId}: arrivalMs must be a finite number >= 0`);
+    }
+    program.calls.forEach((call, i) => {
+      if (call.callId !== i) throw new RangeError(`program ${program.programId}: call ${i} has callId ${call.callId}`);
+      for (const dep of call.dependsOn) {
+        if (!(Number.isInteger(dep) && dep >= 0 && dep < i)) throw new RangeError(`program ${program.programId}: call ${i} depends on ${dep}`);
+      }
+      if (!(Number.isFinite(call.gapBeforeMs) && call.gapBeforeMs >= 0)) {
+        throw new RangeError(`program ${program.programId}: call ${i} has gapBeforeMs ${call.gapBeforeMs}`);
+      }
+      if (!(Number.isInteger(call.outputTokens) && call.outputTokens >= 1)) {
+        throw new RangeError(`program ${program.programId}: call ${i} has outputTokens ${call.outputTokens}`);
+      }
+    });
+  }
+}
+
+/** Runs the simulation to the end (every program finished) or to maxSimMs. Deterministic for the same inputs. */
+export function simulate(config: SimulationConfig): SimulationResult {
+  validateConfig(config);
+  const wallStart = performance.now();
+  const setup: PolicySetup = policySetup(config.policy, { maxInFlightPerEngine: config.maxInFlightPerEngine });
+  const profile = resolveProfile(config.engineProfile ?? DEFAULT_PROFILE);
+  const metricsIntervalMs = config.metricsIntervalMs ?? POOL_DEFAULTS.metricsIntervalMs;
+  const maxSimMs = config.maxSimMs ?? Infinity;
+  const oracle = setup.dispatch.queue.priorityValue === "oracle";
+  const levels = setup.dispatch.queue.levels;
+
+  const events = new EventQueue<SimEvent>();
+  const queue = new ProgramQueue(setup.dispatch.queue);
+  const cursor: RoundRobinCursor = { next: 0 };
+  const engines: SimEngine[] = [];
+  const states: EngineState[] = [];
+  for (let i = 0; i < config.engines; i++) {
+    const state: EngineState = { id: `engine-${i}`, healthy: true, inFlight: 0, maxInFlight: setup.maxInFlight, waiting: 0, kvUsage: 0 };
+    engines.push({ model: new EngineModel({ profile, priorityScheduling: setup.priorityScheduling }), state, stepping: false, stepStartMs: 0, stepEndMs: 0 });
+    states.push(state);
+  }
+  const engineById = new Map(engines.map((engine) => [engine.state.id, engine]));
+
+  const runs: ProgramRun[] = config.programs.map((spec) => {
+    const tenantId = spec.tenantId ?? DEFAULT_SIM_TENANT;
+    const record: ProgramRecord = {
+      programId: spec.programId,
+      kind: spec.kind,
+      ...(spec.tenantId === undefined ? {} : { tenantId: spec.tenantId }),
+      arrivalMs: spec.arrivalMs,
+      finishMs: Number.NaN,
+      calls: 0,
+      plannedCalls: spec.calls.length,
+      generatedTokens: 0,
+      promptTokens: 0,
+      cachedTokens: 0,
+      queueMs: 0,
+      poolQueueMs: 0,
+      serviceMs: 0,
+      criticalPathMs: 0,
+      preemptions: 0,
+    };
+    return {
+      spec,
+      record,
+      tenantId,
+      weight: config.tenantWeights?.[tenantId] ?? 1,
+      service: NO_SERVICE,
+      waitMs: 0,
+      affinity: undefined,
+      depsLeft: undefined,
+      dependents: undefined,
+      callsLeft: spec.calls.length,
+      prompts: undefined,
+      work: undefined,
+      remainingMs: 0,
+    };
+  });
+  // Arrivals are scheduled one at a time, in (arrivalMs, input order), to keep the heap small.
+  const arrivalOrder = runs.map((_, i) => i).sort((a, b) => (runs[a] as ProgramRun).spec.arrivalMs - (runs[b] as ProgramRun).spec.arrivalMs || a - b);
+  let nextArrival = 0;
+  const scheduleNextArrival = (): void => {
+    const index = arrivalOrder[nextArrival++];
+    if (index === undefined) return;
+    const program = runs[index] as ProgramRun;
+    events.push(program.spec.arrivalMs, { kind: ARRIVAL, program });
+  };
+
+  const live = new Map<string, CallRun>();
+  const callRecords: CallRecord[] | undefined = config.recordCalls === true ? [] : undefined;
+  let unfinished = runs.length;
+  let pumpPending = false;
+  let now = 0;
+  let processed = 0;
+
+  const totalPrograms = runs.length;
+  let progressStep = 0;
+  const progress = (force: boolean): void => {
+    if (config.onProgress === undefined) return;
+    const finished = totalPrograms - unfinished;
+    const fraction = Math.max(totalPrograms === 0 ? 1 : finished / totalPrograms, Number.isFinite(maxSimMs) ? now / maxSimMs : 0);
+    const step = Math.floor(fraction * 100);
+    if (!force && step <= progressStep) return;
+    progressStep = Math.max(progressStep, step);
+    config.onProgress({ simMs: now, finishedPrograms: finished, totalPrograms });
+  };
+
+  const schedulePump = (): void => {
+    if (pumpPending) return;
+    pumpPending = true;
+    events.push(now, { kind: PUMP });
+  };
+
+  const readMetrics = (): void => {
+    for (const engine of engines) {
+      engine.state.waiting = engine.model.numWaiting;
+      engine.state.kvUsage = engine.model.kvUsage;
+    }
+  };
+
+  const finishProgram = (program: ProgramRun): void => {
+    program.record.finishMs = now;
+    program.prompts = undefined;
+    program.depsLeft = undefined;
+    program.dependents = undefined;
+    program.work = undefined;
+    unfinished -= 1;
+    progress(false);
+  };
+
+  const callReady = (program: ProgramRun, spec: CallSpec, at: number): void => {
+    const call: CallRun = {
+      program,
+      spec,
+      key: `${program.spec.programId}/${spec.callId}`,
+      readyMs: at,
+      // Filled when the event runs: the edge records the value when the call is issued.
+      startValueMs: 0,
+      dispatchMs: Number.NaN,
+      engine: undefined,
+      level: 0,
+      promoted: false,
+      engineWaitMs: Number.NaN,
+      record: undefined,
+    };
+    events.push(at, { kind: READY, call });
+  };
+
+  const onArrival = (program: ProgramRun): void => {
+    scheduleNextArrival();
+    const { spec } = program;
+    if (spec.calls.length === 0) {
+      finishProgram(program);
+      return;
+    }
+    const depsLeft = new Int32Array(spec.calls.length);
+    const dependents: number[][] = spec.calls.map(() => []);
+    for (const call of spec.calls) {
+      depsLeft[call.callId] = call.dependsOn.length;
+      for (const dep of call.dependsOn) (dependents[dep] as number[]).push(call.callId);
+    }
+    program.depsLeft = depsLeft;
+    program.dependents = dependents;
+    program.prompts = new ProgramPrompts(spec, profile.blockSize);
+    if (oracle) {
+      program.work = programWorkMs(profile, spec);
+      program.remainingMs = program.work.reduce((sum, w) => sum + w, 0);
+    }
+    for (const call of spec.calls) if (call.dependsOn.length === 0) callReady(program, call, now + call.gapBeforeMs);
+  };
+
+  const onReady = (ready: CallRun): void => {
+    const call = ready;
+    const { program, spec } = call;
+    call.startValueMs = callStartValue(program.service);
+    const queued: QueuedCall = {
+      callId: call.key,
+      tenantId: program.tenantId,
+      programId: program.spec.programId,
+      threadId: spec.thread,
+      serviceMs: program.service.attainedServiceMs,
+      pathMs: program.service.criticalPathMs,
+      waitMs: program.waitMs,
+      weight: program.weight,
+      promptTokens: promptTokenCount(spec),
+      enqueuedAt: now,
+    };
+    if (program.affinity !== undefined) queued.affinityEngine = program.affinity;
+    if (oracle) queued.remainingMs = Math.max(0, program.remainingMs);
+    queue.enqueue(queued);
+    live.set(call.key, call);
+    schedulePump();
+  };
+
+  const submit = (call: CallRun, dispatch: Dispatch, engine: SimEngine): void => {
+    call.dispatchMs = now;
+    call.engine = engine;
+    call.level = dispatch.level;
+    call.promoted = dispatch.promoted;
+    const prompts = call.program.prompts;
+    if (prompts === undefined) throw new Error(`program ${call.program.spec.programId} has no prompts while a call runs`);
+    const rendered = prompts.render(call.spec.callId);
+    const priority = setup.enginePriority?.(dispatch.level, levels);
+    try {
+      engine.model.submit(
+        {
+          id: call.key,
+          promptTokens: rendered.tokens,
+          promptBlockHashes: rendered.blockHashes,
+          maxTokens: call.spec.outputTokens,
+          outputTokens: call.spec.outputTokens,
+          ignoreEos: true,
+          ...(priority === undefined ? {} : { priority }),
+        },
+        now,
+      );
+    } catch (error) {
+      // A call the engine refuses (e.g. past maxModelLen) is a workload the profile cannot serve: say which.
+      if (error instanceof EngineRequestError) throw new RangeError(`call ${call.key} refused by the engine: ${error.message}`);
+      throw error;
+    }
+    if (callRecords !== undefined) {
+      call.record = {
+        programId: call.program.spec.programId,
+        callId: call.spec.callId,
+        thread: call.spec.thread,
+        readyMs: call.readyMs,
+        dispatchMs: now,
+        finishMs: Number.NaN,
+        engineId: engine.state.id,
+        level: dispatch.level,
+        promoted: dispatch.promoted,
+        startValueMs: call.startValueMs,
+        promptTokens: rendered.tokens.length,
+        cachedTokens: 0,
+        outputTokens: call.spec.outputTokens,
+      };
+      callRecords.push(call.record);
+    }
+    if (!engine.stepping) {
+      engine.stepping = true;
+      events.push(now, { kind: KICK, engine });
+    }
+  };
+
+  const onPump = (): void => {
+    pumpPending = false;
+    if (metricsIntervalMs === 0) readMetrics();
+    for (const dispatch of takeDispatches(queue, states, now, setup.dispatch, cursor)) {
+      const call = live.get(dispatch.call.callId);
+      const engine = engineById.get(dispatch.engineId);
+      if (call === undefined || engine === undefined) throw new Error(`dispatch of unknown call ${dispatch.call.callId} or engine ${dispatch.engineId}`);
+      submit(call, dispatch, engine);
+    }
+  };
+
+  const startStep = (engine: SimEngine): void => {
+    const duration = engine.model.startStep(now);
+    if (duration === undefined) {
+      engine.stepping = false;
+      return;
+    }
+    engine.stepStartMs = now;
+    engine.stepEndMs = now + duration;
+    events.push(engine.stepEndMs, { kind: STEP_END, engine });
+  };
+
+  const onCallFinished = (call: CallRun, event: FinishedEvent): void => {
+    const { program, spec } = call;
+    const engine = call.engine as SimEngine;
+    live.delete(call.key);
+    engine.state.inFlight = Math.max(0, engine.state.inFlight - 1);
+    const serviceMs = now - call.dispatchMs;
+    const poolQueueMs = call.dispatchMs - call.readyMs;
+    queue.chargeTenant(program.tenantId, serviceMs, now);
+    program.service = completeCall(program.service, call.startValueMs, serviceMs);
+    program.waitMs += poolQueueMs;
+    program.affinity = engine.state.id;
+    if (program.work !== undefined) program.remainingMs -= program.work[spec.callId] ?? 0;
+
+    const record = program.record;
+    record.calls += 1;
+    record.generatedTokens += event.usage.completionTokens;
+    record.promptTokens += event.usage.promptTokens;
+    record.cachedTokens += event.usage.cachedTokens;
+    record.poolQueueMs += poolQueueMs;
+    record.queueMs += poolQueueMs + (Number.isNaN(call.engineWaitMs) ? 0 : call.engineWaitMs);
+    record.serviceMs = program.service.attainedServiceMs;
+    record.criticalPathMs = program.service.criticalPathMs;
+    record.preemptions += event.preemptions;
+    if (call.record !== undefined) {
+      call.record.finishMs = now;
+      call.record.cachedTokens = event.usage.cachedTokens;
+    }
+
+    const dependents = program.dependents as number[][];
+    const depsLeft = program.depsLeft as Int32Array;
+    for (const next of dependents[spec.callId] ?? []) {
+      const left = (depsLeft[next] ?? 0) - 1;
+      depsLeft[next] = left;
+      if (left === 0) {
+        const nextSpec = program.spec.calls[next] as CallSpec;
+        callReady(program, nextSpec, now + nextSpec.gapBeforeMs);
+      }
+    }
+    program.callsLeft -= 1;
+    if (program.callsLeft === 0) finishProgram(program);
+    schedulePump();
+  };
+
+  const onEngineEvents = (engine: SimEngine, stepStartMs: number, engineEvents: EngineEvent[]): void => {
+    for (const event of engineEvents) {
+      if (event.type === "preempted") continue; // counted by the engine and in the finished event
+      const call = live.get(event.requestId);
+      if (call === undefined || call.engine !== engine) throw new Error(`engine ${engine.state.id} reported unknown request ${event.requestId}`);
+      if (event.type === "first_token") call.engineWaitMs = Math.max(0, stepStartMs - call.dispatchMs);
+      else onCallFinished(call, event);
+    }
+  };
+
+  const onStepEnd = (engine: SimEngine): void => {
+    const stepStartMs = engine.stepStartMs;
+    const engineEvents = engine.model.finishStep();
+    // Back to back, as the engine driver does: calls the pool sends in reaction to
+    // these completions join the step after this one.
+    startStep(engine);
+    onEngineEvents(engine, stepStartMs, engineEvents);
+  };
+
+  const onScrape = (): void => {
+    readMetrics();
+    queue.forgetIdleTenants(now);
+    schedulePump();
+    if (unfinished > 0) events.push(now + metricsIntervalMs, { kind: SCRAPE });
+  };
+
+  scheduleNextArrival();
+  if (metricsIntervalMs > 0 && unfinished > 0) events.push(metricsIntervalMs, { kind: SCRAPE });
+
+  let truncated = false;
+  for (let next = events.peek(); next !== undefined; next = events.peek()) {
+    if (next.time > maxSimMs) {
+      truncated = true;
+      break;
+    }
+    events.pop();
+    now = next.time;
+    processed += 1;
+    const event = next.event;
+    switch (event.kind) {
+      case ARRIVAL:
+        onArrival(event.program);
+        break;
+      case READY:
+        onReady(event.call);
+        break;
+      case KICK:
+        startStep(event.engine);
+        break;
+      case STEP_END:
+        onStepEnd(event.engine);
+        break;
+      case PUMP:
+        onPump();
+        break;
+      case SCRAPE:
+        onScrape();
+        break;
+    }
+    // Every program done: engines are idle and the pool empty; pending scrapes change nothing.
+    if (unfinished === 0) break;
+    // Simulated time moves on even when no program finishes (an overloaded, truncated run).
+    if ((processed & 0xfff) === 0) progress(false);
+  }
+  const simEndMs = truncated ? maxSimMs : now;
+  now = simEndMs;
+
+  const engineRecords: EngineRecord[] = engines.map((engine) => {
+    const stats = engine.model.stats();
+    // A step cut by the end of the run counts only up to it.
+    let busyMs = stats.busyMs;
+    if (truncated && engine.model.isStepActive) busyMs -= Math.max(0, engine.stepEndMs - simEndMs);
+    return {
+      engineId: engine.state.id,
+      busyMs,
+      prefixCacheQueries: stats.prefixCacheQueries,
+      prefixCacheHits: stats.prefixCacheHits,
+      preemptions: stats.preemptions,
+      promptTokens: stats.promptTokens,
+      generationTokens: stats.generationTokens,
+      steps: stats.steps,
+    };
+  });
+  if (callRecords !== undefined) {
+    for (const call of live.values()) {
+      if (call.record !== undefined) continue;
+      callRecords.push({
+        programId: call.program.spec.programId,
+        callId: call.spec.callId,
+        thread: call.spec.thread,
+        readyMs: call.readyMs,
+        dispatchMs: Number.NaN,
+        finishMs: Number.NaN,
+        engineId: undefined,
+        level: 0,
+        promoted: false,
+        startValueMs: call.startValueMs,
+        promptTokens: promptTokenCount(call.spec),
+        cachedTokens: 0,
+        outputTokens: call.spec.outputTokens,
+      });
+    }
+  }
+  progress(true);
+  return {
+    policy: config.policy,
+    engines: engineRecords,
+    programs: runs.map((run) => run.record),
+    simEndMs,
+    wallMs: performance.now() - wallStart,
+    events: processed,
+    truncated,
+    ...(callRecords === undefined ? {} : { calls: callRecords }),
+  };
+}
