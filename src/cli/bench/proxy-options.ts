@@ -1,0 +1,113 @@
+import path from "node:path";
+import { parseArgs } from "node:util";
+
+/*
+ * Flags of `agentix bench proxy` / `npm run bench:proxy`. Defaults keep a full run
+ * (4 targets × 2 modes × 3 concurrency levels) under about three minutes.
+ */
+
+export const PROXY_TARGETS = ["engine", "pool", "portkey", "edge"] as const;
+export type ProxyTargetName = (typeof PROXY_TARGETS)[number];
+
+export const PROXY_MODES = ["non-streaming", "streaming"] as const;
+export type ProxyMode = (typeof PROXY_MODES)[number];
+
+export interface ProxyBenchOptions {
+  targets: ProxyTargetName[];
+  modes: ProxyMode[];
+  /** Seconds of each measured run. */
+  durationSeconds: number;
+  /** Seconds of the discarded run before each target's measurements, per mode. */
+  warmupSeconds: number;
+  /** Concurrency levels (open connections), ascending; max throughput is the best of them. */
+  connections: number[];
+  /** The level whose requests/s and latencies are the headline figures; one of `connections`. */
+  moderateConnections: number;
+  /** Completion tokens per request (ignore_eos, so exactly this many). */
+  maxTokens: number;
+  /** The pool's per-engine buffer (maxInFlight) in (b) and (d). */
+  engineInFlight: number;
+  /** JSON results file; undefined writes none. */
+  output: string | undefined;
+}
+
+export const PROXY_BENCH_USAGE = `agentix bench proxy [options]   proxy overhead: engine direct vs pool vs Portkey vs edge
+
+Sends the same chat-completions requests (max_tokens N, ignore_eos) to a zero-model-time
+simulated engine directly and through each proxy, at a few concurrency levels.
+
+  --targets LIST       of engine,pool,portkey,edge (default all; engine is the baseline)
+  --modes LIST         of non-streaming,streaming (default both)
+  --duration S         seconds per measured run (default 4)
+  --warmup S           discarded warm-up seconds per target and mode (default 1)
+  --connections LIST   concurrency levels (default 1,16,64)
+  --moderate N         headline concurrency level (default 16; added to the levels if missing)
+  --max-tokens N       completion tokens per request (default 16)
+  --engine-in-flight N pool's per-engine buffer (default: the highest level, so the pool never holds calls back)
+  --output FILE        JSON results (default bench-results/proxy.json)`;
+
+function positiveNumber(flag: string, raw: string | undefined, fallback: number, max: number): number {
+  if (raw === undefined) return fallback;
+  const value = Number(raw);
+  if (!Number.isFinite(value) || value <= 0 || value > max) {
+    throw new Error(`--${flag} must be a number in (0, ${max}], got "${raw}"`);
+  }
+  return value;
+}
+
+function positiveInt(flag: string, raw: string | undefined, fallback: number, max: number): number {
+  const value = positiveNumber(flag, raw, fallback, max);
+  if (!Number.isInteger(value)) throw new Error(`--${flag} must be an integer, got "${raw}"`);
+  return value;
+}
+
+function listOf<T extends string>(flag: string, raw: string | undefined, allowed: readonly T[]): T[] {
+  if (raw === undefined) return [...allowed];
+  const items = raw.split(",").map((item) => item.trim()).filter(Boolean);
+  const unknown = items.filter((item) => !(allowed as readonly string[]).includes(item));
+  if (items.length === 0 || unknown.length > 0) {
+    throw new Error(`--${flag} takes a comma-separated list of ${allowed.join(", ")}; got "${raw}"`);
+  }
+  // Canonical order, no duplicates: the report's rows follow it.
+  return allowed.filter((name) => items.includes(name));
+}
+
+/** Parses the flags; throws with a clear message on any bad value. Returns undefined for --help. */
+export function parseProxyBenchArgs(argv: string[], root: string): ProxyBenchOptions | undefined {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      targets: { type: "string" },
+      modes: { type: "string" },
+      duration: { type: "string" },
+      warmup: { type: "string" },
+      connections: { type: "string" },
+      moderate: { type: "string" },
+      "max-tokens": { type: "string" },
+      "engine-in-flight": { type: "string" },
+      output: { type: "string" },
+      help: { type: "boolean", short: "h", default: false },
+    },
+    strict: true,
+    allowPositionals: false,
+  });
+  if (values.help) return undefined;
+
+  const moderateConnections = positiveInt("moderate", values.moderate, 16, 10_000);
+  const levels = (values.connections ?? "1,16,64").split(",").map((raw) => positiveInt("connections", raw.trim(), 1, 10_000));
+  const connections = [...new Set([...levels, moderateConnections])].sort((a, b) => a - b);
+  const highest = connections[connections.length - 1] ?? moderateConnections;
+  const warmupSeconds = values.warmup === "0" ? 0 : positiveNumber("warmup", values.warmup, 1, 600);
+
+  return {
+    targets: listOf("targets", values.targets, PROXY_TARGETS),
+    modes: listOf("modes", values.modes, PROXY_MODES),
+    durationSeconds: positiveNumber("duration", values.duration, 4, 600),
+    warmupSeconds,
+    connections,
+    moderateConnections,
+    maxTokens: positiveInt("max-tokens", values["max-tokens"], 16, 4096),
+    engineInFlight: positiveInt("engine-in-flight", values["engine-in-flight"], highest, 10_000),
+    output: path.resolve(root, values.output ?? "bench-results/proxy.json"),
+  };
+}

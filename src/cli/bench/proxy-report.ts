@@ -1,0 +1,256 @@
+import type { ProxyMode, ProxyTargetName } from "./proxy-options.js";
+import { PORTKEY_VERSION } from "./proxy-portkey.js";
+import type { ProxyBenchReport, TargetRun } from "./proxy-run.js";
+import { TARGET_LABELS } from "./proxy-targets.js";
+
+/*
+ * From raw runs to the figures people read: per target and mode, throughput and
+ * latency at the headline concurrency, latency added over the bare engine, the
+ * best throughput over the levels, and every failure. Plus the edge's own share,
+ * (d) − (b), since the edge run goes through the pool too.
+ */
+
+export interface FailureCounts {
+  non2xx: number;
+  errors: number;
+  timeouts: number;
+  mismatches: number;
+  shortfall: number;
+  /** Measured runs in which no response completed (no figure to report). */
+  emptyRuns: number;
+  statusCodes: Record<string, number>;
+}
+
+export interface ProxySummaryRow {
+  mode: ProxyMode;
+  target: ProxyTargetName;
+  label: string;
+  /** At the headline concurrency. */
+  connections: number;
+  rps: number;
+  p50Ms: number;
+  p99Ms: number;
+  /** Over (a) at the headline concurrency; null for (a) or without it. */
+  addedP50Ms: number | null;
+  addedP99Ms: number | null;
+  /** At one connection (pure per-call cost, no queueing), when measured. */
+  p50AtOneMs: number | null;
+  addedP50AtOneMs: number | null;
+  maxRps: number;
+  maxRpsConnections: number;
+  /** Over every run of this target and mode, warm-up included. */
+  failures: FailureCounts;
+  failed: boolean;
+}
+
+/** The edge's own cost: (d) edge + pool + engine minus (b) pool + engine. */
+export interface EdgeOnlyRow {
+  mode: ProxyMode;
+  addedP50Ms: number;
+  addedP99Ms: number;
+  addedP50AtOneMs: number | null;
+}
+
+const diff = (a: number, b: number) => Math.round((a - b) * 1000) / 1000;
+
+function measured(runs: TargetRun[], mode: ProxyMode, target: ProxyTargetName, connections: number) {
+  return runs.find((r) => r.phase === "measure" && r.mode === mode && r.target === target && r.figures.connections === connections)?.figures;
+}
+
+function failureCounts(runs: TargetRun[]): FailureCounts {
+  const counts: FailureCounts = { non2xx: 0, errors: 0, timeouts: 0, mismatches: 0, shortfall: 0, emptyRuns: 0, statusCodes: {} };
+  for (const { figures, shortfall, phase } of runs) {
+    if (phase === "measure" && figures.responses === 0) counts.emptyRuns++;
+    counts.non2xx += figures.non2xx;
+    counts.errors += figures.errors;
+    counts.timeouts += figures.timeouts;
+    counts.mismatches += figures.mismatches;
+    counts.shortfall += shortfall;
+    for (const [code, count] of Object.entries(figures.statusCodes)) counts.statusCodes[code] = (counts.statusCodes[code] ?? 0) + count;
+  }
+  return counts;
+}
+
+export function summariseProxyReport(report: ProxyBenchReport): { rows: ProxySummaryRow[]; edgeOnly: EdgeOnlyRow[] } {
+  const { runs, options } = report;
+  const moderate = options.moderateConnections;
+  const rows: ProxySummaryRow[] = [];
+  const edgeOnly: EdgeOnlyRow[] = [];
+  for (const mode of options.modes) {
+    for (const { name: target } of report.targets) {
+      const own = runs.filter((r) => r.mode === mode && r.target === target);
+      const head = measured(runs, mode, target, moderate);
+      const base = target === "engine" ? undefined : measured(runs, mode, "engine", moderate);
+      const one = measured(runs, mode, target, 1);
+      const baseOne = target === "engine" ? undefined : measured(runs, mode, "engine", 1);
+      const best = own
+        .filter((r) => r.phase === "measure")
+        .reduce<TargetRun | undefined>((top, r) => (!top || r.figures.requestsPerSecond > top.figures.requestsPerSecond ? r : top), undefined);
+      const failures = failureCounts(own);
+      rows.push({
+        mode,
+        target,
+        label: TARGET_LABELS[target],
+        connections: moderate,
+        rps: head?.requestsPerSecond ?? Number.NaN,
+        p50Ms: head?.latencyMs.p50 ?? Number.NaN,
+        p99Ms: head?.latencyMs.p99 ?? Number.NaN,
+        addedP50Ms: head && base ? diff(head.latencyMs.p50, base.latencyMs.p50) : null,
+        addedP99Ms: head && base ? diff(head.latencyMs.p99, base.latencyMs.p99) : null,
+        p50AtOneMs: one?.latencyMs.p50 ?? null,
+        addedP50AtOneMs: one && baseOne ? diff(one.latencyMs.p50, baseOne.latencyMs.p50) : null,
+        maxRps: best?.figures.requestsPerSecond ?? Number.NaN,
+        maxRpsConnections: best?.figures.connections ?? 0,
+        failures,
+        failed: failures.non2xx + failures.errors + failures.mismatches + failures.shortfall + failures.emptyRuns > 0,
+      });
+    }
+    const edge = measured(runs, mode, "edge", moderate);
+    const pool = measured(runs, mode, "pool", moderate);
+    if (edge && pool) {
+      const edgeOne = measured(runs, mode, "edge", 1);
+      const poolOne = measured(runs, mode, "pool", 1);
+      edgeOnly.push({
+        mode,
+        addedP50Ms: diff(edge.latencyMs.p50, pool.latencyMs.p50),
+        addedP99Ms: diff(edge.latencyMs.p99, pool.latencyMs.p99),
+        addedP50AtOneMs: edgeOne && poolOne ? diff(edgeOne.latencyMs.p50, poolOne.latencyMs.p50) : null,
+      });
+    }
+  }
+  return { rows, edgeOnly };
+}
+
+/** One line per target and mode that saw anything but verified 2xx answers. */
+export function proxyFailures(rows: ProxySummaryRow[]): string[] {
+  return rows
+    .filter((row) => row.failed)
+    .map((row) => {
+      const f = row.failures;
+      const codes = Object.entries(f.statusCodes)
+        .filter(([code]) => !code.startsWith("2"))
+        .map(([code, count]) => `${code}×${count}`)
+        .join(", ");
+      return (
+        `${row.label} ${row.mode}: ${f.non2xx} non-2xx${codes ? ` (${codes})` : ""}, ${f.errors} connection errors ` +
+        `(${f.timeouts} timeouts), ${f.mismatches} incomplete/wrong bodies, ${f.shortfall} unsigned (presigned stock ran out), ` +
+        `${f.emptyRuns} runs with no completed response (raise --duration)`
+      );
+    });
+}
+
+/** Below this many responses a run's percentiles are flagged as rough. */
+const THIN_RUN_RESPONSES = 20;
+
+const num = (value: number | null, digits: number) => (value === null || Number.isNaN(value) ? "—" : value.toFixed(digits));
+const signed = (value: number | null) => (value === null || Number.isNaN(value) ? "—" : `${value >= 0 ? "+" : ""}${value.toFixed(2)}`);
+
+function alignTable(header: string[], rows: string[][], leftColumns: number): string {
+  const widths = header.map((title, i) => Math.max(title.length, ...rows.map((row) => (row[i] ?? "").length)));
+  const line = (cells: string[]) =>
+    cells.map((cell, i) => (i < leftColumns ? cell.padEnd(widths[i] ?? 0) : cell.padStart(widths[i] ?? 0))).join("  ").trimEnd();
+  return [line(header), line(widths.map((w) => "-".repeat(w))), ...rows.map(line)].join("\n");
+}
+
+export function proxyReportHeader(report: ProxyBenchReport): string {
+  const o = report.options;
+  const cores = report.machine.cpus;
+  const names = new Set(report.targets.map((t) => t.name));
+  const targetLines = [
+    names.has("engine") && "(a) engine direct",
+    names.has("pool") &&
+      `(b) pool core → engine; calls presigned as the edge signs them (fresh call ID each, in the time window); pool buffer ${o.engineInFlight} calls/engine`,
+    names.has("portkey") && `(c) Portkey gateway ${PORTKEY_VERSION} (provider openai, custom host) → engine`,
+    names.has("edge") && "(d) edge under wrangler dev (local workerd, D1, Durable Objects; one program per connection) → pool → engine",
+  ].filter((line): line is string => typeof line === "string");
+  const notes = [
+    `CAVEAT: the load generator (autocannon, one Node process), the engine, the pool, Portkey and wrangler/workerd all`,
+    `share these ${cores} cores over loopback (each server in its own process), so the figures compare the paths with each`,
+    `other; they are not what a dedicated server would sustain. Other work on the machine shows up as noise.`,
+    ...(names.has("edge")
+      ? [
+          `(d) includes the pool: the edge's own share is (d) − (b), below. wrangler dev's local runtime is not Cloudflare's`,
+          `production runtime; its local D1/DO state was in ${report.edgeStateBase ?? "?"}` +
+            (report.edgeStateBase === "/dev/shm" ? " (tmpfs: on disk every write waits for fsync, 2–4× slower here)." : "."),
+        ]
+      : []),
+    ...(names.has("portkey")
+      ? [
+          `Portkey runs with a preload giving its upstream fetch() responses mutable headers (the fix for its issues`,
+          `#1389/#1550; without it every streaming call fails with "TypeError: immutable"). Its stream handler waits 25 ms`,
+          `before relaying the first chunk, which shows in its streaming latency.`,
+        ]
+      : []),
+  ];
+  return [
+    `Agentix proxy overhead benchmark — ${report.startedAt}`,
+    `Machine: ${cores} CPU cores (${report.machine.cpuModel}), Node ${report.machine.node}, ${report.machine.platform};`,
+    `1-min load average ${report.machine.loadAverage.start} at start, ${report.machine.loadAverage.end} at the end.`,
+    `Engine: simulated vLLM (${report.model}), zero model time: latency is HTTP, relay and proxy work only.`,
+    `Request: chat completion, max_tokens ${o.maxTokens}, ignore_eos (streaming: ${o.maxTokens} text chunks + a usage chunk). Every`,
+    `response is checked (2xx, complete body, ${o.maxTokens} completion tokens); anything else is counted as an error.`,
+    `Load: closed loop (a connection sends its next request when the previous response has fully arrived); ${o.durationSeconds} s`,
+    `per level at ${o.connections.join(", ")} connections (headline: ${o.moderateConnections}), ${o.warmupSeconds} s warm-up per target and mode;`,
+    `targets take turns within each level; leftover calls drain between runs.`,
+    `Targets:`,
+    ...targetLines.map((line) => `  ${line}`),
+    ...notes,
+  ].join("\n");
+}
+
+export function formatProxyTable(report: ProxyBenchReport): string {
+  const { rows, edgeOnly } = summariseProxyReport(report);
+  const c = report.options.moderateConnections;
+  const hasOne = report.options.connections.includes(1);
+  const header = [
+    "mode",
+    "target",
+    `req/s@${c}`,
+    `p50 ms`,
+    `p99 ms`,
+    "+p50 vs a",
+    "+p99 vs a",
+    ...(hasOne ? ["p50@1", "+p50@1"] : []),
+    "max req/s",
+    "@conns",
+    "non-2xx",
+    "errors",
+    "bad body",
+  ];
+  const body = rows.map((row) => [
+    row.mode,
+    row.label,
+    num(row.rps, 0),
+    num(row.p50Ms, 2),
+    num(row.p99Ms, 2),
+    signed(row.addedP50Ms),
+    signed(row.addedP99Ms),
+    ...(hasOne ? [num(row.p50AtOneMs, 2), signed(row.addedP50AtOneMs)] : []),
+    num(row.maxRps, 0),
+    String(row.maxRpsConnections),
+    String(row.failures.non2xx),
+    String(row.failures.errors),
+    String(row.failures.mismatches),
+  ]);
+  const edgeRows = edgeOnly.map((row) => {
+    const cells = header.map(() => "");
+    cells[0] = row.mode;
+    cells[1] = "edge alone (d − b)";
+    cells[5] = signed(row.addedP50Ms);
+    cells[6] = signed(row.addedP99Ms);
+    if (hasOne) cells[8] = signed(row.addedP50AtOneMs);
+    return cells;
+  });
+  const table = alignTable(header, [...body, ...edgeRows], 2);
+  const legend =
+    `req/s, p50 and p99 at ${c} connections; "+… vs a": latency added over the bare engine at the same concurrency` +
+    (hasOne ? `; p50@1: one connection (per-call cost without queueing)` : "") +
+    `; max req/s: best over ${report.options.connections.join("/")} connections.`;
+  const thin = report.runs
+    .filter((r) => r.phase === "measure" && r.figures.responses > 0 && r.figures.responses < THIN_RUN_RESPONSES)
+    .map((r) => `${TARGET_LABELS[r.target]} ${r.mode} @${r.figures.connections}: ${r.figures.responses}`);
+  const thinNote = thin.length
+    ? `\nRuns with fewer than ${THIN_RUN_RESPONSES} completed responses (their percentiles are rough; raise --duration): ${thin.join("; ")}.`
+    : "";
+  return `${table}\n\n${legend}${thinNote}`;
+}

@@ -1,0 +1,252 @@
+import { constants, rmSync } from "node:fs";
+import { access, mkdtemp, rm } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import { randomToken } from "../../protocol/ids.js";
+import { waitForEngineIdle } from "./proxy-engine-metrics.js";
+import { type LoadFigures, runLoad } from "./proxy-load.js";
+import type { ProxyBenchOptions, ProxyMode, ProxyTargetName } from "./proxy-options.js";
+import { startPortkeyGateway } from "./proxy-portkey.js";
+import { type ProbeOutcome, probeTarget, referenceCompletion } from "./proxy-probe.js";
+import { freePort, startEdgeStackProcess, startEngineProcess, startPoolProcess } from "./proxy-server-process.js";
+import type { EdgeStackReady } from "./proxy-server-spec.js";
+import { type BenchTarget, edgeTarget, engineTarget, poolTarget, portkeyTarget } from "./proxy-targets.js";
+import { type ChatWorkload, chatRequestBody, completionVerifier } from "./proxy-workload.js";
+
+/*
+ * The benchmark's machinery: start the targets (each server in its own process),
+ * probe each once, then run every target at every concurrency level, mode by mode,
+ * targets interleaved within a level so slow drift of the machine hits them alike.
+ * Everything started is stopped in `finally`, whatever happened.
+ */
+
+export interface TargetRun {
+  target: ProxyTargetName;
+  mode: ProxyMode;
+  phase: "warmup" | "measure";
+  figures: LoadFigures;
+  /** Requests that could not be prepared (pool signatures ran out): errors. */
+  shortfall: number;
+}
+
+export interface ProxyBenchReport {
+  startedAt: string;
+  finishedAt: string;
+  machine: {
+    cpus: number;
+    cpuModel: string;
+    node: string;
+    platform: string;
+    /** 1-minute load average when the run started and when it ended (other work on the machine). */
+    loadAverage: { start: number; end: number };
+  };
+  options: Omit<ProxyBenchOptions, "output">;
+  model: string;
+  /** Where the edge stack kept its local D1 / Durable Objects (when it ran). */
+  edgeStateBase: string | null;
+  targets: { name: ProxyTargetName; label: string; description: string }[];
+  probes: ProbeOutcome[];
+  runs: TargetRun[];
+}
+
+export interface MeasureHooks {
+  /** Progress lines (the CLI prints them on stderr). */
+  log?: (line: string) => void;
+  signal?: AbortSignal;
+}
+
+/** Root of the project (wrangler.toml), for the edge stack. */
+export const projectRoot = path.resolve(import.meta.dirname, "../../..");
+
+/** Longest wait for a target's leftover calls to drain after a run. */
+const DRAIN_TIMEOUT_MS = 20_000;
+
+/** Used for presigning when no figure exists yet for a run's target and mode. */
+const FALLBACK_EXPECTED_RPS = 5_000;
+
+const ADMIN_OVERRIDES = {
+  rpm: 10_000_000,
+  tpm: 1_000_000_000_000,
+  max_concurrent: 1_000_000,
+  max_active_programs: 1_000_000_000,
+  monthly_token_budget: 1_000_000_000_000_000,
+};
+
+const RAM_DISK = "/dev/shm";
+
+/**
+ * Where the throwaway edge stack keeps its local D1 and Durable Objects: tmpfs when
+ * there is one. On disk, wrangler dev's local storage waits for fsync on every write,
+ * which made the edge 2–4× slower here; production storage is neither, so a RAM
+ * disk keeps a dev-machine artifact out of the edge's figures.
+ */
+async function edgeStateBase(): Promise<string> {
+  try {
+    await access(RAM_DISK, constants.W_OK);
+    return RAM_DISK;
+  } catch {
+    return os.tmpdir();
+  }
+}
+
+/** The dev tenant's plan (free: 60 rpm) would throttle a benchmark; lift its limits for this throwaway stack. */
+async function liftEdgeLimits(stack: EdgeStackReady, log: (line: string) => void): Promise<void> {
+  const res = await fetch(`${stack.edgeUrl}/admin/tenants/${stack.tenantId}/overrides`, {
+    method: "PATCH",
+    headers: { authorization: `Bearer ${stack.adminToken}`, "content-type": "application/json" },
+    body: JSON.stringify(ADMIN_OVERRIDES),
+  });
+  const text = await res.text();
+  if (!res.ok) log(`warning: could not lift the dev tenant's limits (${res.status} ${text.slice(0, 200)}); 429s would fail the run`);
+}
+
+export async function measureProxyOverhead(options: ProxyBenchOptions, hooks: MeasureHooks = {}): Promise<ProxyBenchReport> {
+  const log = hooks.log ?? (() => {});
+  const signal = hooks.signal;
+  const startedAt = new Date();
+  const startLoad = os.loadavg()[0] ?? 0;
+  const stops: { name: string; stop: () => Promise<void> }[] = [];
+  const probes: ProbeOutcome[] = [];
+  const runs: TargetRun[] = [];
+  const targets: BenchTarget[] = [];
+  const want = (name: ProxyTargetName) => options.targets.includes(name);
+  let edgeStateDirBase: string | null = null;
+
+  try {
+    log("starting the simulated engine (zero model time)");
+    const engine = await startEngineProcess({ role: "engine" }, { signal });
+    stops.push({ name: "engine", stop: engine.stop });
+    if (want("engine")) targets.push(engineTarget(engine.ready));
+
+    if (want("pool")) {
+      const signingSecret = randomToken(48);
+      const pool = await startPoolProcess(
+        {
+          role: "pool",
+          engineUrl: engine.ready.url,
+          signingSecret,
+          engineInFlight: options.engineInFlight,
+          // Presigned calls are used up to a run's length after signing.
+          timestampWindowMs: 30_000 + Math.ceil(options.durationSeconds * 2_000),
+          replayCapacity: 2_000_000,
+        },
+        { signal },
+      );
+      stops.push({ name: "pool", stop: pool.stop });
+      targets.push(poolTarget(pool.ready, engine.ready.url, signingSecret));
+      log(`pool core: ${pool.ready.url}`);
+    }
+
+    if (want("portkey")) {
+      const gateway = await startPortkeyGateway({ signal });
+      stops.push({ name: "portkey", stop: gateway.stop });
+      targets.push(portkeyTarget(gateway, engine.ready.url));
+      log(`Portkey gateway: ${gateway.url}`);
+    }
+
+    if (want("edge")) {
+      log("starting the local stack (engine + pool + wrangler dev); takes ~15 s");
+      edgeStateDirBase = await edgeStateBase();
+      const stateDir = await mkdtemp(path.join(edgeStateDirBase, "agentix-bench-proxy-"));
+      // Also on a forced exit (second Ctrl-C), which skips the `finally` below.
+      const removeStateOnExit = () => rmSync(stateDir, { recursive: true, force: true });
+      process.on("exit", removeStateOnExit);
+      stops.push({
+        name: "edge state",
+        stop: async () => {
+          process.off("exit", removeStateOnExit);
+          await rm(stateDir, { recursive: true, force: true });
+        },
+      });
+      const stack = await startEdgeStackProcess(
+        { role: "edge-stack", root: projectRoot, stateDir, edgePort: await freePort(), engineInFlight: options.engineInFlight },
+        { signal },
+      );
+      stops.push({ name: "edge stack", stop: stack.stop });
+      await liftEdgeLimits(stack.ready, log);
+      targets.push(edgeTarget(stack.ready));
+      log(`edge: ${stack.ready.edgeUrl}`);
+    }
+
+    for (const mode of options.modes) {
+      const workload: ChatWorkload = { model: engine.ready.model, mode, maxTokens: options.maxTokens };
+      const reference = await referenceCompletion(engine.ready.url, workload);
+      for (const target of targets) probes.push(await probeTarget(target, workload, reference));
+    }
+    log(`probes passed: every target returned the engine's own completion (${probes.length} checks)`);
+
+    /**
+     * An upper estimate of a run's rate, for presigning: 3× the best this target did so
+     * far in this mode (its throughput hardly grows past the first saturating level), else
+     * the bare engine's rate at this level (a proxy in front of it cannot be faster).
+     */
+    const expectedRpsOf = (target: ProxyTargetName, mode: ProxyMode, connections: number): number => {
+      const own = runs.filter((r) => r.target === target && r.mode === mode).map((r) => r.figures.requestsPerSecond);
+      if (own.length > 0) return Math.max(3 * Math.max(...own), 10);
+      const engine = runs.filter((r) => r.target === "engine" && r.mode === mode);
+      const atLevel = engine.find((r) => r.figures.connections === connections) ?? engine[engine.length - 1];
+      return atLevel ? Math.max(atLevel.figures.requestsPerSecond, 10) : FALLBACK_EXPECTED_RPS;
+    };
+
+    const run = async (target: BenchTarget, workload: ChatWorkload, connections: number, phase: TargetRun["phase"]) => {
+      signal?.throwIfAborted();
+      const durationSeconds = phase === "warmup" ? options.warmupSeconds : options.durationSeconds;
+      const body = chatRequestBody(workload);
+      const expectedRps = expectedRpsOf(target.name, workload.mode, connections);
+      const prepared = await target.prepareRun({ body, connections, durationSeconds, expectedRps });
+      const figures = await runLoad(
+        { url: target.url, headers: target.headers, body, session: prepared.session, verifyBody: completionVerifier(workload) },
+        { connections, durationSeconds, signal },
+      );
+      runs.push({ target: target.name, mode: workload.mode, phase, figures, shortfall: prepared.shortfall() });
+      // Calls cut off at the end of the run may still be working their way through the proxy.
+      if (!(await waitForEngineIdle(target.engineUrl, DRAIN_TIMEOUT_MS, signal))) {
+        log(`warning: ${target.label}'s engine was still busy ${DRAIN_TIMEOUT_MS / 1000} s after the run; the next run may be disturbed`);
+      }
+      const bad = figures.non2xx + figures.errors + figures.mismatches + prepared.shortfall();
+      log(
+        `${workload.mode.padEnd(13)} ${target.label.padEnd(11)} ${phase === "warmup" ? "warm-up" : `c=${connections}`.padEnd(7)} ` +
+          `${figures.requestsPerSecond.toFixed(0).padStart(6)} req/s  p50 ${figures.latencyMs.p50.toFixed(2)} ms  p99 ${figures.latencyMs.p99.toFixed(2)} ms` +
+          (bad > 0 ? `  FAILURES ${bad} (status ${JSON.stringify(figures.statusCodes)})` : ""),
+      );
+    };
+
+    for (const mode of options.modes) {
+      const workload: ChatWorkload = { model: engine.ready.model, mode, maxTokens: options.maxTokens };
+      if (options.warmupSeconds > 0) {
+        for (const target of targets) await run(target, workload, options.moderateConnections, "warmup");
+      }
+      for (const connections of options.connections) {
+        for (const target of targets) await run(target, workload, connections, "measure");
+      }
+    }
+
+    const { output: _output, ...recorded } = options;
+    const cpus = os.cpus();
+    return {
+      startedAt: startedAt.toISOString(),
+      finishedAt: new Date().toISOString(),
+      machine: {
+        cpus: os.availableParallelism(),
+        cpuModel: cpus[0]?.model.trim() ?? "unknown",
+        node: process.version,
+        platform: `${os.platform()} ${os.release()}`,
+        loadAverage: { start: Math.round(startLoad * 100) / 100, end: Math.round((os.loadavg()[0] ?? 0) * 100) / 100 },
+      },
+      options: recorded,
+      model: engine.ready.model,
+      edgeStateBase: edgeStateDirBase,
+      targets: targets.map(({ name, label, description }) => ({ name, label, description })),
+      probes,
+      runs,
+    };
+  } finally {
+    for (const { name, stop } of stops.reverse()) {
+      try {
+        await stop();
+      } catch (error) {
+        log(`warning: stopping ${name} failed: ${error instanceof Error ? error.message : String(error)}`);
+      }
+    }
+  }
+}

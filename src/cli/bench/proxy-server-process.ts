@@ -1,0 +1,160 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { createRequire } from "node:module";
+import { createServer } from "node:net";
+import { fileURLToPath, pathToFileURL } from "node:url";
+import type { z } from "zod";
+import {
+  ChildMessage,
+  EdgeStackReady,
+  type EdgeStackServerSpec,
+  EngineReady,
+  type EngineServerSpec,
+  PoolReady,
+  type PoolServerSpec,
+  type ServerSpec,
+  STOP_MESSAGE,
+} from "./proxy-server-spec.js";
+
+/*
+ * Starts proxy-server-child.ts in its own Node process (TypeScript through tsx's
+ * loader) and waits for its "ready" report. Stopping asks it to close cleanly and
+ * kills it only if it does not exit in time. If this process ends without stopping
+ * it, an exit hook sends SIGTERM, and the child also stops when its IPC channel closes.
+ */
+
+export interface ServerProcess<Ready> {
+  ready: Ready;
+  pid: number;
+  /** Resolves once the process has exited. */
+  stop(): Promise<void>;
+}
+
+const childScript = fileURLToPath(new URL("./proxy-server-child.ts", import.meta.url));
+const tsxLoader = pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href;
+const OUTPUT_TAIL_LINES = 40;
+
+/** A TCP port that was free a moment ago (for servers that need a fixed port). */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address();
+      const port = typeof address === "object" && address ? address.port : 0;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+/** Keeps the last lines a child printed, for the error when it fails. */
+function tailOf(child: ChildProcess, onLine?: (line: string) => void): () => string {
+  const lines: string[] = [];
+  for (const stream of [child.stdout, child.stderr]) {
+    stream?.setEncoding("utf8");
+    stream?.on("data", (chunk: string) => {
+      for (const line of chunk.split("\n")) {
+        if (!line.trim()) continue;
+        onLine?.(line);
+        lines.push(line);
+        if (lines.length > OUTPUT_TAIL_LINES) lines.shift();
+      }
+    });
+  }
+  return () => lines.join("\n");
+}
+
+export interface StartProcessOptions {
+  /** Longest wait for "ready". */
+  startTimeoutMs?: number;
+  /** Longest wait for a clean exit before SIGKILL. */
+  stopTimeoutMs?: number;
+  signal?: AbortSignal;
+  onOutput?: (line: string) => void;
+}
+
+/** Spawns a child with the given script and args and an IPC channel; resolves on its ready message. */
+export function startReportingProcess<Ready>(
+  command: { args: string[]; name: string },
+  readySchema: z.ZodType<Ready>,
+  options: StartProcessOptions = {},
+): Promise<ServerProcess<Ready>> {
+  const child = spawn(process.execPath, command.args, { stdio: ["ignore", "pipe", "pipe", "ipc"] });
+  const pid = child.pid;
+  const output = tailOf(child, options.onOutput);
+  const exited = new Promise<void>((resolve) => {
+    if (child.exitCode !== null || child.signalCode !== null) resolve();
+    else child.once("exit", () => resolve());
+  });
+  // SIGTERM, not SIGKILL: the child then still closes what it started (wrangler's process group).
+  const killOnExit = () => child.kill("SIGTERM");
+  process.on("exit", killOnExit);
+  void exited.then(() => process.off("exit", killOnExit));
+
+  let stopping: Promise<void> | undefined;
+  const stop = () => {
+    stopping ??= (async () => {
+      if (child.exitCode === null && child.signalCode === null) {
+        if (child.connected) child.send(STOP_MESSAGE);
+        else child.kill("SIGTERM");
+        const timer = setTimeout(() => child.kill("SIGKILL"), options.stopTimeoutMs ?? 15_000);
+        await exited;
+        clearTimeout(timer);
+      }
+    })();
+    return stopping;
+  };
+
+  return new Promise((resolve, reject) => {
+    if (pid === undefined) {
+      reject(new Error(`could not start the ${command.name} process`));
+      return;
+    }
+    const fail = (reason: string) => {
+      cleanup();
+      void stop().then(() => reject(new Error(`${command.name} process: ${reason}\n${output()}`)));
+    };
+    const onMessage = (raw: unknown) => {
+      const message = ChildMessage.safeParse(raw);
+      if (!message.success) return;
+      if (message.data.type === "failed") return fail(`failed to start: ${message.data.message}`);
+      const ready = readySchema.safeParse(message.data.ready);
+      if (!ready.success) return fail(`unexpected ready report ${JSON.stringify(message.data.ready)}`);
+      cleanup();
+      resolve({ ready: ready.data, pid, stop });
+    };
+    const onExit = (code: number | null, signal: string | null) => fail(`exited (${signal ?? code}) before it was ready`);
+    const onAbort = () => {
+      cleanup();
+      void stop().then(() => reject(options.signal?.reason));
+    };
+    const timer = setTimeout(() => fail(`not ready within ${options.startTimeoutMs ?? 30_000} ms`), options.startTimeoutMs ?? 30_000);
+    function cleanup() {
+      clearTimeout(timer);
+      child.off("message", onMessage);
+      child.off("exit", onExit);
+      options.signal?.removeEventListener("abort", onAbort);
+    }
+    child.on("message", onMessage);
+    child.once("exit", onExit);
+    if (options.signal?.aborted) onAbort();
+    else options.signal?.addEventListener("abort", onAbort, { once: true });
+  });
+}
+
+function startServer<Ready>(spec: ServerSpec, readySchema: z.ZodType<Ready>, options: StartProcessOptions) {
+  return startReportingProcess(
+    { args: ["--import", tsxLoader, childScript, JSON.stringify(spec)], name: spec.role },
+    readySchema,
+    options,
+  );
+}
+
+export const startEngineProcess = (spec: z.infer<typeof EngineServerSpec>, options: StartProcessOptions = {}) =>
+  startServer(spec, EngineReady, options);
+
+export const startPoolProcess = (spec: z.infer<typeof PoolServerSpec>, options: StartProcessOptions = {}) =>
+  startServer(spec, PoolReady, options);
+
+/** The whole local stack (engine + pool + `wrangler dev`): minutes on a cold machine are not expected, ~15 s is. */
+export const startEdgeStackProcess = (spec: z.infer<typeof EdgeStackServerSpec>, options: StartProcessOptions = {}) =>
+  startServer(spec, EdgeStackReady, { startTimeoutMs: 120_000, stopTimeoutMs: 20_000, ...options });

@@ -1,0 +1,54 @@
+import { z } from "zod";
+
+/*
+ * What a benchmark server process runs (passed as JSON in its argv) and what it
+ * reports back over IPC once it listens. Shared by the parent and the child.
+ */
+
+export const EngineServerSpec = z.strictObject({ role: z.literal("engine") });
+
+export const PoolServerSpec = z.strictObject({
+  role: z.literal("pool"),
+  engineUrl: z.url(),
+  signingSecret: z.string().min(16),
+  engineInFlight: z.int().positive(),
+  timestampWindowMs: z.int().positive(),
+  replayCapacity: z.int().positive(),
+});
+
+export const EdgeStackServerSpec = z.strictObject({
+  role: z.literal("edge-stack"),
+  root: z.string().min(1),
+  stateDir: z.string().min(1),
+  edgePort: z.int().positive(),
+  engineInFlight: z.int().positive(),
+});
+
+export const ServerSpec = z.discriminatedUnion("role", [EngineServerSpec, PoolServerSpec, EdgeStackServerSpec]);
+export type ServerSpec = z.infer<typeof ServerSpec>;
+
+export const EngineReady = z.strictObject({ url: z.string(), model: z.string() });
+export type EngineReady = z.infer<typeof EngineReady>;
+
+export const PoolReady = z.strictObject({ url: z.string() });
+export type PoolReady = z.infer<typeof PoolReady>;
+
+export const EdgeStackReady = z.strictObject({
+  edgeUrl: z.string(),
+  poolUrl: z.string(),
+  engineUrl: z.string(),
+  model: z.string(),
+  adminToken: z.string(),
+  tenantId: z.string(),
+  devKey: z.string(),
+});
+export type EdgeStackReady = z.infer<typeof EdgeStackReady>;
+
+export const ChildMessage = z.discriminatedUnion("type", [
+  z.object({ type: z.literal("ready"), ready: z.record(z.string(), z.string()) }),
+  z.object({ type: z.literal("failed"), message: z.string() }),
+]);
+export type ChildMessage = z.infer<typeof ChildMessage>;
+
+/** Parent → child: shut down cleanly (so the edge stack's wrangler group goes too). */
+export const STOP_MESSAGE = "stop";

@@ -1,0 +1,166 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { failuresOf, runLoad } from "../../../src/cli/bench/proxy-load.js";
+import type { ProxyBenchOptions } from "../../../src/cli/bench/proxy-options.js";
+import { probeTarget, referenceCompletion } from "../../../src/cli/bench/proxy-probe.js";
+import { formatProxyTable, proxyFailures, summariseProxyReport } from "../../../src/cli/bench/proxy-report.js";
+import { measureProxyOverhead, type ProxyBenchReport } from "../../../src/cli/bench/proxy-run.js";
+import { SignedRequestStock } from "../../../src/cli/bench/proxy-signed-requests.js";
+import { poolTarget } from "../../../src/cli/bench/proxy-targets.js";
+import { type ChatWorkload, chatRequestBody, completionVerifier } from "../../../src/cli/bench/proxy-workload.js";
+import { parsePoolConfig } from "../../../src/pool/config.js";
+import { type PoolHandle, startPool } from "../../../src/pool/server.js";
+import { Header } from "../../../src/protocol/headers.js";
+import { verifyForward } from "../../../src/protocol/signing.js";
+import { type SimEngineHandle, startSimEngine } from "../../../src/sim/engine-server.js";
+
+/*
+ * The proxy benchmark's machinery for real, kept short: engine direct and the pool
+ * (no wrangler, no Portkey), half-second runs. Its figures must come from verified
+ * 2xx completions only; a wrongly signed pool run must show up as failures.
+ */
+
+const SHORT: ProxyBenchOptions = {
+  targets: ["engine", "pool"],
+  modes: ["non-streaming", "streaming"],
+  durationSeconds: 0.3,
+  warmupSeconds: 0,
+  connections: [1, 4],
+  moderateConnections: 4,
+  maxTokens: 8,
+  engineInFlight: 4,
+  output: undefined,
+};
+
+describe("proxy benchmark against the engine and the pool", () => {
+  let report: ProxyBenchReport;
+  beforeAll(async () => {
+    report = await measureProxyOverhead(SHORT);
+  }, 60_000);
+
+  it("probes each target and runs every target, mode and level with no failure", () => {
+    expect(report.targets.map((t) => t.name)).toEqual(["engine", "pool"]);
+    expect(report.probes).toHaveLength(4);
+    expect(report.probes.every((p) => p.status === 200 && p.reachedEngine && p.matchesEngine)).toBe(true);
+    expect(report.runs).toHaveLength(2 * 2 * 2);
+    for (const run of report.runs) {
+      expect(run.phase).toBe("measure");
+      expect(run.figures.responses).toBeGreaterThan(0);
+      expect(run.figures.statusCodes).toEqual({ "200": run.figures.responses });
+      expect(failuresOf(run.figures)).toBe(0);
+      expect(run.shortfall).toBe(0);
+      expect(run.figures.requestsPerSecond).toBeGreaterThan(0);
+      expect(Number.isFinite(run.figures.latencyMs.p50)).toBe(true);
+      expect(run.figures.latencyMs.p99).toBeGreaterThanOrEqual(run.figures.latencyMs.p50);
+    }
+  });
+
+  it("summarises throughput, latency added over the engine and max throughput per target and mode", () => {
+    const { rows, edgeOnly } = summariseProxyReport(report);
+    expect(rows.map((r) => `${r.mode}/${r.target}`)).toEqual([
+      "non-streaming/engine",
+      "non-streaming/pool",
+      "streaming/engine",
+      "streaming/pool",
+    ]);
+    expect(edgeOnly).toEqual([]);
+    for (const row of rows) {
+      expect(row.failed).toBe(false);
+      expect(row.rps).toBeGreaterThan(0);
+      expect(row.maxRps).toBeGreaterThanOrEqual(row.rps);
+      expect([1, 4]).toContain(row.maxRpsConnections);
+      if (row.target === "engine") expect(row.addedP50Ms).toBeNull();
+      else {
+        expect(row.addedP50Ms).toBeTypeOf("number");
+        expect(row.addedP50AtOneMs).toBeTypeOf("number");
+      }
+    }
+    expect(proxyFailures(rows)).toEqual([]);
+    const table = formatProxyTable(report);
+    expect(table).toMatch(/non-streaming\s+\(b\) pool/);
+    expect(table).toMatch(/streaming\s+\(a\) engine/);
+  });
+});
+
+describe("proxy benchmark failure detection", () => {
+  // In this process: these checks need a real pool, not process isolation.
+  const secret = "bench-test-signing-secret-0123456789";
+  let engine: SimEngineHandle;
+  let pool: PoolHandle;
+  const workload: ChatWorkload = { model: "sim-llama-3.1-8b", mode: "streaming", maxTokens: 8 };
+
+  beforeAll(async () => {
+    engine = await startSimEngine({ timeScale: Infinity });
+    pool = await startPool(
+      parsePoolConfig({ port: 0, signingSecret: secret, engines: [{ id: "sim-1", url: engine.url, kind: "vllm", maxInFlight: 4 }] }),
+    );
+  });
+  afterAll(async () => {
+    await pool?.close();
+    await engine?.close();
+  });
+
+  it("presigns unique call IDs that the pool's verification accepts", async () => {
+    const body = chatRequestBody(workload);
+    const stock = new SignedRequestStock(secret, body, { tenant: "ten_test", programs: ["prog_aaaaaaaa"], thread: "main" });
+    await stock.fill(3);
+    const signed = [stock.take(), stock.take(), stock.take()];
+    expect(new Set(signed.map((h) => h[Header.call])).size).toBe(3);
+    for (const headers of signed) {
+      const verified = await verifyForward(secret, new Headers(headers), body, { now: Date.now(), windowMs: 30_000 });
+      expect(verified.ok).toBe(true);
+    }
+    expect(stock.take()).toEqual({});
+    expect(stock.exhausted).toBe(1);
+  });
+
+  it("rejects truncated or short completions", async () => {
+    const res = await fetch(`${engine.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: chatRequestBody(workload),
+    });
+    const text = await res.text();
+    const verify = completionVerifier(workload);
+    expect(verify(text)).toBe(true);
+    expect(verify(text.slice(0, text.lastIndexOf("data: [DONE]")))).toBe(false);
+    expect(completionVerifier({ ...workload, maxTokens: 9 })(text)).toBe(false);
+    expect(verify('{"error":{"message":"nope"}}')).toBe(false);
+  });
+
+  it("counts a wrongly signed pool run as failures, and its probe fails", async () => {
+    const wronglySigned = poolTarget(pool, engine.url, "not-the-pool-secret-0123456789");
+    const reference = await referenceCompletion(engine.url, workload);
+    await expect(probeTarget(wronglySigned, workload, reference)).rejects.toThrow(/probe failed.*status 401/s);
+
+    const body = chatRequestBody(workload);
+    const prepared = await wronglySigned.prepareRun({ body, connections: 2, durationSeconds: 0.5, expectedRps: 2_000 });
+    const figures = await runLoad(
+      { url: wronglySigned.url, headers: wronglySigned.headers, body, session: prepared.session, verifyBody: completionVerifier(workload) },
+      { connections: 2, durationSeconds: 0.5 },
+    );
+    expect(figures.responses).toBeGreaterThan(0);
+    expect(figures.non2xx).toBe(figures.responses);
+    expect(figures.statusCodes["401"]).toBe(figures.responses);
+    expect(failuresOf(figures)).toBeGreaterThan(0);
+
+    const failed: ProxyBenchReport = {
+      startedAt: "",
+      finishedAt: "",
+      machine: { cpus: 2, cpuModel: "test", node: process.version, platform: "test", loadAverage: { start: 0, end: 0 } },
+      options: { ...SHORT, targets: ["pool"], modes: ["streaming"], connections: [2], moderateConnections: 2 },
+      model: workload.model,
+      edgeStateBase: null,
+      targets: [{ name: "pool", label: wronglySigned.label, description: wronglySigned.description }],
+      probes: [],
+      runs: [{ target: "pool", mode: "streaming", phase: "measure", figures, shortfall: prepared.shortfall() }],
+    };
+    const { rows } = summariseProxyReport(failed);
+    expect(rows[0]?.failed).toBe(true);
+    expect(proxyFailures(rows).join("\n")).toMatch(/\(b\) pool streaming: \d+ non-2xx \(401×\d+\)/);
+
+    // A run in which nothing completed has no figure to report: also a failure.
+    const empty = { ...figures, responses: 0, non2xx: 0, statusCodes: {} };
+    const emptyReport = { ...failed, runs: [{ ...failed.runs[0]!, figures: empty, shortfall: 0 }] };
+    expect(proxyFailures(summariseProxyReport(emptyReport).rows).join("\n")).toMatch(/1 runs with no completed response/);
+  });
+});
