@@ -1,0 +1,217 @@
+import { parseArgs } from "node:util";
+import { z } from "zod";
+import { POLICY_NAMES, type PolicyName, POOL_DEFAULT_MAX_IN_FLIGHT } from "../../sim/des/policies.js";
+import { DEFAULT_SLO_FACTOR } from "../../sim/report/headline.js";
+import { DEFAULT_PROFILE, ENGINE_PROFILES, type EngineProfileName } from "../../sim/profiles.js";
+
+/*
+ * Flags of `agentix bench` / `npm run bench`: read as strings by node:util's
+ * parseArgs, then validated and converted by one zod schema, so every bad value is
+ * reported with its flag.
+ */
+
+export interface SchedulingBenchOptions {
+  /** A built-in workload name or a path to a workload JSON file. */
+  workload: string;
+  policies: PolicyName[];
+  /** Arrival rates (programs/s), ascending; undefined derives a ladder from a capacity estimate. */
+  rates: number[] | undefined;
+  /** Programs generated for every run; undefined: the workload's count, at most the default size. */
+  programs: number | undefined;
+  engines: number;
+  engineProfile: EngineProfileName;
+  /** Overrides the workload's seed. */
+  seed: number | undefined;
+  /** undefined: sloFactor × the baseline's mean at the lowest rate. */
+  sloMsPerToken: number | undefined;
+  sloFactor: number;
+  outDir: string;
+  /** Pool buffer per engine for the queueing policies; undefined: the pool's default. */
+  maxInFlightPerEngine: number | undefined;
+  /** Factor on the workload's tool / think gaps. */
+  gapScale: number;
+  /** Cap on simulated time per run. */
+  maxSimMs: number;
+  quick: boolean;
+}
+
+export const DEFAULTS = {
+  workload: "mixed",
+  programs: 200,
+  quickPrograms: 40,
+  engines: 4,
+  outDir: "bench-results",
+  maxSimHours: 48,
+} as const;
+
+export const SCHEDULING_BENCH_USAGE = `agentix bench [options]   compare scheduling policies on the discrete-event simulator
+
+Runs every policy on the same generated programs at a ladder of Poisson arrival rates
+and once as an offline batch, then prints a table and writes a JSON file and an HTML
+report (Autellix's figures: normalised latency vs load, latency CDF, batch makespan).
+
+  --workload NAME|FILE      built-in (chat, function-calling, tree-search, coding-agent,
+                            mixed) or a workload JSON file (default mixed)
+  --policies LIST           comma-separated, from ${POLICY_NAMES.join(", ")}
+                            (default all; fcfs-rr is the baseline when present)
+  --rates LIST              arrival rates in programs/s, e.g. 0.5,1,2 (default: a geometric
+                            ladder around the engines' capacity seen in the baseline's batch run, extended upward
+                            until the SLO is missed)
+  --programs N              programs per run (default: the workload's count, at most
+                            ${DEFAULTS.programs}, or ${DEFAULTS.quickPrograms} with --quick)
+  --engines N               simulated engines (default ${DEFAULTS.engines})
+  --engine-profile NAME     ${Object.keys(ENGINE_PROFILES).join(" | ")} (default ${DEFAULT_PROFILE})
+  --seed N                  workload seed (default: the workload's own)
+  --slo-ms-per-token X      SLO on mean normalised latency, in ms per generated token
+  --slo-factor X            else the SLO is X × the baseline's mean at the lowest rate
+                            (default ${DEFAULT_SLO_FACTOR})
+  --max-in-flight N         pool buffer per engine for the queueing policies (default: the
+                            pool's own default, ${POOL_DEFAULT_MAX_IN_FLIGHT})
+  --gap-scale X             multiply every tool / think gap (default 1; 0 = no tool time,
+                            Autellix's stress setting)
+  --max-sim-hours X         simulated-time cap per run (default ${DEFAULTS.maxSimHours})
+  --out DIR                 where the JSON and HTML files go (default ${DEFAULTS.outDir}/)
+  --quick                   small, fast run for a demo or a test
+  -h, --help                this text`;
+
+/** A bad flag value; its message names the flag. */
+export class BenchUsageError extends Error {
+  override name = "BenchUsageError";
+}
+
+const positiveNumber = z
+  .string()
+  .trim()
+  .min(1, "needs a value")
+  .transform(Number)
+  .refine((n) => Number.isFinite(n) && n > 0, "must be a positive number");
+
+const positiveInt = (max: number) =>
+  z
+    .string()
+    .trim()
+    .regex(/^\d+$/, "must be a whole number")
+    .transform(Number)
+    .refine((n) => n >= 1 && n <= max, `must be between 1 and ${max}`);
+
+const FlagValues = z.strictObject({
+  workload: z.string().trim().min(1, "needs a workload name or file").default(DEFAULTS.workload),
+  policies: z
+    .string()
+    .transform((raw) => raw.split(",").map((item) => item.trim()).filter(Boolean))
+    .superRefine((items, ctx) => {
+      if (items.length === 0) ctx.addIssue({ code: "custom", message: "needs at least one policy" });
+      for (const item of items) {
+        if (!(POLICY_NAMES as readonly string[]).includes(item)) {
+          ctx.addIssue({ code: "custom", message: `unknown policy "${item}" (known: ${POLICY_NAMES.join(", ")})` });
+        }
+      }
+    })
+    // Canonical order without duplicates: table rows and legends follow it.
+    .transform((items) => POLICY_NAMES.filter((name) => items.includes(name)))
+    .optional(),
+  rates: z
+    .string()
+    .transform((raw, ctx) => {
+      const items = raw.split(",").map((item) => item.trim()).filter(Boolean);
+      if (items.length === 0) ctx.addIssue({ code: "custom", message: "needs at least one rate" });
+      const rates = items.map(Number);
+      for (const [i, rate] of rates.entries()) {
+        if (!Number.isFinite(rate) || rate <= 0) ctx.addIssue({ code: "custom", message: `"${items[i]}" is not a positive number of programs/s` });
+      }
+      return [...new Set(rates)].sort((a, b) => a - b);
+    })
+    .optional(),
+  programs: positiveInt(100_000).optional(),
+  engines: positiveInt(256).optional(),
+  "engine-profile": z
+    .string()
+    .refine((name) => Object.hasOwn(ENGINE_PROFILES, name), `must be one of ${Object.keys(ENGINE_PROFILES).join(", ")}`)
+    .transform((name) => name as EngineProfileName)
+    .optional(),
+  seed: z
+    .string()
+    .trim()
+    .regex(/^\d+$/, "must be a whole number")
+    .transform(Number)
+    .refine((n) => n <= 2 ** 32 - 1, "must be below 2^32")
+    .optional(),
+  "slo-ms-per-token": positiveNumber.optional(),
+  "slo-factor": positiveNumber.refine((n) => n > 1, "must be > 1 (a multiple of the unloaded latency)").optional(),
+  "max-sim-hours": positiveNumber.optional(),
+  "max-in-flight": positiveInt(10_000).optional(),
+  "gap-scale": z
+    .string()
+    .trim()
+    .min(1, "needs a value")
+    .transform(Number)
+    .refine((n) => Number.isFinite(n) && n >= 0, "must be a number ≥ 0")
+    .optional(),
+  out: z.string().trim().min(1, "needs a directory").default(DEFAULTS.outDir),
+  quick: z.boolean().default(false),
+  help: z.boolean().default(false),
+});
+
+function describeIssues(error: z.ZodError): string {
+  return error.issues
+    .map((issue) => {
+      const flag = issue.path.length > 0 ? `--${issue.path.map(String).join(".")}` : "flags";
+      return `${flag}: ${issue.message}`;
+    })
+    .join("\n");
+}
+
+/** Parses and validates the flags. Returns undefined for --help; throws BenchUsageError otherwise. */
+export function parseSchedulingBenchArgs(argv: string[]): SchedulingBenchOptions | undefined {
+  let values: Record<string, string | boolean | undefined>;
+  try {
+    ({ values } = parseArgs({
+      args: argv,
+      options: {
+        workload: { type: "string" },
+        policies: { type: "string" },
+        rates: { type: "string" },
+        programs: { type: "string" },
+        engines: { type: "string" },
+        "engine-profile": { type: "string" },
+        seed: { type: "string" },
+        "slo-ms-per-token": { type: "string" },
+        "slo-factor": { type: "string" },
+        "max-sim-hours": { type: "string" },
+        "max-in-flight": { type: "string" },
+        "gap-scale": { type: "string" },
+        out: { type: "string" },
+        quick: { type: "boolean" },
+        help: { type: "boolean", short: "h" },
+      },
+      strict: true,
+      allowPositionals: false,
+    }));
+  } catch (error) {
+    throw new BenchUsageError(`${error instanceof Error ? error.message : String(error)}\n\n${SCHEDULING_BENCH_USAGE}`);
+  }
+  const defined = Object.fromEntries(Object.entries(values).filter(([, v]) => v !== undefined));
+  const parsed = FlagValues.safeParse(defined);
+  if (!parsed.success) throw new BenchUsageError(describeIssues(parsed.error));
+  const v = parsed.data;
+  if (v.help) return undefined;
+  if (v["slo-ms-per-token"] !== undefined && v["slo-factor"] !== undefined) {
+    throw new BenchUsageError("--slo-ms-per-token and --slo-factor exclude each other: give one");
+  }
+  return {
+    workload: v.workload,
+    policies: v.policies ?? [...POLICY_NAMES],
+    rates: v.rates,
+    programs: v.programs,
+    engines: v.engines ?? DEFAULTS.engines,
+    engineProfile: v["engine-profile"] ?? DEFAULT_PROFILE,
+    seed: v.seed,
+    sloMsPerToken: v["slo-ms-per-token"],
+    sloFactor: v["slo-factor"] ?? DEFAULT_SLO_FACTOR,
+    outDir: v.out,
+    maxInFlightPerEngine: v["max-in-flight"],
+    gapScale: v["gap-scale"] ?? 1,
+    maxSimMs: (v["max-sim-hours"] ?? DEFAULTS.maxSimHours) * 3_600_000,
+    quick: v.quick,
+  };
+}

@@ -1,0 +1,98 @@
+import { mkdir, writeFile } from "node:fs/promises";
+import path from "node:path";
+import { simulate } from "../../sim/des/simulate.js";
+import type { BenchReport } from "../../sim/report/bench-report.js";
+import { renderHtmlReport } from "../../sim/report/html.js";
+import { formatTextTable, headlineTable, tablePreamble } from "../../sim/report/table.js";
+import { isBuiltinWorkload, loadWorkload } from "../../sim/workload/load.js";
+import { parseSchedulingBenchArgs, SCHEDULING_BENCH_USAGE } from "./scheduling-options.js";
+import { BenchProgress, type ProgressSink } from "./scheduling-progress.js";
+import { runSchedulingSweep, type Simulate } from "./scheduling-sweep.js";
+
+/*
+ * `agentix bench` (scheduling): runs the sweep, prints the headline table on stdout,
+ * writes the JSON and the HTML report. Progress goes to stderr.
+ */
+
+export interface SchedulingBenchIo {
+  stdout: (text: string) => void;
+  stderr: ProgressSink;
+  simulate: Simulate;
+  /** Resolves --out and a --workload path. */
+  cwd: string;
+  now: () => number;
+  date: () => Date;
+}
+
+export interface SchedulingBenchOutput {
+  report: BenchReport;
+  jsonPath: string;
+  htmlPath: string;
+}
+
+function defaultIo(): SchedulingBenchIo {
+  return {
+    stdout: (text) => process.stdout.write(text),
+    stderr: process.stderr,
+    simulate,
+    cwd: process.cwd(),
+    now: () => performance.now(),
+    date: () => new Date(),
+  };
+}
+
+/** "2026-05-01T12:03:04.000Z" → "20260501-120304": sortable, filename-safe. */
+function stamp(date: Date): string {
+  return date.toISOString().replace(/\.\d+Z$/, "").replace(/[-:]/g, "").replace("T", "-");
+}
+
+/** Relative to the working directory when inside it, else absolute. */
+function shortPath(cwd: string, file: string): string {
+  const relative = path.relative(cwd, file);
+  return relative === "" || relative.startsWith("..") || path.isAbsolute(relative) ? file : relative;
+}
+
+function fileSafe(name: string): string {
+  return name.replace(/[^\w.-]+/g, "_").slice(0, 60) || "workload";
+}
+
+/** The whole benchmark with injectable I/O; returns undefined for --help. */
+export async function runSchedulingBenchWith(argv: string[], io: SchedulingBenchIo): Promise<SchedulingBenchOutput | undefined> {
+  const options = parseSchedulingBenchArgs(argv);
+  if (options === undefined) {
+    io.stdout(`${SCHEDULING_BENCH_USAGE}\n`);
+    return undefined;
+  }
+  const workload = await loadWorkload(isBuiltinWorkload(options.workload) ? options.workload : path.resolve(io.cwd, options.workload));
+  const progress = new BenchProgress(io.stderr, 0, io.now);
+  const date = io.date();
+  let report: BenchReport;
+  try {
+    report = runSchedulingSweep(options, options.workload, workload, {
+      simulate: io.simulate,
+      progress,
+      now: io.now,
+      createdAt: date.toISOString(),
+      command: ["agentix bench", ...argv].join(" "),
+    });
+  } finally {
+    progress.finish();
+  }
+
+  const outDir = path.resolve(io.cwd, options.outDir);
+  await mkdir(outDir, { recursive: true });
+  const base = path.join(outDir, `scheduling-${fileSafe(workload.name)}-${stamp(date)}`);
+  const jsonPath = `${base}.json`;
+  const htmlPath = `${base}.html`;
+  await writeFile(jsonPath, `${JSON.stringify(report, null, 2)}\n`);
+  await writeFile(htmlPath, renderHtmlReport(report));
+
+  io.stdout(`\n${tablePreamble(report)}\n\n${formatTextTable(headlineTable(report))}\n`);
+  io.stdout(`JSON  ${shortPath(io.cwd, jsonPath)}\nHTML  ${shortPath(io.cwd, htmlPath)}\n`);
+  return { report, jsonPath, htmlPath };
+}
+
+/** `agentix bench [options]`: what the CLI's main wires. */
+export async function runSchedulingBench(argv: string[]): Promise<void> {
+  await runSchedulingBenchWith(argv, defaultIo());
+}

@@ -1,0 +1,121 @@
+import { describe, expect, it } from "vitest";
+import { BenchUsageError, DEFAULTS, parseSchedulingBenchArgs, type SchedulingBenchOptions } from "../../../src/cli/bench/scheduling-options.js";
+import { programsPerRun } from "../../../src/cli/bench/scheduling-sweep.js";
+import { loadWorkload } from "../../../src/sim/workload/load.js";
+import { POLICY_NAMES, POOL_DEFAULT_MAX_IN_FLIGHT } from "../../../src/sim/des/policies.js";
+
+function usageError(argv: string[]): string {
+  try {
+    parseSchedulingBenchArgs(argv);
+  } catch (error) {
+    expect(error).toBeInstanceOf(BenchUsageError);
+    return (error as Error).message;
+  }
+  throw new Error(`expected ${argv.join(" ")} to be rejected`);
+}
+
+describe("parseSchedulingBenchArgs", () => {
+  it("defaults", () => {
+    const o = parseSchedulingBenchArgs([]);
+    expect(o).toEqual({
+      workload: "mixed",
+      policies: [...POLICY_NAMES],
+      rates: undefined,
+      programs: undefined,
+      engines: 4,
+      engineProfile: "llama-3.1-8b-h100",
+      seed: undefined,
+      sloMsPerToken: undefined,
+      sloFactor: 5,
+      outDir: "bench-results",
+      maxInFlightPerEngine: undefined,
+      gapScale: 1,
+      maxSimMs: DEFAULTS.maxSimHours * 3_600_000,
+      quick: false,
+    });
+    expect(POOL_DEFAULT_MAX_IN_FLIGHT).toBeGreaterThan(0);
+  });
+
+  it("reads every flag", () => {
+    const o = parseSchedulingBenchArgs([
+      "--workload", "./my.json",
+      "--policies", "agentix, fcfs-rr,agentix",
+      "--rates", "2,0.5,1,2",
+      "--programs", "50",
+      "--engines", "2",
+      "--engine-profile", "llama-3.1-70b-h100-tp4",
+      "--seed", "7",
+      "--slo-ms-per-token", "12.5",
+      "--max-in-flight", "32",
+      "--gap-scale", "0",
+      "--max-sim-hours", "0.5",
+      "--out", "out/dir",
+    ]);
+    expect(o).toMatchObject({
+      workload: "./my.json",
+      // canonical order, no duplicates
+      policies: ["fcfs-rr", "agentix"],
+      rates: [0.5, 1, 2],
+      programs: 50,
+      engines: 2,
+      engineProfile: "llama-3.1-70b-h100-tp4",
+      seed: 7,
+      sloMsPerToken: 12.5,
+      maxInFlightPerEngine: 32,
+      gapScale: 0,
+      maxSimMs: 1_800_000,
+      outDir: "out/dir",
+    });
+  });
+
+  it("--slo-factor", () => {
+    expect(parseSchedulingBenchArgs(["--slo-factor", "2.5"])).toMatchObject({ sloFactor: 2.5, sloMsPerToken: undefined });
+  });
+
+  it("programs per run: the flag, else the workload's count capped at the default (smaller with --quick)", async () => {
+    const mixed = await loadWorkload("mixed"); // 1,000 programs
+    const small = { ...mixed, programs: { count: 16 } };
+    const byDuration = { ...mixed, programs: { durationSec: 60 } };
+    const options = (argv: string[]) => parseSchedulingBenchArgs(argv) as SchedulingBenchOptions;
+    expect(programsPerRun(options([]), mixed)).toBe(DEFAULTS.programs);
+    expect(programsPerRun(options(["--quick"]), mixed)).toBe(DEFAULTS.quickPrograms);
+    expect(programsPerRun(options([]), small)).toBe(16);
+    expect(programsPerRun(options([]), byDuration)).toBe(DEFAULTS.programs);
+    expect(programsPerRun(options(["--quick", "--programs", "900"]), small)).toBe(900);
+  });
+
+  it("--help returns nothing to run", () => {
+    expect(parseSchedulingBenchArgs(["--help"])).toBeUndefined();
+    expect(parseSchedulingBenchArgs(["-h"])).toBeUndefined();
+  });
+
+  it("names the flag of every bad value", () => {
+    expect(usageError(["--policies", "agentix,fifo"])).toMatch(/--policies: unknown policy "fifo" \(known: fcfs-rr, /);
+    expect(usageError(["--policies", " , "])).toMatch(/--policies: needs at least one policy/);
+    expect(usageError(["--rates", "0.5,abc"])).toMatch(/--rates: "abc" is not a positive number/);
+    expect(usageError(["--rates=-1"])).toMatch(/--rates: "-1" is not a positive number/);
+    expect(usageError(["--programs", "0"])).toMatch(/--programs: must be between 1 and/);
+    expect(usageError(["--programs", "1.5"])).toMatch(/--programs: must be a whole number/);
+    expect(usageError(["--engines", "four"])).toMatch(/--engines: must be a whole number/);
+    expect(usageError(["--engine-profile", "gpt-9"])).toMatch(/--engine-profile: must be one of llama-3.1-8b-h100/);
+    expect(usageError(["--seed=-3"])).toMatch(/--seed: must be a whole number/);
+    expect(usageError(["--slo-ms-per-token", "0"])).toMatch(/--slo-ms-per-token: must be a positive number/);
+    expect(usageError(["--slo-factor", "1"])).toMatch(/--slo-factor: must be > 1/);
+    expect(usageError(["--slo-factor", "3", "--slo-ms-per-token", "9"])).toMatch(/exclude each other/);
+    expect(usageError(["--gap-scale=-1"])).toMatch(/--gap-scale: must be a number ≥ 0/);
+    expect(usageError(["--max-in-flight", "0"])).toMatch(/--max-in-flight: must be between 1 and/);
+    expect(usageError(["--out", " "])).toMatch(/--out: needs a directory/);
+  });
+
+  it("reports every problem at once", () => {
+    const message = usageError(["--programs", "x", "--engines", "0"]);
+    expect(message).toMatch(/--programs/);
+    expect(message).toMatch(/--engines/);
+  });
+
+  it("rejects unknown flags and stray arguments with the usage", () => {
+    expect(usageError(["--polices", "plas"])).toMatch(/Unknown option '--polices'[\s\S]*agentix bench \[options\]/);
+    expect(usageError(["mixed"])).toMatch(/Unexpected argument 'mixed'/);
+    expect(usageError(["--rates"])).toMatch(/--rates/);
+  });
+});
