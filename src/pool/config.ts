@@ -23,8 +23,14 @@ export const EngineConfig = z
     /** Base URL of the engine's HTTP server, without `/v1`. */
     url: z.url({ protocol: /^https?$/, error: "engine url must be an http(s) URL" }).transform((u) => u.replace(/\/+$/, "")),
     kind: z.enum(ENGINE_KINDS).default("vllm"),
-    /** Calls the pool keeps running on this engine at once: the engine's small buffer. */
-    maxInFlight: z.int().positive().max(10_000).default(4),
+    /**
+     * Most calls the pool keeps on this engine at once. It must not cap the engine's
+     * batch: the simulator showed a cap of 4 cut tree-search capacity to a quarter of
+     * plain vLLM's (`npm run bench:calibrate -- --buffer N`). The engine's own queue is
+     * kept short by the saturation rule (waiting > 4 or KV > 80 %), so the pool still
+     * holds the real queue.
+     */
+    maxInFlight: z.int().positive().max(10_000).default(64),
     apiKey: z.string().min(1).optional(),
     /** Model name sent to the engine instead of the client's. */
     model: z.string().min(1).optional(),

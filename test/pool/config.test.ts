@@ -23,7 +23,7 @@ describe("pool config", () => {
       id: "e1",
       url: "http://127.0.0.1:8000",
       kind: "vllm",
-      maxInFlight: 4,
+      maxInFlight: 64,
       healthPath: "/health",
       metricsPath: "/metrics",
     });

@@ -17,7 +17,7 @@ describe("policies", () => {
     const setup = policySetup("agentix");
     expect(setup.dispatch).toEqual(DEFAULT_DISPATCH_SETTINGS);
     expect(setup.maxInFlight).toBe(POOL_DEFAULT_MAX_IN_FLIGHT);
-    expect(POOL_DEFAULT_MAX_IN_FLIGHT).toBe(4);
+    expect(POOL_DEFAULT_MAX_IN_FLIGHT).toBe(64);
     expect(setup.priorityScheduling).toBe(true);
     expect(setup.enginePriority?.(3, 10)).toBe(3);
   });
