@@ -1,8 +1,9 @@
-import { runDurableObjectAlarm } from "cloudflare:test";
+import { listDurableObjectIds, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
+import { tenantLimiter } from "../../src/edge/limiter/access";
 import { programSession } from "../../src/edge/program/access";
-import { CALL_LEASE_MS } from "../../src/edge/program/session";
+import { CALL_LEASE_MS, D1_RETRY_MS } from "../../src/edge/program/session";
 import type { SettleCallInput } from "../../src/edge/program/types";
 import { Header } from "../../src/protocol/headers";
 import {
@@ -14,6 +15,7 @@ import {
   mockPool,
   newTenant,
   poolJson,
+  limitsOf,
   programHeader,
   programRow,
   type TestTenant,
@@ -252,5 +254,100 @@ describe("ProgramSession alarm", () => {
     // Its edge turning up late changes nothing.
     expect(await session.settleCall(settlement("call_lost"))).toMatchObject({ settled: false });
     expect(await usageRows(programId)).toHaveLength(1);
+  });
+
+  it("moves the alarm only earlier: calls leave it, and an early alarm re-plans to the idle deadline", async () => {
+    const tenant = await newTenant();
+    const programId = await newProgram(tenant);
+    const session = programSession(env, tenant.id, programId);
+    const alarm = () => runInDurableObject(session, (_instance, state) => state.storage.getAlarm());
+    const created = (await alarm()) ?? 0;
+    expect(created).toBeGreaterThan(0);
+
+    const later = Date.now() + 60_000;
+    await session.beginCall({ callId: "call_later", thread: "main", model: "m", now: later });
+    await session.settleCall(settlement("call_later", { finishedAt: later }));
+    expect(await alarm()).toBe(created);
+
+    advanceClock(created - Date.now());
+    expect(await runDurableObjectAlarm(session)).toBe(true);
+    expect((await programState(tenant, programId)).status).toBe("active");
+    expect(await alarm()).toBe(later + IDLE_TTL_MS);
+  });
+});
+
+describe("a program started by its first call", () => {
+  it("is created by beginCall in one step; its D1 row goes with the first usage row", async () => {
+    mockPool(() => poolJson({ usage: { prompt: 7, completion: 3 } }));
+    const tenant = await newTenant();
+    const res = await chat(tenant);
+    const programId = programHeader(res)!;
+    await drain();
+    expect(await programRow(programId)).toMatchObject({ tenant_id: tenant.id, status: "active", calls: 1 });
+    expect(await usageRows(programId)).toEqual([expect.objectContaining({ program_id: programId, prompt_tokens: 7 })]);
+  });
+
+  it("reaches D1 through the alarm when no call settles", async () => {
+    const tenant = await newTenant();
+    const programId = "prog_NoSettleYet0000000001";
+    const session = programSession(env, tenant.id, programId);
+    const now = Date.now();
+    const begun = await session.beginCall({
+      newProgram: { tenantId: tenant.id, programId },
+      callId: "call_unsettled",
+      thread: "main",
+      model: "m",
+      now,
+    });
+    expect(begun).toMatchObject({ ok: true, serviceMs: 0, pathMs: 0, waitMs: 0, engine: "" });
+    expect(await programRow(programId)).toBeNull();
+    expect(await runInDurableObject(session, (_instance, state) => state.storage.getAlarm())).toBeLessThanOrEqual(
+      Date.now() + D1_RETRY_MS,
+    );
+
+    expect(await runDurableObjectAlarm(session)).toBe(true);
+    expect(await programRow(programId)).toMatchObject({ tenant_id: tenant.id, status: "active", calls: 0, created_at: now });
+    expect(await programState(tenant, programId)).toMatchObject({ in_flight: 1 });
+  });
+
+  it("is not created when its first call is refused, and its active-program slot is given back", async () => {
+    const pool = mockPool(() => poolJson());
+    const tenant = await newTenant();
+    const limiter = tenantLimiter(env, tenant.id);
+    const activePrograms = async () =>
+      (await limiter.peek({ now: Date.now(), limits: await limitsOf(tenant) })).activePrograms;
+    const objectsBefore = new Set((await listDurableObjectIds(env.PROGRAM_SESSION)).map((id) => id.toString()));
+
+    // A fork off a thread a brand-new program cannot have.
+    const res = await chat(tenant, chatBody(), { [Header.thread]: "branch", [Header.parentThread]: "nope" });
+    expect((await expectOpenAIError(res, 400)).error.code).toBe("unknown_parent_thread");
+    expect(res.headers.get(Header.program)).toBeNull();
+    await drain();
+    expect(pool).toHaveLength(0);
+    expect(await activePrograms()).toBe(0);
+    // The object was reached, but its transaction rolled back: it holds no program.
+    const reached = (await listDurableObjectIds(env.PROGRAM_SESSION)).filter((id) => !objectsBefore.has(id.toString()));
+    expect(reached).toHaveLength(1);
+    for (const id of reached) {
+      const tables = await runInDurableObject(env.PROGRAM_SESSION.get(id), (_instance, state) =>
+        state.storage.sql.exec("SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'program'").toArray(),
+      );
+      expect(tables).toEqual([]);
+    }
+    const programs = await env.DB.prepare("SELECT COUNT(*) AS n FROM programs WHERE tenant_id = ?")
+      .bind(tenant.id)
+      .first<{ n: number }>();
+    expect(programs?.n).toBe(0);
+
+    // The same fork off main, which every new program has, goes through.
+    const fork = await chat(tenant, chatBody(), { [Header.thread]: "branch", [Header.parentThread]: "main" });
+    expect(fork.status).toBe(200);
+    await drain();
+    expect(await activePrograms()).toBe(1);
+    const state = await programState(tenant, programHeader(fork)!);
+    expect(state.threads.map((t) => [t.name, t.parent, t.calls])).toEqual([
+      ["branch", "main", 1],
+      ["main", null, 0],
+    ]);
   });
 });

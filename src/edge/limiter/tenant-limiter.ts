@@ -73,6 +73,12 @@ type Decision = { ok: true; snapshot: LimiterSnapshot } | { ok: false; refusal: 
 export class TenantLimiter extends DurableObject<Env> {
   private readonly store: LimiterStore;
   private alarmAt: number | null = null;
+  /**
+   * The limits row as this object last wrote or read it (it is the row's only
+   * writer): spares a JSON parse and schema check at every settle, and a write
+   * at every admission whose limits did not change.
+   */
+  private knownLimits: { json: string; limits: TenantLimits } | undefined;
   /** When D1 was last asked which admitted programs are still active (in memory: losing it only costs one extra check). */
   private lastReconcileAt: number | null = null;
 
@@ -123,7 +129,7 @@ export class TenantLimiter extends DurableObject<Env> {
       const lease = this.store.lease(callId);
       if (!lease) return { settled: false, reason: "unknown_call" };
       if (lease.state === "settled" || lease.state === "cancelled") return { settled: false, reason: "already_settled" };
-      const limits = this.store.limits();
+      const limits = this.limits();
       if (limits) {
         const bucket = refill(this.bucket("tokens", limits.tpm, finishedAt), limits.tpm, finishedAt);
         this.store.writeBucket("tokens", adjust(bucket, limits.tpm, lease.reserved - tokens));
@@ -147,7 +153,7 @@ export class TenantLimiter extends DurableObject<Env> {
     const result = this.ctx.storage.transactionSync((): CancelLeaseResult => {
       if (releaseProgramId) this.store.removeProgram(releaseProgramId);
       const lease = this.store.lease(callId);
-      const limits = this.store.limits();
+      const limits = this.limits();
       const snapshot = () => (limits ? this.snapshot(limits, now) : null);
       if (!lease) return { cancelled: false, reason: "unknown_call", snapshot: snapshot() };
       if (lease.state !== "active") return { cancelled: false, reason: "not_active", snapshot: snapshot() };
@@ -239,9 +245,10 @@ export class TenantLimiter extends DurableObject<Env> {
   /** Checks every limit, then takes what the admission needs, all in one transaction. */
   private decide(admission: Admission): Decision {
     const { now, limits, call, programId } = admission;
-    return this.ctx.storage.transactionSync((): Decision => {
+    const limitsJson = JSON.stringify(limits);
+    const decision = this.ctx.storage.transactionSync((): Decision => {
       this.store.expireLeases(now);
-      this.store.writeLimits(limits);
+      if (this.limitsRow()?.json !== limitsJson) this.store.writeLimits(limits);
       const requests = refill(this.bucket("requests", limits.rpm, now), limits.rpm, now);
       const tokens = refill(this.bucket("tokens", limits.tpm, now), limits.tpm, now);
       const refusal = this.firstRefusal(admission, requests, tokens);
@@ -265,6 +272,22 @@ export class TenantLimiter extends DurableObject<Env> {
       if (programId) this.store.addProgram(programId, now);
       return { ok: true, snapshot: this.snapshotOf(limits, now, requestsAfter, tokensAfter) };
     });
+    // Only once committed: a transaction that threw was rolled back, the row with it.
+    this.knownLimits = { json: limitsJson, limits };
+    return decision;
+  }
+
+  /** The limits of the latest admission (used to cap refunds at settle and cancel). */
+  private limits(): TenantLimits | undefined {
+    return this.limitsRow()?.limits;
+  }
+
+  private limitsRow(): { json: string; limits: TenantLimits } | undefined {
+    if (!this.knownLimits) {
+      const limits = this.store.limits();
+      if (limits) this.knownLimits = { json: JSON.stringify(limits), limits };
+    }
+    return this.knownLimits;
   }
 
   private firstRefusal(admission: Admission, requests: Bucket, tokens: Bucket): Refusal | undefined {

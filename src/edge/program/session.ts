@@ -3,8 +3,8 @@ import { z } from "zod";
 import { callStartValue, completeCall, type ProgramService } from "../../core/service.js";
 import { DEFAULT_THREAD } from "../../protocol/headers.js";
 import { type Database, database } from "../db/client.js";
-import { recordUsage, writeProgramSummary } from "../db/ledger.js";
-import type { Program } from "../db/schema.js";
+import { type LedgerWrite, recordUsage, writeProgramSummary } from "../db/ledger.js";
+import type { Program, UsageRow } from "../db/schema.js";
 import { edgeConfig, type Env } from "../env.js";
 import { tenantLimiter } from "../limiter/access.js";
 import { type CallRecord, type ProgramMeta, ProgramStore } from "./store.js";
@@ -21,8 +21,17 @@ import {
 
 /** A call begun but never settled (its edge died) is reaped as an error after this long. */
 export const CALL_LEASE_MS = 30 * 60_000;
-/** Delay before the alarm retries a D1 write that failed. */
+/** Delay before the alarm retries a D1 write that failed (or pushes a new program's row its first call has not). */
 export const D1_RETRY_MS = 30_000;
+/** Statements per D1 batch: a retry after an outage may have many usage rows pending. */
+const D1_BATCH_MAX = 50;
+
+/** A begin refused inside its transaction: thrown so the transaction (and a program it created) rolls back. */
+class BeginRefused extends Error {
+  constructor(readonly result: Extract<BeginCallResult, { ok: false }>) {
+    super(result.error);
+  }
+}
 
 type Outcome = Omit<SettleCallInput, "callId">;
 
@@ -55,31 +64,18 @@ export class ProgramSession extends DurableObject<Env> {
     });
   }
 
-  /** Starts the program; idempotent. The first call resolves once D1 holds the program row. */
+  /**
+   * Starts the program on its own (POST /v1/programs); idempotent. The first
+   * call resolves once D1 holds the program row. A chat call that starts a
+   * program uses beginCall's `newProgram` instead.
+   */
   async create(raw: CreateProgramInput): Promise<ProgramState> {
     const input = CreateProgramInput.parse(raw);
     if (!this.meta) {
-      const meta: ProgramMeta = {
-        tenantId: input.tenantId,
-        programId: input.programId,
-        status: "active",
-        createdAt: input.now,
-        endedAt: null,
-        lastActivityAt: input.now,
-        serviceMs: 0,
-        pathMs: 0,
-        waitMs: 0,
-        engine: "",
-        calls: 0,
-        promptTokens: 0,
-        cachedTokens: 0,
-        completionTokens: 0,
-        summaryPending: true,
-      };
+      const meta = newProgramMeta(input);
       this.ctx.storage.transactionSync(() => this.store.initialise(meta, DEFAULT_THREAD));
       this.meta = meta;
       try {
-        // Usage rows reference the program row, so this write must land first.
         await this.writeSummary();
       } finally {
         await this.scheduleAlarm();
@@ -88,45 +84,71 @@ export class ProgramSession extends DurableObject<Env> {
     return this.snapshot(this.meta);
   }
 
+  /**
+   * Records a call in flight and answers the program's values to forward.
+   * With `newProgram`, an object that holds no program yet creates it in the
+   * same transaction (one round trip for a new program's first call; a
+   * refused call creates nothing). Its D1 row is not written here: the first
+   * settle sends it in one batch before the call's usage row, and the alarm
+   * pushes it within D1_RETRY_MS if no settle does.
+   */
   async beginCall(raw: BeginCallInput): Promise<BeginCallResult> {
     const parsed = BeginCallInput.safeParse(raw);
     if (!parsed.success) return { ok: false, error: "invalid_input", detail: z.prettifyError(parsed.error) };
     const input = parsed.data;
-    const meta = this.meta;
+    const creating = !this.meta && input.newProgram !== undefined;
+    const meta = this.meta ?? (input.newProgram ? newProgramMeta({ ...input.newProgram, now: input.now }) : undefined);
     if (!meta) return { ok: false, error: "not_found" };
     if (meta.status !== "active") return { ok: false, error: meta.status };
     const next: ProgramMeta = { ...meta, lastActivityAt: Math.max(meta.lastActivityAt, input.now) };
-    const result = this.ctx.storage.transactionSync((): BeginCallResult => {
-      if (this.store.call(input.callId)) return { ok: false, error: "duplicate_call" };
-      const existing = this.store.thread(input.thread);
-      if (input.parentThread !== undefined) {
-        if (!this.store.thread(input.parentThread)) return { ok: false, error: "unknown_parent" };
-        if (existing && existing.parent !== input.parentThread) return { ok: false, error: "parent_mismatch" };
-      }
-      if (!existing) this.store.addThread(input.thread, input.parentThread ?? null, input.now);
-      const startValueMs = callStartValue(serviceOf(meta));
-      this.store.addCall({
-        callId: input.callId,
-        thread: input.thread,
-        model: input.model,
-        startValueMs,
-        startedAt: input.now,
-        pool: input.pool,
+    let result: BeginCallResult;
+    try {
+      result = this.ctx.storage.transactionSync(() => {
+        if (creating) this.store.initialise(meta, DEFAULT_THREAD);
+        return this.startCall(input, meta, next);
       });
-      this.store.writeMeta(next);
-      return {
-        ok: true,
-        serviceMs: meta.serviceMs,
-        pathMs: meta.pathMs,
-        waitMs: meta.waitMs,
-        engine: meta.engine,
-        startValueMs,
-      };
-    });
-    if (!result.ok) return result;
+    } catch (error) {
+      if (error instanceof BeginRefused) return error.result;
+      throw error;
+    }
     this.meta = next;
     await this.scheduleAlarm();
     return result;
+  }
+
+  /** The call's part of beginCall, inside its transaction; a refusal throws BeginRefused to roll it back. */
+  private startCall(
+    input: z.output<typeof BeginCallInput>,
+    meta: ProgramMeta,
+    next: ProgramMeta,
+  ): Extract<BeginCallResult, { ok: true }> {
+    const refuse = (error: "duplicate_call" | "unknown_parent" | "parent_mismatch") =>
+      new BeginRefused({ ok: false, error });
+    if (this.store.call(input.callId)) throw refuse("duplicate_call");
+    const existing = this.store.thread(input.thread);
+    if (input.parentThread !== undefined) {
+      if (!this.store.thread(input.parentThread)) throw refuse("unknown_parent");
+      if (existing && existing.parent !== input.parentThread) throw refuse("parent_mismatch");
+    }
+    if (!existing) this.store.addThread(input.thread, input.parentThread ?? null, input.now);
+    const startValueMs = callStartValue(serviceOf(meta));
+    this.store.addCall({
+      callId: input.callId,
+      thread: input.thread,
+      model: input.model,
+      startValueMs,
+      startedAt: input.now,
+      pool: input.pool,
+    });
+    this.store.writeMeta(next);
+    return {
+      ok: true,
+      serviceMs: meta.serviceMs,
+      pathMs: meta.pathMs,
+      waitMs: meta.waitMs,
+      engine: meta.engine,
+      startValueMs,
+    };
   }
 
   /**
@@ -235,16 +257,30 @@ export class ProgramSession extends DurableObject<Env> {
   }
 
   /**
-   * Pushes pending D1 writes: the summary first (usage rows reference it), then
-   * usage rows. A failure is logged and left for the alarm to retry.
+   * Pushes pending D1 writes in one batch (one round trip, one transaction, in
+   * order): the program row first (usage rows reference it), then the usage
+   * rows. A failure is logged and left for the alarm to retry; every write is
+   * idempotent, so a retry cannot count twice.
    */
   private async flushToD1(): Promise<void> {
     try {
-      if (this.requireMeta().summaryPending) await this.writeSummary();
-      for (const call of this.store.unrecordedCalls()) {
-        await this.recordCall(call);
+      const meta = this.requireMeta();
+      const summary = meta.summaryPending ? summaryOf(meta) : undefined;
+      const rows = this.store.unrecordedCalls().flatMap((call) => usageRowOf(meta, call) ?? []);
+      const writes: LedgerWrite[] = [
+        ...(summary ? [writeProgramSummary(this.db, summary)] : []),
+        ...rows.map((row) => recordUsage(this.db, row)),
+      ];
+      if (writes.length === 0) return;
+      for (let i = 0; i < writes.length; i += D1_BATCH_MAX) {
+        const [first, ...rest] = writes.slice(i, i + D1_BATCH_MAX);
+        if (first) await this.db.batch([first, ...rest]);
       }
-      if (this.requireMeta().status !== "active") this.store.cleanUp();
+      this.ctx.storage.transactionSync(() => {
+        for (const row of rows) this.store.markRecorded(row.callId);
+        if (summary) this.summaryWritten(summary);
+        if (this.requireMeta().status !== "active") this.store.cleanUp();
+      });
     } catch (error) {
       console.error("ProgramSession: D1 write failed, will retry", error);
     }
@@ -264,43 +300,29 @@ export class ProgramSession extends DurableObject<Env> {
     }
   }
 
+  /** Writes the program row now (create() answers only once D1 holds it); throws if D1 fails. */
   private async writeSummary(): Promise<void> {
-    const written = this.requireMeta();
-    const summary = summaryOf(written);
+    const summary = summaryOf(this.requireMeta());
     await writeProgramSummary(this.db, summary);
+    this.summaryWritten(summary);
+  }
+
+  /** D1 holds `summary`; a settle during the write may have changed the figures, and then it stays pending. */
+  private summaryWritten(summary: Program): void {
     const now = this.requireMeta();
-    // A settle during the write may have changed the figures: then it stays pending.
-    if (JSON.stringify(summaryOf(now)) === JSON.stringify(summary)) {
-      const next = { ...now, summaryPending: false };
-      this.store.writeMeta(next);
-      this.meta = next;
-    }
+    if (JSON.stringify(summaryOf(now)) !== JSON.stringify(summary)) return;
+    const next = { ...now, summaryPending: false };
+    this.store.writeMeta(next);
+    this.meta = next;
   }
 
-  private async recordCall(call: CallRecord): Promise<void> {
-    const meta = this.requireMeta();
-    if (call.status === "in_flight" || call.finishedAt === null) return;
-    await recordUsage(this.db, {
-      callId: call.callId,
-      tenantId: meta.tenantId,
-      programId: meta.programId,
-      thread: call.thread,
-      model: call.model,
-      engine: call.engine,
-      promptTokens: call.promptTokens,
-      cachedTokens: call.cachedTokens,
-      completionTokens: call.completionTokens,
-      serviceMs: call.serviceMs,
-      queueMs: call.queueMs,
-      status: call.status,
-      startedAt: call.startedAt,
-      finishedAt: call.finishedAt,
-      pool: call.pool,
-    });
-    this.store.markRecorded(call.callId);
-  }
-
-  /** One alarm for everything: idle expiry, the oldest lease, or a D1 retry. */
+  /**
+   * One alarm for everything: idle expiry, the oldest lease, or a D1 retry.
+   * It is only moved earlier (or deleted once nothing is left): every call
+   * pushes the idle deadline later, and rewriting the alarm for that would
+   * cost a storage write per begin and per settle. An alarm that fires early
+   * finds nothing due and re-plans.
+   */
   private async scheduleAlarm(): Promise<void> {
     const meta = this.requireMeta();
     const deadlines: number[] = [];
@@ -309,9 +331,13 @@ export class ProgramSession extends DurableObject<Env> {
     if (oldest !== undefined) deadlines.push(oldest + CALL_LEASE_MS);
     if (meta.summaryPending || this.store.unrecordedCalls().length > 0) deadlines.push(Date.now() + D1_RETRY_MS);
     const next = deadlines.length > 0 ? Math.min(...deadlines) : null;
-    if (next === this.alarmAt) return;
-    if (next === null) await this.ctx.storage.deleteAlarm();
-    else await this.ctx.storage.setAlarm(next);
+    if (next === null) {
+      if (this.alarmAt === null) return;
+      await this.ctx.storage.deleteAlarm();
+    } else {
+      if (this.alarmAt !== null && this.alarmAt <= next) return;
+      await this.ctx.storage.setAlarm(next);
+    }
     this.alarmAt = next;
   }
 
@@ -342,6 +368,49 @@ export class ProgramSession extends DurableObject<Env> {
     if (!this.meta) throw new Error("ProgramSession: program not created");
     return this.meta;
   }
+}
+
+function newProgramMeta(input: CreateProgramInput): ProgramMeta {
+  return {
+    tenantId: input.tenantId,
+    programId: input.programId,
+    status: "active",
+    createdAt: input.now,
+    endedAt: null,
+    lastActivityAt: input.now,
+    serviceMs: 0,
+    pathMs: 0,
+    waitMs: 0,
+    engine: "",
+    calls: 0,
+    promptTokens: 0,
+    cachedTokens: 0,
+    completionTokens: 0,
+    // D1 has no row for it yet.
+    summaryPending: true,
+  };
+}
+
+/** A settled call's usage row; undefined while it is in flight. */
+function usageRowOf(meta: ProgramMeta, call: CallRecord): UsageRow | undefined {
+  if (call.status === "in_flight" || call.finishedAt === null) return undefined;
+  return {
+    callId: call.callId,
+    tenantId: meta.tenantId,
+    programId: meta.programId,
+    thread: call.thread,
+    model: call.model,
+    engine: call.engine,
+    promptTokens: call.promptTokens,
+    cachedTokens: call.cachedTokens,
+    completionTokens: call.completionTokens,
+    serviceMs: call.serviceMs,
+    queueMs: call.queueMs,
+    status: call.status,
+    startedAt: call.startedAt,
+    finishedAt: call.finishedAt,
+    pool: call.pool,
+  };
 }
 
 function serviceOf(meta: ProgramMeta): ProgramService {

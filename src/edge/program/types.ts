@@ -18,6 +18,12 @@ export const CreateProgramInput = z.object({
 export type CreateProgramInput = z.infer<typeof CreateProgramInput>;
 
 export const BeginCallInput = z.object({
+  /**
+   * Set when this call starts the program (no x-agentix-program header): the
+   * program is created in the same transaction as the call, so a new program
+   * costs one round trip, and a refused call leaves no program behind.
+   */
+  newProgram: CreateProgramInput.omit({ now: true }).optional(),
   callId: z.string().min(1),
   thread: z.string().min(1),
   /** Set when the call forks `thread` off an existing thread. */

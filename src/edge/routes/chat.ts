@@ -13,13 +13,7 @@ import { limiterMisuse, limitExceeded, tenantLimiter } from "../limiter/access.j
 import { LEASE_RENEW_MS } from "../limiter/tenant-limiter.js";
 import { reservationFor } from "../limits/plan-limits.js";
 import { rateLimitHeadersOnResponse } from "../middleware/rate-limit-headers.js";
-import {
-  beginRefusal,
-  parseProgramId,
-  programSession,
-  startProgram,
-  threadFromHeaders,
-} from "../program/access.js";
+import { beginRefusal, parseProgramId, programSession, threadFromHeaders } from "../program/access.js";
 import type { BeginCallResult, SettleCallInput } from "../program/types.js";
 
 /**
@@ -50,7 +44,9 @@ export function chatRoutes() {
     // Admission reserves: a request, the prompt estimate + max tokens, a lease on a concurrency slot.
     const now = Date.now();
     const callId = newCallId();
-    const createdProgramId = existingProgramId === undefined ? newProgramId() : undefined;
+    // Without the header the call starts a program: admitted against the active-programs limit, created by beginCall.
+    const programId = existingProgramId ?? newProgramId();
+    const createdProgramId = existingProgramId === undefined ? programId : undefined;
     const promptEstimate = estimatePromptTokens(request);
     const limiter = tenantLimiter(c.env, tenant.id);
     const admitted = await limiter.admitCall({
@@ -80,18 +76,12 @@ export function chatRoutes() {
         console.error(`cancelling the lease of ${callId} failed; it expires on its own`, error);
       }
     };
-    let program: { programId: string; session: ReturnType<typeof programSession> };
+    // A new program is created by its first call's beginCall, in one round trip; a refused call creates nothing.
+    const session = programSession(c.env, tenant.id, programId);
     let begun: BeginCallResult;
     try {
-      program = existingProgramId
-        ? { programId: existingProgramId, session: programSession(c.env, tenant.id, existingProgramId) }
-        : await startProgram(c.env, tenant.id, now, createdProgramId);
-    } catch (error) {
-      await cancelAdmission(createdProgramId);
-      throw error;
-    }
-    try {
-      begun = await program.session.beginCall({
+      begun = await session.beginCall({
+        ...(createdProgramId ? { newProgram: { tenantId: tenant.id, programId: createdProgramId } } : {}),
         callId,
         thread: choice.thread,
         ...(choice.parentThread ? { parentThread: choice.parentThread } : {}),
@@ -100,12 +90,12 @@ export function chatRoutes() {
         now,
       });
     } catch (error) {
-      await cancelAdmission();
+      await cancelAdmission(createdProgramId);
       throw error;
     }
     if (!begun.ok) {
-      await cancelAdmission();
-      throw beginRefusal(begun.error, program.programId, choice);
+      await cancelAdmission(createdProgramId);
+      throw beginRefusal(begun.error, programId, choice);
     }
 
     // Long calls keep their lease alive; a dead invocation stops renewing and its slot frees itself.
@@ -120,7 +110,7 @@ export function chatRoutes() {
 
     // From here on the call is in flight: every path below settles it exactly once.
     const call: ForwardedCall = {
-      programId: program.programId,
+      programId,
       callId,
       sentAt: Date.now(),
       promptEstimate,
@@ -134,7 +124,7 @@ export function chatRoutes() {
             clearInterval(renewal);
           }
           const [programResult, leaseResult] = await Promise.allSettled([
-            program.session.settleCall(input),
+            session.settleCall(input),
             limiter.settleLease({
               callId,
               tokens: input.promptTokens + input.completionTokens,
@@ -162,7 +152,7 @@ export function chatRoutes() {
         signingSecret: config.poolSigningSecret,
         fields: {
           tenant: tenant.id,
-          program: program.programId,
+          program: programId,
           thread: choice.thread,
           call: callId,
           serviceMs: wholeMs(begun.serviceMs),
