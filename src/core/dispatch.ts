@@ -8,6 +8,7 @@ import { type ProgramQueue, type QueuedCall, type QueueSettings, validateQueueSe
 import {
   type EngineChoice,
   pickEngine,
+  type PrefixMatcher,
   type RoundRobinCursor,
   type RouteReason,
   type RoutingSettings,
@@ -39,7 +40,8 @@ export interface Dispatch {
  * Takes as many calls as engines can accept now, in priority order; updates the
  * inFlight of the given engine states in place as it assigns; removes taken calls
  * from the queue. O(d · (dequeue + E)) for d dispatches and E engines. Round-robin
- * routing (a baseline) needs the caller's cursor.
+ * routing (a baseline) needs the caller's cursor, cache-aware routing (another) the
+ * caller's prefix matcher.
  */
 export function takeDispatches(
   queue: ProgramQueue,
@@ -47,6 +49,7 @@ export function takeDispatches(
   now: number,
   settings: DispatchSettings,
   cursor?: RoundRobinCursor,
+  prefixes?: PrefixMatcher<QueuedCall>,
 ): Dispatch[] {
   validateRoutingSettings(settings.routing);
   validateSaturationSettings(settings.saturation);
@@ -58,7 +61,7 @@ export function takeDispatches(
     // the last choice made belongs to the call it returns.
     const last: { choice?: EngineChoice } = {};
     const taken = queue.dequeue(now, (call) => {
-      last.choice = pickEngine(call, engines, settings.routing, settings.saturation, cursor);
+      last.choice = pickEngine(call, engines, settings.routing, settings.saturation, cursor, prefixes);
       return last.choice !== undefined;
     });
     if (taken === undefined || last.choice === undefined) break;

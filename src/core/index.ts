@@ -3,6 +3,7 @@ export * from "./dispatch.js";
 export * from "./engines.js";
 export * from "./indexed-heap.js";
 export * from "./levels.js";
+export * from "./prefix-index.js";
 export * from "./queue.js";
 export * from "./routing.js";
 export * from "./service.js";

@@ -8,6 +8,16 @@
  * Two plain policies serve as baselines (the simulator's): "least-loaded" for every
  * call, and "round-robin" (a stock load balancer, e.g. vLLM's production-stack
  * router), which cycles over the available engines with a cursor the caller keeps.
+ *
+ * A third baseline, "cache-aware", is SGLang's router (sgl-router, cache_aware):
+ *   1. imbalanced (the same two margins over the available engines' loads):
+ *      the least-loaded engine ("shortest queue");
+ *   2. otherwise the engine whose prefix tree matches most of the prompt, when the
+ *      match is more than `cacheThreshold` (0.5) of it;
+ *   3. otherwise the engine with the smallest tree ("most cache capacity left").
+ * Ties go to the less loaded engine, then the lowest id. The trees are the caller's
+ * (prefix-index.ts keeps them; the router inserts each prompt where it sends it),
+ * read through a PrefixMatcher.
  */
 
 import { type EngineState, engineLoad, isAvailable, type SaturationSettings } from "./engines.js";
@@ -21,11 +31,31 @@ export interface RoutingSettings {
   imbalanceRatio: number;
   /** Default "affinity" (the rule above); the others are baselines. */
   policy?: RoutingPolicy;
+  /**
+   * "cache-aware" only: a prefix match above this share of the prompt (0..1) goes to
+   * the matching engine; default DEFAULT_CACHE_THRESHOLD (SGLang's cache_threshold).
+   */
+  cacheThreshold?: number;
 }
 
-export type RoutingPolicy = "affinity" | "least-loaded" | "round-robin";
+export type RoutingPolicy = "affinity" | "least-loaded" | "round-robin" | "cache-aware";
 
-export const ROUTING_POLICIES: readonly RoutingPolicy[] = Object.freeze(["affinity", "least-loaded", "round-robin"]);
+export const ROUTING_POLICIES: readonly RoutingPolicy[] = Object.freeze(["affinity", "least-loaded", "round-robin", "cache-aware"]);
+
+/** SGLang router's default cache_threshold. */
+export const DEFAULT_CACHE_THRESHOLD = 0.5;
+
+/**
+ * What "cache-aware" routing reads from the caller's prefix trees (one per engine).
+ * `C` is the call type the caller routes (e.g. QueuedCall), so the matcher can find
+ * the call's prompt by its id.
+ */
+export interface PrefixMatcher<C> {
+  /** Leading tokens of the call's prompt that the engine's tree holds. */
+  matchedTokens(call: C, engineId: string): number;
+  /** Tokens the engine's tree holds. */
+  treeTokens(engineId: string): number;
+}
 
 export type RouteReason =
   | "short-least-loaded"
@@ -34,7 +64,17 @@ export type RouteReason =
   | "long-affinity-unavailable"
   | "long-imbalance"
   | "least-loaded"
-  | "round-robin";
+  | "round-robin"
+  /** cache-aware: loads imbalanced, the least-loaded engine. */
+  | "cache-imbalance"
+  /** cache-aware: the engine whose tree matched more than the threshold. */
+  | "cache-match"
+  /** cache-aware: no match above the threshold, the engine with the smallest tree. */
+  | "cache-smallest-tree"
+  /** TAO: the placement plan's engine (core/tao/apply-plan.ts). */
+  | "tao-plan"
+  /** TAO: the engine a reservation held for the program. */
+  | "tao-reserved";
 
 /** Where round-robin routing resumes: the index (in the engine list) to try first. Owned by the caller. */
 export interface RoundRobinCursor {
@@ -54,6 +94,9 @@ export function validateRoutingSettings(settings: RoutingSettings): void {
   if (!(settings.imbalanceRatio >= 1)) throw new RangeError(`imbalanceRatio must be >= 1, got ${settings.imbalanceRatio}`);
   if (settings.policy !== undefined && !ROUTING_POLICIES.includes(settings.policy)) {
     throw new RangeError(`routing policy must be one of ${ROUTING_POLICIES.join(", ")}, got ${String(settings.policy)}`);
+  }
+  if (settings.cacheThreshold !== undefined && !(settings.cacheThreshold >= 0 && settings.cacheThreshold <= 1)) {
+    throw new RangeError(`cacheThreshold must be in [0, 1], got ${settings.cacheThreshold}`);
   }
 }
 
@@ -102,22 +145,77 @@ export function nextRoundRobin(
   return undefined;
 }
 
+/** Lower load first, then the lowest id: the tie-break of every cache-aware step. */
+function lessLoaded(a: EngineState, b: EngineState): boolean {
+  const loadA = engineLoad(a);
+  const loadB = engineLoad(b);
+  return loadA < loadB || (loadA === loadB && a.id < b.id);
+}
+
+/** SGLang's cache-aware choice (see the top of this file). O(E · match). */
+export function cacheAwareChoice<C extends { promptTokens: number }>(
+  call: C,
+  engines: readonly EngineState[],
+  routing: RoutingSettings,
+  saturation: SaturationSettings,
+  prefixes: PrefixMatcher<C>,
+): EngineChoice | undefined {
+  const available = engines.filter((engine) => isAvailable(engine, saturation));
+  const least = leastLoaded(available, saturation);
+  if (least === undefined) return undefined;
+  let maxLoad = 0;
+  for (const engine of available) maxLoad = Math.max(maxLoad, engineLoad(engine));
+  const minLoad = engineLoad(least);
+  if (maxLoad - minLoad > routing.imbalanceAbs && maxLoad > routing.imbalanceRatio * minLoad) return { engine: least, reason: "cache-imbalance" };
+
+  let best: EngineState | undefined;
+  let bestMatch = -1;
+  for (const engine of available) {
+    const matched = prefixes.matchedTokens(call, engine.id);
+    if (!(Number.isFinite(matched) && matched >= 0)) throw new RangeError(`matched tokens must be a finite number >= 0, got ${matched}`);
+    if (matched > bestMatch || (matched === bestMatch && best !== undefined && lessLoaded(engine, best))) {
+      best = engine;
+      bestMatch = matched;
+    }
+  }
+  const threshold = routing.cacheThreshold ?? DEFAULT_CACHE_THRESHOLD;
+  const ratio = call.promptTokens > 0 ? bestMatch / call.promptTokens : 0;
+  if (best !== undefined && ratio > threshold) return { engine: best, reason: "cache-match" };
+
+  let smallest = least;
+  let smallestTree = prefixes.treeTokens(least.id);
+  for (const engine of available) {
+    const tree = prefixes.treeTokens(engine.id);
+    if (tree < smallestTree || (tree === smallestTree && lessLoaded(engine, smallest))) {
+      smallest = engine;
+      smallestTree = tree;
+    }
+  }
+  return { engine: smallest, reason: "cache-smallest-tree" };
+}
+
 /**
  * chooseEngine, returning the engine object rather than its id. Round-robin routing
- * needs the caller's cursor (and advances it); the other policies ignore it.
+ * needs the caller's cursor (and advances it), cache-aware routing the caller's
+ * prefix matcher; the other policies ignore both.
  */
-export function pickEngine(
-  call: { promptTokens: number; affinityEngine?: string },
+export function pickEngine<C extends { promptTokens: number; affinityEngine?: string }>(
+  call: C,
   engines: readonly EngineState[],
   routing: RoutingSettings,
   saturation: SaturationSettings,
   cursor?: RoundRobinCursor,
+  prefixes?: PrefixMatcher<C>,
 ): EngineChoice | undefined {
   const policy = routing.policy ?? "affinity";
   if (policy === "round-robin") {
     if (cursor === undefined) throw new RangeError("round-robin routing needs a cursor");
     const engine = nextRoundRobin(engines, saturation, cursor);
     return engine === undefined ? undefined : { engine, reason: "round-robin" };
+  }
+  if (policy === "cache-aware") {
+    if (prefixes === undefined) throw new RangeError("cache-aware routing needs a prefix matcher");
+    return cacheAwareChoice(call, engines, routing, saturation, prefixes);
   }
   const least = leastLoaded(engines, saturation);
   if (least === undefined) return undefined;
@@ -137,13 +235,14 @@ export function pickEngine(
 }
 
 /** Among healthy, unsaturated engines. undefined when none can take a call. */
-export function chooseEngine(
-  call: { promptTokens: number; affinityEngine?: string },
+export function chooseEngine<C extends { promptTokens: number; affinityEngine?: string }>(
+  call: C,
   engines: readonly EngineState[],
   routing: RoutingSettings,
   saturation: SaturationSettings,
   cursor?: RoundRobinCursor,
+  prefixes?: PrefixMatcher<C>,
 ): Route | undefined {
-  const choice = pickEngine(call, engines, routing, saturation, cursor);
+  const choice = pickEngine(call, engines, routing, saturation, cursor, prefixes);
   return choice === undefined ? undefined : { engineId: choice.engine.id, reason: choice.reason };
 }

@@ -1,4 +1,5 @@
 // TAO's public surface; dp.ts, best-fit.ts, problem.ts and duration-history.ts are internals of these.
+export * from "./apply-plan.js";
 export * from "./cache-credit.js";
 export * from "./objective.js";
 export * from "./plan-validation.js";

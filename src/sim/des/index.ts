@@ -1,7 +1,9 @@
 /* The discrete-event simulator: programs through the pool core onto modelled engines. */
 export { EventQueue, type Scheduled } from "./event-queue.js";
 export {
+  ALL_POLICY_NAMES,
   isPolicyName,
+  PLACEMENT_POLICY_NAMES,
   POLICIES,
   POLICY_NAMES,
   type PolicyDescription,
@@ -21,3 +23,13 @@ export {
   type SimulationResult,
   simulate,
 } from "./simulate.js";
+export { TaoPlacement, type TaoPlacementOptions, type TaoPlacementParams, type TaoRunStats, type TaoSkipReason } from "./tao-placement.js";
+export {
+  DEFAULT_TOOL_EVENT_SETTINGS,
+  sendsToolEvents,
+  TOOL_NAMES,
+  toolArguments,
+  toolCallId,
+  type ToolEventSettings,
+  validateToolEventSettings,
+} from "./tool-events.js";

@@ -3,6 +3,9 @@
  * rule is written here): the pool queue's priority value and starvation β, the
  * routing policy, the engine buffer and saturation, and whether engines order their
  * own waiting queue by the pool's level (vLLM's --scheduling-policy priority).
+ * Two more compare placement: "cache-aware" (SGLang's router, a routing setting of
+ * the core) and "agentix-tao" (Agentix's queue with the core's TAO planner placing
+ * the calls; tao-placement.ts drives it).
  */
 
 import type { DispatchSettings } from "../../core/dispatch.js";
@@ -12,8 +15,18 @@ import { DEFAULT_DISPATCH_SETTINGS } from "../../core/settings.js";
 import { EngineConfig } from "../../pool/config.js";
 import { vllmAdapter } from "../../pool/engines/vllm.js";
 
-export type PolicyName = "fcfs-rr" | "fcfs-least-loaded" | "request-mlq" | "plas" | "atlas" | "agentix" | "oracle";
+export type PolicyName =
+  | "fcfs-rr"
+  | "fcfs-least-loaded"
+  | "request-mlq"
+  | "plas"
+  | "atlas"
+  | "agentix"
+  | "oracle"
+  | "cache-aware"
+  | "agentix-tao";
 
+/** The scheduling comparison's policies (`agentix bench` runs these by default). */
 export const POLICY_NAMES: readonly PolicyName[] = Object.freeze([
   "fcfs-rr",
   "fcfs-least-loaded",
@@ -23,6 +36,12 @@ export const POLICY_NAMES: readonly PolicyName[] = Object.freeze([
   "agentix",
   "oracle",
 ]);
+
+/** The placement comparison's additions (`npm run bench:tao`). */
+export const PLACEMENT_POLICY_NAMES: readonly PolicyName[] = Object.freeze(["cache-aware", "agentix-tao"]);
+
+/** Every policy the simulator runs. */
+export const ALL_POLICY_NAMES: readonly PolicyName[] = Object.freeze([...POLICY_NAMES, ...PLACEMENT_POLICY_NAMES]);
 
 export interface PolicyDescription {
   name: PolicyName;
@@ -83,10 +102,24 @@ export const POLICIES: Record<PolicyName, PolicyDescription> = Object.freeze({
       "Pool queue by the program's true remaining work (its unfinished calls' batch-1 engine time, known only to the simulator): shortest remaining program first, in fine levels; no anti-starvation, least-loaded routing, the pool's engine buffer and saturation; engines FCFS.",
     poolQueue: true,
   },
+  "cache-aware": {
+    name: "cache-aware",
+    label: "Cache-aware router (SGLang)",
+    description:
+      "No pool queue, like SGLang's router: every call goes out at once to the engine whose prefix tree (the prompts the router sent there) matches more than half its prompt, else to the engine with the smallest tree; the least-loaded engine instead when loads are imbalanced (max - min > 32 and max > 1.1 x min); unlimited in flight; engines FCFS.",
+    poolQueue: false,
+  },
+  "agentix-tao": {
+    name: "agentix-tao",
+    label: "Agentix + TAO placement",
+    description:
+      "Agentix's pool queue (ATLAS value, anti-starvation, engine buffer and saturation, vLLM priority = level), but the TAO planner places the waiting programs jointly under each engine's free KV (cache credit, then readiness, then tokens) and holds a slot on its cache engine for a program whose tool is predicted to end within 1 s.",
+    poolQueue: true,
+  },
 } satisfies Record<PolicyName, PolicyDescription>);
 
 export function isPolicyName(name: string): name is PolicyName {
-  return (POLICY_NAMES as readonly string[]).includes(name);
+  return (ALL_POLICY_NAMES as readonly string[]).includes(name);
 }
 
 /** The pool's default engine buffer (EngineConfig's maxInFlight default), read from the config schema itself. */
@@ -101,6 +134,8 @@ export interface PolicySetup {
   priorityScheduling: boolean;
   /** The engine request's priority field for a dispatched call, or undefined for none. */
   enginePriority: ((level: number, levels: number) => number | undefined) | undefined;
+  /** "tao": the TAO planner places queued calls instead of the routing policy. Default "route". */
+  placement?: "route" | "tao";
 }
 
 /** No cap: a direct (no pool queue) load balancer. */
@@ -130,7 +165,7 @@ export function policySetup(name: PolicyName, options: { maxInFlightPerEngine?: 
     priorityScheduling: false,
     enginePriority: undefined,
   });
-  const direct = (routing: "round-robin" | "least-loaded"): PolicySetup => ({
+  const direct = (routing: "round-robin" | "least-loaded" | "cache-aware"): PolicySetup => ({
     dispatch: {
       queue: { ...defaults.queue, ...noStarvation, priorityValue: "none" },
       routing: { ...defaults.routing, policy: routing },
@@ -153,13 +188,20 @@ export function policySetup(name: PolicyName, options: { maxInFlightPerEngine?: 
       return queued({ priorityValue: "atlas" });
     case "oracle":
       return queued({ priorityValue: "oracle", ...ORACLE_LEVELS });
+    case "cache-aware":
+      return direct("cache-aware");
     case "agentix":
-      return {
-        dispatch: { queue: { ...defaults.queue }, routing: { ...defaults.routing }, saturation: { ...defaults.saturation } },
-        maxInFlight,
-        priorityScheduling: true,
-        // The same rule the pool's vLLM adapter applies: priority = level.
-        enginePriority: (level, levels) => vllmAdapter.priorityFor({ level, levels }),
-      };
+      return agentix();
+    case "agentix-tao":
+      return { ...agentix(), placement: "tao" };
+  }
+  function agentix(): PolicySetup {
+    return {
+      dispatch: { queue: { ...defaults.queue }, routing: { ...defaults.routing }, saturation: { ...defaults.saturation } },
+      maxInFlight,
+      priorityScheduling: true,
+      // The same rule the pool's vLLM adapter applies: priority = level.
+      enginePriority: (level, levels) => vllmAdapter.priorityFor({ level, levels }),
+    };
   }
 }

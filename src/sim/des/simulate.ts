@@ -16,15 +16,22 @@
  *   them: requests submitted during a step join the next one.
  *
  * Events: program arrival, call ready (dependencies done + gapBeforeMs), engine kick
- * (an idle engine got work), engine step end, pool pump (coalesced per instant), and
- * metrics scrape. Ordered by (time, scheduling order): the same inputs give the same
- * result.
+ * (an idle engine got work), engine step end, pool pump (coalesced per instant),
+ * metrics scrape, and TAO wake-up. Ordered by (time, scheduling order): the same
+ * inputs give the same result.
+ *
+ * Placement policies: "cache-aware" routes with the core's SGLang-style rule over a
+ * RoutedPrefixIndex the simulator keeps as the router would (each call's prompt is
+ * rendered when it is issued, and inserted in the tree of the engine it goes to);
+ * "agentix-tao" hands the pump to TaoPlacement (tao-placement.ts), which plans with
+ * the core's TAO planner and applies the plan with the core's applyPlan.
  */
 
 import { type Dispatch, takeDispatches } from "../../core/dispatch.js";
 import type { EngineState } from "../../core/engines.js";
+import { DEFAULT_ROUTED_PREFIX_SETTINGS, RoutedPrefixIndex, type RoutedPrefixSettings } from "../../core/prefix-index.js";
 import { ProgramQueue, type QueuedCall } from "../../core/queue.js";
-import type { RoundRobinCursor } from "../../core/routing.js";
+import type { PrefixMatcher, RoundRobinCursor, RouteReason } from "../../core/routing.js";
 import { callStartValue, completeCall, NO_SERVICE, type ProgramService } from "../../core/service.js";
 import { PoolConfig } from "../../pool/config.js";
 import { type EngineEvent, EngineModel, EngineRequestError, type FinishedEvent } from "../engine-model.js";
@@ -33,8 +40,9 @@ import type { AgentKind } from "../workload/kinds.js";
 import { type CallSpec, type ProgramSpec, promptTokenCount } from "../workload/program-spec.js";
 import { EventQueue } from "./event-queue.js";
 import { type PolicyName, type PolicySetup, isPolicyName, policySetup } from "./policies.js";
-import { ProgramPrompts } from "./program-prompts.js";
+import { ProgramPrompts, type RenderedCall } from "./program-prompts.js";
 import { programWorkMs } from "./remaining-work.js";
+import { TaoPlacement, type TaoPlacementOptions, type TaoRunStats } from "./tao-placement.js";
 
 export interface SimulationConfig {
   /** From generatePrograms(workload, { seed, count }). */
@@ -59,6 +67,10 @@ export interface SimulationConfig {
   metricsIntervalMs?: number;
   /** Also return one record per call (dispatch order, timings); off by default (memory). */
   recordCalls?: boolean;
+  /** "agentix-tao" only: TAO placement knobs (tao-placement.ts). */
+  tao?: TaoPlacementOptions;
+  /** "cache-aware" only: the router's prefix trees; default the core's (SGLang's size cap). */
+  prefixTree?: RoutedPrefixSettings;
 }
 
 export interface ProgramRecord {
@@ -111,6 +123,8 @@ export interface CallRecord {
   /** NaN if unfinished. */
   finishMs: number;
   engineId: string | undefined;
+  /** Why the pool chose that engine; undefined while never dispatched. */
+  reason: RouteReason | undefined;
   /** The pool's level at dispatch (after any promotion). */
   level: number;
   promoted: boolean;
@@ -119,6 +133,8 @@ export interface CallRecord {
   promptTokens: number;
   cachedTokens: number;
   outputTokens: number;
+  /** When its first output token was generated (the engine's timing); NaN if it never was. TTFT = firstTokenMs - readyMs. */
+  firstTokenMs: number;
 }
 
 export interface SimulationResult {
@@ -133,6 +149,8 @@ export interface SimulationResult {
   truncated: boolean;
   /** Only with recordCalls: in dispatch order, then calls never dispatched. */
   calls?: CallRecord[];
+  /** "agentix-tao" only: what the planner did and how the readiness predictor fared. */
+  tao?: TaoRunStats;
 }
 
 /** The pool config's defaults, read from its schema (one source of truth). */
@@ -147,12 +165,13 @@ const KICK = 2;
 const STEP_END = 3;
 const PUMP = 4;
 const SCRAPE = 5;
+const WAKE = 6;
 
 type SimEvent =
   | { kind: typeof ARRIVAL; program: ProgramRun }
   | { kind: typeof READY; call: CallRun }
   | { kind: typeof KICK | typeof STEP_END; engine: SimEngine }
-  | { kind: typeof PUMP | typeof SCRAPE };
+  | { kind: typeof PUMP | typeof SCRAPE | typeof WAKE };
 
 interface SimEngine {
   readonly model: EngineModel;
@@ -195,6 +214,8 @@ interface CallRun {
   /** Engine submit → start of the step that completed the prefill. */
   engineWaitMs: number;
   record: CallRecord | undefined;
+  /** Rendered when issued for cache-aware routing (the router reads the prompt), else at dispatch. */
+  rendered: RenderedCall | undefined;
 }
 
 function validateConfig(config: SimulationConfig): void {
@@ -252,6 +273,18 @@ export function simulate(config: SimulationConfig): SimulationResult {
     states.push(state);
   }
   const engineById = new Map(engines.map((engine) => [engine.state.id, engine]));
+  const prefixRouting = setup.dispatch.routing.policy === "cache-aware";
+  const prefixIndex = prefixRouting ? new RoutedPrefixIndex(config.prefixTree ?? DEFAULT_ROUTED_PREFIX_SETTINGS) : undefined;
+  const tao =
+    setup.placement === "tao"
+      ? new TaoPlacement({
+          engines: states,
+          kvCapacityTokens: profile.kvBlocks * profile.blockSize,
+          saturation: setup.dispatch.saturation,
+          ...(config.tao === undefined ? {} : { options: config.tao }),
+          wake: (at) => events.push(at, { kind: WAKE }),
+        })
+      : undefined;
 
   const runs: ProgramRun[] = config.programs.map((spec) => {
     const tenantId = spec.tenantId ?? DEFAULT_SIM_TENANT;
@@ -354,6 +387,7 @@ export function simulate(config: SimulationConfig): SimulationResult {
       promoted: false,
       engineWaitMs: Number.NaN,
       record: undefined,
+      rendered: undefined,
     };
     events.push(at, { kind: READY, call });
   };
@@ -378,6 +412,7 @@ export function simulate(config: SimulationConfig): SimulationResult {
       program.work = programWorkMs(profile, spec);
       program.remainingMs = program.work.reduce((sum, w) => sum + w, 0);
     }
+    tao?.programStarted(spec);
     for (const call of spec.calls) if (call.dependsOn.length === 0) callReady(program, call, now + call.gapBeforeMs);
   };
 
@@ -399,19 +434,39 @@ export function simulate(config: SimulationConfig): SimulationResult {
     };
     if (program.affinity !== undefined) queued.affinityEngine = program.affinity;
     if (oracle) queued.remainingMs = Math.max(0, program.remainingMs);
+    if (prefixRouting) call.rendered = promptsOf(program).render(spec.callId);
     queue.enqueue(queued);
     live.set(call.key, call);
+    tao?.callReady(program.spec.programId, spec, now);
     schedulePump();
   };
+
+  const promptsOf = (program: ProgramRun): ProgramPrompts => {
+    const prompts = program.prompts;
+    if (prompts === undefined) throw new Error(`program ${program.spec.programId} has no prompts while a call runs`);
+    return prompts;
+  };
+
+  const prefixMatcher: PrefixMatcher<QueuedCall> | undefined =
+    prefixIndex === undefined
+      ? undefined
+      : {
+          matchedTokens: (queuedCall, engineId) => {
+            const rendered = live.get(queuedCall.callId)?.rendered;
+            return rendered === undefined ? 0 : prefixIndex.matchBlocks(engineId, rendered.blockHashes) * profile.blockSize;
+          },
+          treeTokens: (engineId) => prefixIndex.blocks(engineId) * profile.blockSize,
+        };
 
   const submit = (call: CallRun, dispatch: Dispatch, engine: SimEngine): void => {
     call.dispatchMs = now;
     call.engine = engine;
     call.level = dispatch.level;
     call.promoted = dispatch.promoted;
-    const prompts = call.program.prompts;
-    if (prompts === undefined) throw new Error(`program ${call.program.spec.programId} has no prompts while a call runs`);
-    const rendered = prompts.render(call.spec.callId);
+    const rendered = call.rendered ?? promptsOf(call.program).render(call.spec.callId);
+    call.rendered = undefined;
+    prefixIndex?.insert(engine.state.id, rendered.blockHashes);
+    tao?.callDispatched(engine.state.id, rendered.tokens.length + call.spec.outputTokens);
     const priority = setup.enginePriority?.(dispatch.level, levels);
     try {
       engine.model.submit(
@@ -440,12 +495,14 @@ export function simulate(config: SimulationConfig): SimulationResult {
         dispatchMs: now,
         finishMs: Number.NaN,
         engineId: engine.state.id,
+        reason: dispatch.reason,
         level: dispatch.level,
         promoted: dispatch.promoted,
         startValueMs: call.startValueMs,
         promptTokens: rendered.tokens.length,
         cachedTokens: 0,
         outputTokens: call.spec.outputTokens,
+        firstTokenMs: Number.NaN,
       };
       callRecords.push(call.record);
     }
@@ -458,7 +515,8 @@ export function simulate(config: SimulationConfig): SimulationResult {
   const onPump = (): void => {
     pumpPending = false;
     if (metricsIntervalMs === 0) readMetrics();
-    for (const dispatch of takeDispatches(queue, states, now, setup.dispatch, cursor)) {
+    const dispatches = tao !== undefined ? tao.pump(queue, now) : takeDispatches(queue, states, now, setup.dispatch, cursor, prefixMatcher);
+    for (const dispatch of dispatches) {
       const call = live.get(dispatch.call.callId);
       const engine = engineById.get(dispatch.engineId);
       if (call === undefined || engine === undefined) throw new Error(`dispatch of unknown call ${dispatch.call.callId} or engine ${dispatch.engineId}`);
@@ -503,20 +561,27 @@ export function simulate(config: SimulationConfig): SimulationResult {
     if (call.record !== undefined) {
       call.record.finishMs = now;
       call.record.cachedTokens = event.usage.cachedTokens;
+      call.record.firstTokenMs = event.timing.firstTokenMs;
     }
 
     const dependents = program.dependents as number[][];
     const depsLeft = program.depsLeft as Int32Array;
+    const due: CallSpec[] = [];
     for (const next of dependents[spec.callId] ?? []) {
       const left = (depsLeft[next] ?? 0) - 1;
       depsLeft[next] = left;
       if (left === 0) {
         const nextSpec = program.spec.calls[next] as CallSpec;
+        due.push(nextSpec);
         callReady(program, nextSpec, now + nextSpec.gapBeforeMs);
       }
     }
+    tao?.callFinished(program.spec.programId, engine.state.id, event.usage.promptTokens + spec.outputTokens, event.usage, due, now);
     program.callsLeft -= 1;
-    if (program.callsLeft === 0) finishProgram(program);
+    if (program.callsLeft === 0) {
+      finishProgram(program);
+      tao?.programFinished(program.spec.programId);
+    }
     schedulePump();
   };
 
@@ -578,6 +643,9 @@ export function simulate(config: SimulationConfig): SimulationResult {
       case SCRAPE:
         onScrape();
         break;
+      case WAKE:
+        schedulePump();
+        break;
     }
     // Every program done: engines are idle and the pool empty; pending scrapes change nothing.
     if (unfinished === 0) break;
@@ -614,12 +682,14 @@ export function simulate(config: SimulationConfig): SimulationResult {
         dispatchMs: Number.NaN,
         finishMs: Number.NaN,
         engineId: undefined,
+        reason: undefined,
         level: 0,
         promoted: false,
         startValueMs: call.startValueMs,
         promptTokens: promptTokenCount(call.spec),
         cachedTokens: 0,
         outputTokens: call.spec.outputTokens,
+        firstTokenMs: Number.NaN,
       });
     }
   }
@@ -633,5 +703,6 @@ export function simulate(config: SimulationConfig): SimulationResult {
     events: processed,
     truncated,
     ...(callRecords === undefined ? {} : { calls: callRecords }),
+    ...(tao === undefined ? {} : { tao: tao.stats() }),
   };
 }

@@ -1,12 +1,13 @@
 import { describe, expect, it } from "vitest";
 import { DEFAULT_DISPATCH_SETTINGS } from "../../../src/core/settings.js";
 import { EventQueue } from "../../../src/sim/des/event-queue.js";
-import { isPolicyName, POLICIES, POLICY_NAMES, POOL_DEFAULT_MAX_IN_FLIGHT, policySetup } from "../../../src/sim/des/policies.js";
+import { ALL_POLICY_NAMES, isPolicyName, PLACEMENT_POLICY_NAMES, POLICIES, POLICY_NAMES, POOL_DEFAULT_MAX_IN_FLIGHT, policySetup } from "../../../src/sim/des/policies.js";
 
 describe("policies", () => {
   it("describe every name", () => {
-    expect(Object.keys(POLICIES).sort()).toEqual([...POLICY_NAMES].sort());
-    for (const name of POLICY_NAMES) {
+    expect(Object.keys(POLICIES).sort()).toEqual([...ALL_POLICY_NAMES].sort());
+    expect(ALL_POLICY_NAMES).toEqual([...POLICY_NAMES, ...PLACEMENT_POLICY_NAMES]);
+    for (const name of ALL_POLICY_NAMES) {
       expect(POLICIES[name].name).toBe(name);
       expect(isPolicyName(name)).toBe(true);
     }

@@ -1,0 +1,133 @@
+import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { runTaoBenchWith, type TaoBenchIo } from "../../../src/cli/bench/tao.js";
+import { planTiming, summarise } from "../../../src/cli/bench/tao-metrics.js";
+import { parseTaoBenchArgs, TAO_BENCH_POLICIES, TAO_BENCH_WORKLOADS } from "../../../src/cli/bench/tao-options.js";
+import { findLosses, formatTable, type TaoBenchRun } from "../../../src/cli/bench/tao-report.js";
+import { simulate } from "../../../src/sim/des/simulate.js";
+
+describe("bench:tao options", () => {
+  it("defaults: both workloads, five policies, 4 engines, three rates each", () => {
+    const options = parseTaoBenchArgs([]);
+    expect(options).toMatchObject({
+      quick: false,
+      workloads: [...TAO_BENCH_WORKLOADS],
+      policies: [...TAO_BENCH_POLICIES],
+      engines: 4,
+      seed: 1,
+      replanMs: 0,
+      outDir: "bench-results",
+      programs: { "coding-agent": 300, "function-calling": 400 },
+      rates: { "coding-agent": [0.1, 0.3, 3], "function-calling": [1, 3, 6] },
+    });
+    expect(TAO_BENCH_POLICIES).toEqual(["fcfs-rr", "fcfs-least-loaded", "cache-aware", "agentix", "agentix-tao"]);
+    expect(parseTaoBenchArgs(["--quick"])?.programs).toEqual({ "coding-agent": 24, "function-calling": 60 });
+    expect(parseTaoBenchArgs(["--help"])).toBeUndefined();
+  });
+
+  it("takes overrides and names the bad flag", () => {
+    expect(parseTaoBenchArgs(["--workloads", "function-calling", "--policies", "agentix,agentix-tao,agentix", "--rates", "2, 4", "--programs", "9", "--engines", "2", "--seed", "7", "--replan-ms", "50", "--out", "x"])).toMatchObject({
+      workloads: ["function-calling"],
+      policies: ["agentix", "agentix-tao"],
+      rates: { "function-calling": [2, 4] },
+      programs: { "function-calling": 9 },
+      engines: 2,
+      seed: 7,
+      replanMs: 50,
+      outDir: "x",
+    });
+    expect(() => parseTaoBenchArgs(["--workloads", "chat"])).toThrow(/--workloads: unknown workload "chat"/);
+    expect(() => parseTaoBenchArgs(["--policies", "lifo"])).toThrow(/--policies: unknown policy "lifo"/);
+    expect(() => parseTaoBenchArgs(["--rates", "1,0"])).toThrow(/--rates/);
+    expect(() => parseTaoBenchArgs(["--engines", "0"])).toThrow(/--engines/);
+    expect(() => parseTaoBenchArgs(["--programs", "2.5"])).toThrow(/--programs/);
+    expect(() => parseTaoBenchArgs(["--replan-ms", "-1"])).toThrow(/--replan-ms/);
+    expect(() => parseTaoBenchArgs(["--policies", " , "])).toThrow(/--policies: needs/);
+    expect(() => parseTaoBenchArgs(["--bogus"])).toThrow();
+  });
+});
+
+describe("bench:tao figures", () => {
+  it("summarise: nearest-rank quantiles of the finite values", () => {
+    expect(summarise([4, 1, Number.NaN, 3, 2])).toEqual({ count: 4, mean: 2.5, p50: 2, p99: 4, max: 4 });
+    expect(summarise([]).count).toBe(0);
+    expect(Number.isNaN(summarise([]).mean)).toBe(true);
+    expect(planTiming([1, 2, 3, 4])).toEqual({ plans: 4, meanMs: 2.5, p95Ms: 4, maxMs: 4 });
+  });
+
+  it("a loss is a metric where agentix-tao is worse than the best other policy by more than 2 %", () => {
+    const run = (policy: TaoBenchRun["policy"], ttft: number, hit: number): TaoBenchRun => {
+      const s = (mean: number) => ({ count: 1, mean, p50: mean, p99: mean, max: mean });
+      return {
+        workload: "coding-agent",
+        ratePerSec: 1,
+        policy,
+        metrics: { programs: 1, unfinished: 0, calls: 1, jobLatencyMs: s(100), ttftMs: s(ttft), callLatencyMs: s(1), generatedTokens: 1, decodeTokPerBusySec: 10, decodeTokPerSec: 1, prefixHitRate: hit, preemptions: 0, simEndMs: 1, wallMs: 1 },
+      };
+    };
+    const losses = findLosses([run("agentix", 100, 0.9), run("cache-aware", 50, 0.5), run("agentix-tao", 60, 0.95)]);
+    expect(losses.map((l) => [l.metric, l.bestPolicy, Math.round(l.worseBy * 100)])).toEqual([
+      ["TTFT mean", "cache-aware", 20],
+      ["TTFT p99", "cache-aware", 20],
+    ]);
+    expect(formatTable(["a", "n"], [["x", "1.5"], ["yy", "10"]])).toBe("a     n\n--  ---\nx   1.5\nyy   10");
+  });
+});
+
+describe("bench:tao, a quick run", () => {
+  let dir = "";
+  beforeAll(async () => {
+    dir = await mkdtemp(path.join(tmpdir(), "tao-bench-"));
+  });
+  afterAll(async () => {
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it("runs every policy on both workloads and writes the report", async () => {
+    const stdout: string[] = [];
+    const stderr: string[] = [];
+    const io: TaoBenchIo = { stdout: (t) => stdout.push(t), stderr: (t) => stderr.push(t), cwd: dir, date: () => new Date("2026-01-02T03:04:05Z"), now: () => performance.now(), simulate };
+    const output = await runTaoBenchWith(["--quick", "--programs", "5", "--rates", "0.5,4", "--out", "results"], io);
+    if (output === undefined) throw new Error("no output");
+    const { report, jsonPath } = output;
+    expect(jsonPath).toBe(path.join(dir, "results", "tao.json"));
+    expect(report.runs).toHaveLength(2 * 2 * 5);
+    expect(report.config).toMatchObject({ engines: 4, quick: true, rates: { "coding-agent": [0.5, 4], "function-calling": [0.5, 4] }, programs: { "coding-agent": 5 } });
+    for (const run of report.runs) {
+      expect(run.metrics.programs).toBe(5);
+      expect(run.metrics.unfinished).toBe(0);
+      expect(run.metrics.jobLatencyMs.count).toBe(5);
+      expect(run.metrics.ttftMs.mean).toBeGreaterThan(0);
+      expect(run.metrics.prefixHitRate).toBeGreaterThan(0);
+      expect(run.metrics.decodeTokPerBusySec).toBeGreaterThan(0);
+      expect(run.tao === undefined).toBe(run.policy !== "agentix-tao");
+    }
+    const tao = report.runs.filter((r) => r.tao !== undefined);
+    expect(tao).toHaveLength(4);
+    for (const run of tao) {
+      expect(run.tao?.plans).toBeGreaterThan(0);
+      expect(run.tao?.planTime.plans).toBe(run.tao?.plans);
+      expect(run.tao?.fallbackRate).toBeGreaterThanOrEqual(0);
+      expect(run.tao?.readiness.atToolStart.all.count).toBeGreaterThan(0);
+    }
+    expect(Array.isArray(report.losses)).toBe(true);
+
+    const json = JSON.parse(await readFile(jsonPath, "utf8")) as typeof report;
+    expect(json.runs.map((r) => [r.workload, r.ratePerSec, r.policy])).toEqual(report.runs.map((r) => [r.workload, r.ratePerSec, r.policy]));
+    const text = stdout.join("");
+    for (const heading of ["coding-agent: 5 programs per run", "function-calling: 5 programs per run", "TAO planner", "Readiness predictor error", "Where agentix-tao loses"]) {
+      expect(text).toContain(heading);
+    }
+    expect(text).toMatch(/TTFT p99 ms/);
+    expect(stderr).toHaveLength(20);
+  }, 60_000);
+
+  it("prints the usage for --help and runs nothing", async () => {
+    const stdout: string[] = [];
+    const output = await runTaoBenchWith(["--help"], { stdout: (t) => stdout.push(t), stderr: () => {}, cwd: dir, date: () => new Date(), now: () => 0, simulate });
+    expect(output).toBeUndefined();
+    expect(stdout.join("")).toMatch(/^bench:tao \[options\]/);
+  });
+});
