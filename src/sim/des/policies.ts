@@ -99,7 +99,7 @@ export const POLICIES: Record<PolicyName, PolicyDescription> = Object.freeze({
     name: "oracle",
     label: "Oracle (SRPT)",
     description:
-      "Pool queue by the program's true remaining work (its unfinished calls' batch-1 engine time, known only to the simulator): shortest remaining program first, in fine levels; no anti-starvation, least-loaded routing, the pool's engine buffer and saturation; engines FCFS.",
+      "Pool queue by the program's true remaining work (its unfinished calls' batch-1 engine time, known only to the simulator): shortest remaining program first, in fine levels; no anti-starvation; otherwise exactly agentix (short/long cache-affinity routing, the pool's engine buffer and saturation, engine priority = level), so its gap to agentix is what knowing the remaining work is worth.",
     poolQueue: true,
   },
   "cache-aware": {
@@ -186,8 +186,13 @@ export function policySetup(name: PolicyName, options: { maxInFlightPerEngine?: 
       return queued({ priorityValue: "plas" });
     case "atlas":
       return queued({ priorityValue: "atlas" });
-    case "oracle":
-      return queued({ priorityValue: "oracle", ...ORACLE_LEVELS });
+    case "oracle": {
+      // Agentix with perfect knowledge: the same placement and engine priority, so the
+      // gap to agentix is what knowing each program's remaining work is worth.
+      const setup = agentix();
+      setup.dispatch.queue = { ...setup.dispatch.queue, ...noStarvation, priorityValue: "oracle", ...ORACLE_LEVELS };
+      return setup;
+    }
     case "cache-aware":
       return direct("cache-aware");
     case "agentix":

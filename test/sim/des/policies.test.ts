@@ -38,7 +38,7 @@ describe("policies", () => {
   });
 
   it("queueing baselines differ from agentix only where named", () => {
-    const values = { "request-mlq": "none", plas: "plas", atlas: "atlas", oracle: "oracle" } as const;
+    const values = { "request-mlq": "none", plas: "plas", atlas: "atlas" } as const;
     for (const [name, value] of Object.entries(values) as [keyof typeof values, string][]) {
       const setup = policySetup(name, { maxInFlightPerEngine: 6 });
       expect(setup.dispatch.queue.priorityValue).toBe(value);
@@ -50,6 +50,17 @@ describe("policies", () => {
       expect(POLICIES[name].poolQueue).toBe(true);
     }
     expect(() => policySetup("plas", { maxInFlightPerEngine: 1.5 })).toThrow(/maxInFlightPerEngine/);
+  });
+
+  it("the oracle is agentix with true remaining work as the value and no anti-starvation", () => {
+    const oracle = policySetup("oracle", { maxInFlightPerEngine: 6 });
+    const agentix = policySetup("agentix", { maxInFlightPerEngine: 6 });
+    expect(oracle.dispatch.queue.priorityValue).toBe("oracle");
+    expect(oracle.dispatch.queue.starvationRatio).toBe(Infinity);
+    expect(oracle.dispatch.routing).toEqual(agentix.dispatch.routing);
+    expect(oracle.dispatch.saturation).toEqual(agentix.dispatch.saturation);
+    expect(oracle.priorityScheduling).toBe(true);
+    expect(oracle.maxInFlight).toBe(6);
   });
 });
 
