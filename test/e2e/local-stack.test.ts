@@ -7,7 +7,7 @@ import { z } from "zod";
 import { type LocalStack, startLocalStack } from "../../src/cli/local-stack.js";
 import { runWrangler } from "../../src/cli/wrangler-process.js";
 import { Header } from "../../src/protocol/headers.js";
-import { freePort } from "./free-port.js";
+import { freePort } from "../../src/cli/free-port.js";
 
 /*
  * The real stack: the Worker under `wrangler dev` (local D1 and Durable Objects),

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { type LocalStack, startLocalStack } from "../../src/cli/local-stack.js";
 import { Header, RateLimitHeader } from "../../src/protocol/headers.js";
-import { freePort } from "./free-port.js";
+import { freePort } from "../../src/cli/free-port.js";
 
 /*
  * Tenancy through the real stack (wrangler dev + pool core + simulated engines):

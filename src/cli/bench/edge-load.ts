@@ -1,10 +1,10 @@
 #!/usr/bin/env node
 import { mkdtemp, rm } from "node:fs/promises";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { parseArgs } from "node:util";
 import { Header } from "../../protocol/headers.js";
+import { freePort } from "../free-port.js";
 import { type LocalStack, startLocalStack } from "../local-stack.js";
 
 /*
@@ -57,17 +57,6 @@ function parseOptions(argv: string[]): Options {
     engines: count("engines", values.engines, 2),
     stateBase: values["state-base"] ?? tmpdir(),
   };
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address();
-      server.close(() => resolve(typeof address === "object" && address ? address.port : 0));
-    });
-  });
 }
 
 interface CallResult {

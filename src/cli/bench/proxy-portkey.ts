@@ -3,7 +3,7 @@ import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import path from "node:path";
 import { waitForHttp } from "../http-wait.js";
-import { freePort } from "./proxy-server-process.js";
+import { freePort } from "../free-port.js";
 
 /*
  * Portkey's open-source AI gateway (@portkey-ai/gateway, a dev dependency) as a

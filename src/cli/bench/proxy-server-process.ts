@@ -1,6 +1,5 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { createRequire } from "node:module";
-import { createServer } from "node:net";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import type { z } from "zod";
 import {
@@ -32,19 +31,6 @@ export interface ServerProcess<Ready> {
 const childScript = fileURLToPath(new URL("./proxy-server-child.ts", import.meta.url));
 const tsxLoader = pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href;
 const OUTPUT_TAIL_LINES = 40;
-
-/** A TCP port that was free a moment ago (for servers that need a fixed port). */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address();
-      const port = typeof address === "object" && address ? address.port : 0;
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 /** Keeps the last lines a child printed, for the error when it fails. */
 function tailOf(child: ChildProcess, onLine?: (line: string) => void): () => string {
