@@ -9,6 +9,7 @@ import { tenantAuth } from "./middleware/tenant-auth.js";
 import { adminRoutes } from "./routes/admin.js";
 import { chatRoutes } from "./routes/chat.js";
 import { programRoutes } from "./routes/programs.js";
+import { toolEventRoutes } from "./routes/tool-events.js";
 import { usageRoutes } from "./routes/usage.js";
 
 /** The edge Worker's HTTP surface. Every error leaves in OpenAI's shape. */
@@ -23,6 +24,7 @@ export function createApp() {
   app.use("/v1/*", loadConfig(), tenantAuth());
   app.route("/v1", chatRoutes());
   app.route("/v1/programs", programRoutes());
+  app.route("/v1/programs", toolEventRoutes());
   app.route("/v1/usage", usageRoutes());
 
   app.notFound((c) =>

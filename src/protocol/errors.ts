@@ -83,7 +83,9 @@ export function openAIError(
 /** Turns a zod failure into one 400 naming the first offending field. */
 export function invalidRequest(error: z.ZodError, prefix = ""): HTTPException {
   const issue = error.issues[0];
-  const param = issue && issue.path.length > 0 ? issue.path.join(".") : null;
+  // A strict object's unknown key is named by the issue, not by its path (the object's).
+  const path = issue?.code === "unrecognized_keys" && issue.keys[0] !== undefined ? [...issue.path, issue.keys[0]] : (issue?.path ?? []);
+  const param = path.length > 0 ? path.join(".") : null;
   const where = param ? `${prefix}${param}: ` : "";
   return openAIError(400, `Invalid request: ${where}${issue?.message ?? "malformed body"}`, {
     code: "invalid_request",

@@ -7,3 +7,4 @@ export * from "./signing.js";
 export * from "./sse.js";
 export * from "./stats.js";
 export * from "./tokens.js";
+export * from "./tool-events.js";

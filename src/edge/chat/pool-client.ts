@@ -2,6 +2,7 @@ import type { ForwardFields } from "../../protocol/forward.js";
 import { forwardHeaders } from "../../protocol/forward.js";
 import { Header } from "../../protocol/headers.js";
 import { signForward } from "../../protocol/signing.js";
+import type { ToolEventBatch } from "../../protocol/tool-events.js";
 
 export interface PoolForward {
   poolUrl: string;
@@ -26,4 +27,37 @@ export async function forwardToPool(forward: PoolForward): Promise<Response> {
     body: forward.body,
     signal: forward.signal,
   });
+}
+
+/** A pool that does not answer a tool-event batch within this long is given up on (events are hints). */
+export const TOOL_EVENTS_TIMEOUT_MS = 5_000;
+
+export interface ToolEventsForward {
+  poolUrl: string;
+  signingSecret: string;
+  /** `call` carries the batch's unique ID (replay protection); the service figures are 0, engine "". */
+  fields: ForwardFields;
+  batch: ToolEventBatch;
+}
+
+/**
+ * Sends one batch of tool events to the pool (`POST /v1/events`), signed exactly like
+ * a call. Rejects when the pool cannot be reached or refuses the batch; the caller
+ * logs that and moves on.
+ */
+export async function sendToolEventsToPool(forward: ToolEventsForward): Promise<void> {
+  const body = JSON.stringify(forward.batch);
+  const signature = await signForward(forward.signingSecret, forward.fields, body);
+  const res = await fetch(`${forward.poolUrl}/v1/events`, {
+    method: "POST",
+    headers: {
+      "content-type": "application/json",
+      ...forwardHeaders(forward.fields),
+      [Header.signature]: signature,
+    },
+    body,
+    signal: AbortSignal.timeout(TOOL_EVENTS_TIMEOUT_MS),
+  });
+  const text = await res.text();
+  if (!res.ok) throw new Error(`pool answered ${res.status} to tool events: ${text.slice(0, 200)}`);
 }

@@ -8,6 +8,7 @@ import type { Program, UsageRow } from "../db/schema.js";
 import { edgeConfig, type Env } from "../env.js";
 import { tenantLimiter } from "../limiter/access.js";
 import { type CallRecord, type ProgramMeta, ProgramStore } from "./store.js";
+import { TOOL_EVENTS_PER_MINUTE, ToolStore } from "./tool-store.js";
 import {
   type BeginCallResult,
   BeginCallInput,
@@ -15,6 +16,8 @@ import {
   EndProgramInput,
   type EndProgramResult,
   type ProgramState,
+  RecordToolEventsInput,
+  type RecordToolEventsResult,
   type SettleCallResult,
   SettleCallInput,
 } from "./types.js";
@@ -48,6 +51,7 @@ type Outcome = Omit<SettleCallInput, "callId">;
  */
 export class ProgramSession extends DurableObject<Env> {
   private readonly store: ProgramStore;
+  private readonly tools: ToolStore;
   private readonly db: Database;
   /** The program row; undefined until create() ran in this object. */
   private meta: ProgramMeta | undefined;
@@ -56,6 +60,7 @@ export class ProgramSession extends DurableObject<Env> {
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
     this.store = new ProgramStore(ctx.storage.sql);
+    this.tools = new ToolStore(ctx.storage.sql);
     this.db = database(env.DB);
     void ctx.blockConcurrencyWhile(async () => {
       if (this.store.exists()) this.store.upgrade();
@@ -131,6 +136,8 @@ export class ProgramSession extends DurableObject<Env> {
       if (existing && existing.parent !== input.parentThread) throw refuse("parent_mismatch");
     }
     if (!existing) this.store.addThread(input.thread, input.parentThread ?? null, input.now);
+    // The agent calls the model again once the thread's tools returned.
+    this.tools.endThreadRuns(input.thread);
     const startValueMs = callStartValue(serviceOf(meta));
     this.store.addCall({
       callId: input.callId,
@@ -171,6 +178,32 @@ export class ProgramSession extends DurableObject<Env> {
     await this.flushToD1();
     await this.scheduleAlarm();
     return { settled: true };
+  }
+
+  /**
+   * Records tool events (POST /v1/programs/{id}/events): bounded tool state, and the
+   * program's activity (a program running a long tool is not idle). All or nothing:
+   * a batch the program's event bucket cannot take is refused whole.
+   */
+  async recordToolEvents(raw: RecordToolEventsInput): Promise<RecordToolEventsResult> {
+    const parsed = RecordToolEventsInput.safeParse(raw);
+    if (!parsed.success) return { ok: false, error: "invalid_input", detail: z.prettifyError(parsed.error) };
+    const { events, now } = parsed.data;
+    const meta = this.meta;
+    if (!meta) return { ok: false, error: "not_found" };
+    if (meta.status !== "active") return { ok: false, error: meta.status };
+    const next: ProgramMeta = { ...meta, lastActivityAt: Math.max(meta.lastActivityAt, now) };
+    const taken = this.ctx.storage.transactionSync(() => {
+      const bucket = this.tools.take(events.length, now);
+      if (!bucket.ok) return bucket;
+      for (const event of events) this.tools.apply(event, now);
+      this.store.writeMeta(next);
+      return bucket;
+    });
+    if (!taken.ok) return { ok: false, error: "rate_limited", retryAfterMs: taken.retryAfterMs, limitPerMinute: TOOL_EVENTS_PER_MINUTE };
+    this.meta = next;
+    await this.scheduleAlarm();
+    return { ok: true, accepted: events.length, tools: this.tools.state() };
   }
 
   async state(): Promise<ProgramState | null> {
@@ -252,6 +285,7 @@ export class ProgramSession extends DurableObject<Env> {
     this.ctx.storage.transactionSync(() => {
       this.store.writeMeta(next);
       this.store.cleanUp();
+      this.tools.clearRuns();
     });
     this.meta = next;
   }
@@ -361,6 +395,7 @@ export class ProgramSession extends DurableObject<Env> {
         completionTokens: meta.completionTokens,
       },
       threads: this.store.threads(),
+      tools: this.tools.state(),
     };
   }
 

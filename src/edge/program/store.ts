@@ -1,4 +1,5 @@
 import type { CallStatus } from "../db/schema.js";
+import { TOOL_SCHEMA } from "./tool-store.js";
 import type { ProgramStatus, ThreadState } from "./types.js";
 
 /*
@@ -53,7 +54,7 @@ CREATE TABLE IF NOT EXISTS calls (
   pool TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS calls_status_idx ON calls (status, started_at);
-`;
+${TOOL_SCHEMA}`;
 
 /** The program row, in memory. */
 export interface ProgramMeta {
@@ -171,6 +172,8 @@ export class ProgramStore {
     if (columns.length > 0 && !columns.includes("pool")) {
       this.sql.exec("ALTER TABLE calls ADD COLUMN pool TEXT NOT NULL DEFAULT ''");
     }
+    // Tool state came later: its tables are new, so creating them is the whole upgrade.
+    this.sql.exec(TOOL_SCHEMA);
   }
 
   initialise(meta: ProgramMeta, mainThread: string): void {

@@ -1,5 +1,7 @@
 import { z } from "zod";
+import { ToolEventBatch } from "../../protocol/tool-events.js";
 import { CALL_STATUSES, PROGRAM_STATUSES } from "../db/schema.js";
+import type { ToolsState } from "./tool-store.js";
 
 /*
  * The ProgramSession RPC contract. Inputs are zod schemas because the object
@@ -109,9 +111,25 @@ export interface ProgramState {
   };
   /** Empty once the program has ended or expired (its threads are cleaned up). */
   threads: ThreadState[];
+  /** What the client said about its tools (POST /v1/programs/{id}/events). */
+  tools: ToolsState;
 }
 
 export type EndProgramResult = { ok: true; state: ProgramState } | { ok: false; error: "not_found" };
 
 export const EndProgramInput = z.object({ now: ms });
 export type EndProgramInput = z.infer<typeof EndProgramInput>;
+
+export const RecordToolEventsInput = z.object({
+  /** Already validated and normalised by the Worker (protocol/tool-events.ts); parsed again here. */
+  events: ToolEventBatch.shape.events,
+  now: ms,
+});
+export type RecordToolEventsInput = z.input<typeof RecordToolEventsInput>;
+
+export type RecordToolEventsResult =
+  | { ok: true; accepted: number; tools: ToolsState }
+  | { ok: false; error: ProgramRefusal }
+  /** The program's event bucket is empty: nothing was recorded. */
+  | { ok: false; error: "rate_limited"; retryAfterMs: number; limitPerMinute: number }
+  | { ok: false; error: "invalid_input"; detail: string };

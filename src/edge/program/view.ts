@@ -1,4 +1,23 @@
+import type { ToolsState } from "./tool-store.js";
 import type { ProgramState } from "./types.js";
+
+/** A program's tool state as the public API shows it. */
+export function toolsView(tools: ToolsState) {
+  return {
+    in_flight: tools.inFlight.map((run) => ({
+      tool: run.tool,
+      tool_call_id: run.toolCallId,
+      thread: run.thread,
+      started_at: run.startedAt,
+      expected_duration_ms: run.expectedDurationMs,
+      deadline: run.deadline,
+    })),
+    last_started_at: tools.lastStartedAt,
+    last_finished_at: tools.lastFinishedAt,
+    threads: tools.threads.map((t) => ({ name: t.thread, last_started_at: t.lastStartedAt, last_finished_at: t.lastFinishedAt })),
+    events: { tool_started: tools.events.started, tool_finished: tools.events.finished },
+  };
+}
 
 /** A program as the public API shows it (snake_case, like OpenAI's objects). */
 export function programView(state: ProgramState) {
@@ -30,6 +49,7 @@ export function programView(state: ProgramState) {
       calls: t.calls,
       service_ms: t.serviceMs,
     })),
+    tools: toolsView(state.tools),
   };
 }
 export type ProgramView = ReturnType<typeof programView>;
