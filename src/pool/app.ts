@@ -2,12 +2,17 @@ import { Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { HTTPException } from "hono/http-exception";
 import type { Clock } from "../core/clock.js";
-import { openAIErrorResponse } from "../protocol/errors.js";
+import { openAIError, openAIErrorResponse } from "../protocol/errors.js";
+import { PROGRAM_ID } from "../protocol/ids.js";
+import type { ToolEventsAccepted } from "../protocol/tool-events.js";
 import type { PoolConfig } from "./config.js";
 import type { Dispatcher } from "./dispatcher.js";
 import type { PoolMetrics } from "./metrics.js";
 import { ReplayGuard } from "./replay-guard.js";
-import { type ForwardedEnv, verifyForwardedCall } from "./verify-forward.js";
+import { type ForwardedEnv, verifyForwardedCall, verifyForwardedToolEvents } from "./verify-forward.js";
+
+/** A forwarded event batch is at most 64 small events; this bounds what is read before the signature is checked. */
+const MAX_EVENT_BODY_BYTES = 4 * 1024 * 1024;
 
 export interface PoolAppDeps {
   config: PoolConfig;
@@ -18,7 +23,10 @@ export interface PoolAppDeps {
 
 /**
  * The pool's HTTP surface. `POST /v1/chat/completions` takes only calls the edge
- * signed. `GET /health` and `GET /metrics` are open: the pool listens on a private
+ * signed, `POST /v1/events` only tool-event batches it signed (same checks; a replay
+ * set of their own, so a flood of events cannot fill the calls' one). `GET /health`,
+ * `GET /metrics` and `GET /tao/programs/{id}` (what the readiness predictor and the
+ * cache-credit ledger know about a program) are open: the pool listens on a private
  * network next to its engines. /health answers 503 when no engine is healthy, so a
  * balancer (or the edge) can steer away from a pool that cannot serve anything.
  */
@@ -42,6 +50,50 @@ export function createPoolApp(deps: PoolAppDeps): Hono<ForwardedEnv> {
     const text = await metrics.registry.metrics();
     return c.body(text, 200, { "content-type": metrics.registry.contentType });
   });
+
+  app.get("/tao/programs/:programId", (c) => {
+    const programId = c.req.param("programId");
+    if (!PROGRAM_ID.test(programId)) throw openAIError(400, `Invalid program ID: ${programId.slice(0, 80)}`, { code: "invalid_program_id", param: "program_id" });
+    const program = dispatcher.inspectProgram(programId);
+    if (program === undefined) throw openAIError(404, `The pool knows nothing of program ${programId}.`, { code: "program_not_found" });
+    return c.json({
+      program_id: program.programId,
+      placement: program.placement,
+      live_calls: program.live,
+      context_tokens: program.contextTokens,
+      readiness: {
+        status: program.readiness.status,
+        ready_at: program.readiness.readyAt ?? null,
+        source: program.readiness.source ?? null,
+        made_at: program.readiness.madeAt ?? null,
+      },
+      cache_credit_tokens: program.credits,
+    });
+  });
+
+  app.post(
+    "/v1/events",
+    bodyLimit({
+      maxSize: Math.min(config.maxBodyBytes, MAX_EVENT_BODY_BYTES),
+      onError: () => {
+        metrics.reject("body_too_large");
+        return openAIErrorResponse(413, "Tool event batch too large", { code: "body_too_large" });
+      },
+    }),
+    verifyForwardedToolEvents({
+      secret: config.signingSecret,
+      timestampWindowMs: config.timestampWindowMs,
+      replay: new ReplayGuard(config.replayWindowMs, config.replayCapacity),
+      clock,
+      metrics,
+      retryAfterSeconds: config.retryAfterSeconds,
+    }),
+    (c) => {
+      const { fields, batch } = c.get("toolEvents");
+      const accepted: ToolEventsAccepted = { accepted: dispatcher.toolEvents(fields.program, batch.events, fields.ts) };
+      return c.json(accepted, 202);
+    },
+  );
 
   app.post(
     "/v1/chat/completions",

@@ -6,6 +6,7 @@ import type { QueueSettings } from "../core/queue.js";
 import type { RoutingSettings } from "../core/routing.js";
 import { DEFAULT_DISPATCH_SETTINGS } from "../core/settings.js";
 import { adapterFor, ENGINE_KINDS } from "./engines/index.js";
+import { type PlacementSettings, PlacementPolicyConfig, TaoConfig } from "./tao/config.js";
 
 /*
  * The pool's configuration: a JSON file (path from the CLI or AGENTIX_POOL_CONFIG)
@@ -16,6 +17,14 @@ import { adapterFor, ENGINE_KINDS } from "./engines/index.js";
  */
 
 const ENGINE_ID = /^[\w.:-]{1,64}$/;
+
+/**
+ * KV-cache capacity assumed for an engine that does not say (tokens): Llama-3.1-8B on
+ * one H100, 26,300 blocks of 16 (reference/workloads-and-engines.md, the simulator's
+ * default profile). TAO plans in these tokens. Precedence: the engine's configured
+ * kvCapacityTokens, else what its metrics state, else this.
+ */
+export const DEFAULT_KV_CAPACITY_TOKENS = 420_800;
 
 export const EngineConfig = z
   .strictObject({
@@ -38,6 +47,11 @@ export const EngineConfig = z
     healthPath: z.string().startsWith("/").optional(),
     /** Defaults by kind: /metrics (vLLM, SGLang), none (openai); null turns scraping off. */
     metricsPath: z.string().startsWith("/").nullable().optional(),
+    /**
+     * KV-cache capacity in tokens (vLLM: num_gpu_blocks × block_size), for TAO placement.
+     * Unset: read from the engine's metrics when they state it, else DEFAULT_KV_CAPACITY_TOKENS.
+     */
+    kvCapacityTokens: z.int().positive().max(1_000_000_000).optional(),
   })
   .transform((engine) => {
     const adapter = adapterFor(engine.kind);
@@ -75,9 +89,12 @@ const SchedulingConfig = z
     queue: QueueOverrides.default({}),
     routing: RoutingOverrides.default({}),
     saturation: SaturationOverrides.default({}),
+    /** Where calls run: "routing" (default, the core's routing rule) or "tao" (TAO placement plans). */
+    placement: PlacementPolicyConfig,
+    tao: TaoConfig,
   })
-  .default({ queue: {}, routing: {}, saturation: {} })
-  .transform((overrides, ctx): DispatchSettings => {
+  .prefault({})
+  .transform((overrides, ctx): { dispatch: DispatchSettings; placement: PlacementSettings } => {
     const settings: DispatchSettings = {
       queue: { ...DEFAULT_DISPATCH_SETTINGS.queue, ...overrides.queue },
       routing: { ...DEFAULT_DISPATCH_SETTINGS.routing, ...overrides.routing },
@@ -89,7 +106,7 @@ const SchedulingConfig = z
       ctx.addIssue({ code: "custom", message: error instanceof Error ? error.message : String(error) });
       return z.NEVER;
     }
-    return settings;
+    return { dispatch: settings, placement: { policy: overrides.placement, tao: overrides.tao } };
   });
 
 const DEFAULT_TIMESTAMP_WINDOW_MS = 30_000;
@@ -140,7 +157,9 @@ export const PoolConfig = z
       });
       return z.NEVER;
     }
-    return { ...config, replayWindowMs };
+    // `scheduling` stays the core's DispatchSettings; the placement policy sits beside it.
+    const { dispatch, placement } = config.scheduling;
+    return { ...config, replayWindowMs, scheduling: dispatch, placement };
   });
 export type PoolConfig = z.output<typeof PoolConfig>;
 export type PoolConfigInput = z.input<typeof PoolConfig>;

@@ -9,11 +9,17 @@ import type { ChatCompletionRequest } from "../protocol/chat.js";
 import { openAIError, openAIErrorResponse } from "../protocol/errors.js";
 import type { ForwardFields } from "../protocol/forward.js";
 import { estimatePromptTokens } from "../protocol/tokens.js";
-import type { EngineConfig } from "./config.js";
+import type { ToolEvent } from "../protocol/tool-events.js";
+import { READINESS_SOURCES } from "../core/tao/readiness.js";
+import { DEFAULT_KV_CAPACITY_TOKENS, type EngineConfig } from "./config.js";
 import { adapterFor } from "./engines/index.js";
 import type { EngineReading } from "./engine-monitor.js";
 import type { CallOutcome, PoolMetrics, PoolStateSource } from "./metrics.js";
 import { type EngineTarget, type RelayEnd, type RelayStart, relayToEngine } from "./relay.js";
+import { type PlacementSettings, TaoConfig } from "./tao/config.js";
+import { PlanLoop } from "./tao/plan-loop.js";
+import { PoolTaoPlacement, type TaoPlacementStats } from "./tao/tao-placement.js";
+import { type ProgramSignals, ToolSignals } from "./tao/tool-signals.js";
 
 /*
  * The pool's live state: the program-level queue (core), what each engine is running,
@@ -25,6 +31,13 @@ import { type EngineTarget, type RelayEnd, type RelayStart, relayToEngine } from
  * `retries` more times, first directly on another available engine (the failed ones
  * excluded; it was already chosen by priority), else back into the queue with its
  * original enqueue time, i.e. ahead of later calls of its level.
+ *
+ * Placement: "routing" (default) asks takeDispatches, which routes call by call;
+ * "tao" asks the pool's TAO placement (tao/tao-placement.ts), which plans off the
+ * request path (tao/plan-loop.ts) and falls back to routing for calls a plan leaves
+ * out. Either way the readiness predictor and cache-credit ledger (tao/tool-signals.ts)
+ * are fed from every call's arrival and end, and from the client's tool events. A retry
+ * after an engine failure is routed by the routing rule in both modes.
  */
 
 export interface DispatcherOptions {
@@ -39,6 +52,8 @@ export interface DispatcherOptions {
   retryAfterSeconds: number;
   /** A relay could not connect to this engine. */
   onEngineDown?: (engineId: string) => void;
+  /** Placement policy and TAO settings; default: "routing", with the core's TAO defaults for the predictor. */
+  placement?: PlacementSettings;
 }
 
 export interface CallSubmission {
@@ -75,7 +90,17 @@ interface PendingCall {
 /** What /health and tests can read. */
 export interface EngineSnapshot extends EngineState {
   kind: string;
+  /** KV capacity TAO plans with: configured, else stated by the engine's metrics, else the default. */
+  kvCapacityTokens: number;
 }
+
+/** What the pool knows about one program for TAO (inspection). */
+export interface ProgramInspection extends ProgramSignals {
+  placement: PlacementSettings["policy"];
+}
+
+/** How often the predictor, ledger and trackers drop what no longer matters. */
+const SIGNALS_PRUNE_INTERVAL_MS = 5_000;
 
 export class Dispatcher {
   readonly queue: ProgramQueue;
@@ -85,12 +110,27 @@ export class Dispatcher {
   readonly #states: EngineState[] = [];
   readonly #calls = new Map<string, PendingCall>();
   readonly #idle = new Set<() => void>();
+  /** The readiness predictor and cache-credit ledger, fed in every placement mode. */
+  readonly signals: ToolSignals;
+  readonly #placement: PlacementSettings;
+  readonly #tao: PoolTaoPlacement | undefined;
+  /** KV capacity per engine (tokens); engines configured with one keep it, the others take their metrics'. */
+  readonly #kvCapacity = new Map<string, number>();
+  readonly #kvConfigured = new Set<string>();
+  readonly #planLoop: PlanLoop | undefined;
   #lastHealthyAt: number;
+  #lastPruneAt: number;
   #closed = false;
 
   constructor(options: DispatcherOptions) {
     this.#options = options;
     this.queue = new ProgramQueue(options.settings.queue);
+    const { metrics } = options;
+    this.#placement = options.placement ?? { policy: "routing", tao: TaoConfig.parse({}) };
+    this.signals = new ToolSignals(this.#placement.tao.core, {
+      onPrediction: (source) => metrics.readinessPredictions.inc({ source }),
+      onToolEvent: (type, outcome) => metrics.toolEvents.inc({ type, outcome }),
+    });
     for (const engine of options.engines) {
       const state: EngineState = {
         id: engine.id,
@@ -105,11 +145,56 @@ export class Dispatcher {
       this.#states.push(state);
     }
     this.#lastHealthyAt = options.clock.now();
+    this.#lastPruneAt = this.#lastHealthyAt;
+    for (const engine of options.engines) {
+      this.#kvCapacity.set(engine.id, engine.kvCapacityTokens ?? DEFAULT_KV_CAPACITY_TOKENS);
+      if (engine.kvCapacityTokens !== undefined) this.#kvConfigured.add(engine.id);
+    }
+    if (this.#placement.policy === "tao") {
+      const settings = this.#placement.tao;
+      this.#tao = new PoolTaoPlacement({
+        settings,
+        dispatch: options.settings,
+        signals: this.signals,
+        kvCapacityTokens: this.#kvCapacity,
+        hooks: {
+          onPlan: (plan, wallMs) => {
+            metrics.taoPlans.inc({ method: plan.method });
+            if (plan.fellBack) metrics.taoPlannerFallbacks.inc();
+            metrics.taoPlanSeconds.observe(wallMs / 1000);
+          },
+          onPlanError: (error) => {
+            metrics.taoPlanErrors.inc();
+            console.error("agentix pool: TAO planning failed; routing every call until a plan succeeds", error);
+          },
+          onStale: (reason) => metrics.taoStaleEntries.inc({ reason }),
+          onReservation: (outcome) => metrics.taoReservations.inc({ outcome }),
+        },
+      });
+      this.#planLoop = new PlanLoop({
+        minIntervalMs: settings.replanMinIntervalMs,
+        periodMs: settings.planIntervalMs,
+        now: () => this.#options.clock.now(),
+        plan: () => this.#planAndPump(),
+        tick: () => this.#periodicRound(),
+      });
+      this.#planLoop.start();
+    }
     const source: PoolStateSource = {
       depthByLevel: () => this.queue.depthByLevel(this.#options.clock.now()),
       engineStates: () => this.#states,
+      reservationsHeld: () => this.#tao?.reservationsHeld ?? 0,
+      readinessAccuracy: () => {
+        const accuracy = this.signals.readiness.accuracy();
+        return Object.fromEntries([...READINESS_SOURCES, "all" as const].map((key) => [key, accuracy[key]]));
+      },
+      cacheRetention: () => this.#states.map((state) => ({ engine: state.id, retention: this.signals.credits.retention(state.id) })),
     };
     options.metrics.observe(source);
+  }
+
+  get placementPolicy(): PlacementSettings["policy"] {
+    return this.#placement.policy;
   }
 
   /**
@@ -176,8 +261,32 @@ export class Dispatcher {
     };
     this.#calls.set(call.callId, pending);
     signal.addEventListener("abort", onAbort, { once: true });
+    this.signals.callArrived(call.programId, now);
     this.pump();
     return response;
+  }
+
+  /**
+   * Applies a batch of the client's tool events (forwarded by the edge, verified by the
+   * caller); `edgeTs` is the batch's signed timestamp. Returns how many were applied.
+   */
+  toolEvents(programId: string, events: readonly ToolEvent[], edgeTs: number): number {
+    const now = this.#options.clock.now();
+    const applied = this.signals.toolEvents(programId, events, now, edgeTs);
+    // A program ready soon may be worth a reservation now, not at the next round.
+    if (applied > 0) this.#planLoop?.request();
+    return applied;
+  }
+
+  /** What the pool knows about a program for TAO; undefined when nothing. */
+  inspectProgram(programId: string): ProgramInspection | undefined {
+    const signals = this.signals.inspect(programId, this.#options.clock.now());
+    return signals === undefined ? undefined : { ...signals, placement: this.#placement.policy };
+  }
+
+  /** The TAO placement's figures; undefined under "routing". */
+  taoStats(): TaoPlacementStats | undefined {
+    return this.#tao?.stats();
   }
 
   /** Applies the monitor's readings, then dispatches into any capacity they opened. */
@@ -187,24 +296,34 @@ export class Dispatcher {
     for (const reading of readings) {
       const slot = this.#slots.get(reading.id);
       if (slot === undefined) continue;
+      // An engine that went down most likely lost its cache (restart, replacement).
+      if (slot.state.healthy && !reading.healthy) this.signals.credits.forgetEngine(reading.id);
       slot.state.healthy = reading.healthy;
       slot.state.waiting = reading.waiting;
       slot.state.kvUsage = reading.kvUsage;
+      if (reading.kvCapacityTokens !== undefined && !this.#kvConfigured.has(reading.id)) this.#kvCapacity.set(reading.id, reading.kvCapacityTokens);
     }
     this.queue.forgetIdleTenants(now);
+    if (now - this.#lastPruneAt >= SIGNALS_PRUNE_INTERVAL_MS) {
+      this.#lastPruneAt = now;
+      this.signals.prune(now);
+    }
     this.pump();
   }
 
   /** Hands queued calls to engines while any can take one. */
   pump(): void {
+    this.#pumpAt(this.#options.clock.now());
+  }
+
+  #pumpAt(now: number): void {
     if (this.#closed) return;
-    const { clock, metrics, settings } = this.#options;
-    const now = clock.now();
+    const { metrics } = this.#options;
     if (this.#noHealthyEngineTooLong(now)) {
       this.#failQueued(503, "No healthy engine in this pool", "no_healthy_engine");
       return;
     }
-    for (const dispatch of takeDispatches(this.queue, this.#states, now, settings)) {
+    for (const dispatch of this.#takeDispatches(now)) {
       const pending = this.#calls.get(dispatch.call.callId);
       const slot = this.#slots.get(dispatch.engineId);
       if (pending === undefined || slot === undefined) {
@@ -224,6 +343,7 @@ export class Dispatcher {
     return this.#states.map((state) => ({
       ...state,
       kind: this.#slots.get(state.id)?.target.adapter.kind ?? "unknown",
+      kvCapacityTokens: this.#kvCapacity.get(state.id) ?? DEFAULT_KV_CAPACITY_TOKENS,
     }));
   }
 
@@ -247,6 +367,7 @@ export class Dispatcher {
    */
   async close(graceMs = 2_000): Promise<void> {
     if (!this.#closed) {
+      this.#planLoop?.stop();
       this.#failQueued(503, "The pool is shutting down", "shutting_down");
       this.#closed = true;
       for (const pending of this.#calls.values()) pending.attempt?.controller.abort(new Error("pool shutting down"));
@@ -263,8 +384,33 @@ export class Dispatcher {
     });
   }
 
+  /** The calls to send now, and where: by the placement policy. */
+  #takeDispatches(now: number) {
+    const tao = this.#tao;
+    if (tao === undefined) return takeDispatches(this.queue, this.#states, now, this.#options.settings);
+    const { dispatches, needsPlan } = tao.pump(this.queue, this.#states, now);
+    if (needsPlan) this.#planLoop?.request();
+    return dispatches;
+  }
+
+  #planAndPump(): void {
+    if (this.#closed || this.#tao === undefined) return;
+    // One instant for both: a readiness probe answered at the plan's instant answers the same when re-validated.
+    const now = this.#options.clock.now();
+    this.#tao.plan(this.queue, this.#states, now);
+    this.#pumpAt(now);
+  }
+
+  /** TAO's periodic round: plan while anything is queued, between calls, or reserved; otherwise just pump. */
+  #periodicRound(): void {
+    if (this.#closed || this.#tao === undefined) return;
+    if (this.queue.size > 0 || this.signals.betweenCallsCount > 0 || this.#tao.reservationsHeld > 0) this.#planLoop?.planNow();
+    else this.pump();
+  }
+
   #start(pending: PendingCall, slot: EngineSlot, now: number): void {
     const controller = new AbortController();
+    this.#tao?.callDispatched(slot.state.id, pending.call.promptTokens);
     pending.stage = "running";
     pending.attempt = { engineId: slot.state.id, controller };
     const body = slot.target.adapter.buildBody(pending.body, {
@@ -287,7 +433,7 @@ export class Dispatcher {
       (start) => this.#attemptStarted(pending, slot, start),
       (error: unknown) => {
         // relayToEngine handles its own failures; this is a bug guard, not a path.
-        if (pending.stage !== "done") this.#release(slot, "failed");
+        if (pending.stage !== "done") this.#release(slot, "failed", pending);
         this.#finish(pending, openAIErrorResponse(500, `Internal pool error: ${String(error)}`, { code: "internal_error" }));
         this.pump();
       },
@@ -296,11 +442,12 @@ export class Dispatcher {
 
   #attemptEnded(pending: PendingCall, slot: EngineSlot, end: RelayEnd): void {
     const { metrics, clock } = this.#options;
-    this.#release(slot, end.outcome);
+    this.#release(slot, end.outcome, pending);
     this.queue.chargeTenant(pending.call.tenantId, end.serviceMs, clock.now());
     metrics.serviceSeconds.observe({ engine: slot.state.id }, end.serviceMs / 1000);
+    if (end.outcome === "completed") metrics.cacheObservations.inc({ engine: slot.state.id, usage: end.facts?.usage ? "reported" : "estimated" });
     pending.stage = "done";
-    this.#forget(pending);
+    this.#forget(pending, end);
     this.pump();
   }
 
@@ -318,9 +465,10 @@ export class Dispatcher {
     pending.failedEngines.add(engineId);
     if (start.connectionFailed) {
       slot.state.healthy = false;
+      this.signals.credits.forgetEngine(engineId);
       this.#options.onEngineDown?.(engineId);
     }
-    this.#release(slot, "engine_error");
+    this.#release(slot, "engine_error", pending);
     if (this.#closed) {
       this.#finish(pending, shuttingDownResponse(this.#retryAfter()));
     } else if (pending.signal.aborted) {
@@ -341,7 +489,8 @@ export class Dispatcher {
     this.pump();
   }
 
-  #release(slot: EngineSlot, outcome: CallOutcome): void {
+  #release(slot: EngineSlot, outcome: CallOutcome, pending: PendingCall): void {
+    this.#tao?.callReleased(slot.state.id, pending.call.promptTokens);
     slot.state.inFlight = Math.max(0, slot.state.inFlight - 1);
     this.#options.metrics.calls.inc({ engine: slot.state.id, outcome });
   }
@@ -391,9 +540,16 @@ export class Dispatcher {
     pending.resolve(response);
   }
 
-  #forget(pending: PendingCall): void {
+  /** The call leaves the pool; `end` is its last attempt's, when one reached the engine. */
+  #forget(pending: PendingCall, end?: RelayEnd): void {
     pending.detach();
     this.#calls.delete(pending.call.callId);
+    this.signals.callEnded(pending.call.programId, this.#options.clock.now(), {
+      completed: end?.outcome === "completed",
+      ...(pending.attempt === undefined ? {} : { engineId: pending.attempt.engineId }),
+      ...(end?.facts === undefined ? {} : { facts: end.facts }),
+      promptTokensEstimate: pending.call.promptTokens,
+    });
     if (this.#calls.size === 0) for (const done of [...this.#idle]) done();
   }
 

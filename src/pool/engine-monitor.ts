@@ -26,6 +26,8 @@ export interface EngineReading {
   healthy: boolean;
   waiting: number;
   kvUsage: number;
+  /** KV-cache capacity in tokens, when the engine's metrics state it (vLLM cache_config_info, SGLang max_total_num_tokens). */
+  kvCapacityTokens?: number;
 }
 
 export interface EngineMonitorOptions {
@@ -121,6 +123,8 @@ export class EngineMonitor {
       // Several series (one per model or data-parallel rank): waiting adds up, KV use is the fullest.
       next.waiting = valuesOf(samples, engine.adapter.metricNames.waiting).reduce((sum, v) => sum + v, 0);
       next.kvUsage = Math.max(0, ...valuesOf(samples, engine.adapter.metricNames.kvUsage));
+      const capacity = engine.adapter.kvCapacityTokens?.(samples);
+      if (capacity !== undefined && Number.isFinite(capacity)) next.kvCapacityTokens = capacity;
     }
     state.reading = next;
   }

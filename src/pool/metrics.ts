@@ -17,6 +17,12 @@ export interface EngineGaugeState {
 export interface PoolStateSource {
   depthByLevel(): number[];
   engineStates(): readonly EngineGaugeState[];
+  /** TAO reservations holding an engine slot now. */
+  reservationsHeld?(): number;
+  /** The readiness predictor's accuracy at call arrival, per evidence source. */
+  readinessAccuracy?(): Readonly<Record<string, { count: number; meanAbsErrorMs: number }>>;
+  /** Each engine's calibrated cache retention (cache-credit ledger), 0–1. */
+  cacheRetention?(): readonly { engine: string; retention: number }[];
 }
 
 export type RejectReason =
@@ -34,6 +40,8 @@ export type RejectReason =
 export type CallOutcome = "completed" | "client_error" | "engine_error" | "aborted" | "failed";
 
 const SECONDS_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
+/** A plan takes microseconds to low milliseconds (bounded by the planner's state budget). */
+const PLAN_SECONDS_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25];
 
 export class PoolMetrics {
   readonly registry = new Registry();
@@ -88,6 +96,60 @@ export class PoolMetrics {
     registers: [this.registry],
   });
 
+  // TAO (tool- and cache-aware placement) and its inputs.
+  readonly taoPlans = new Counter({
+    name: "agentix_pool_tao_plans_total",
+    help: "TAO placement plans computed, by method (dp, or best-fit-decreasing).",
+    labelNames: ["method"] as const,
+    registers: [this.registry],
+  });
+  readonly taoPlannerFallbacks = new Counter({
+    name: "agentix_pool_tao_planner_fallbacks_total",
+    help: "TAO plans that fell back to best-fit-decreasing because the DP state space passed its budget.",
+    registers: [this.registry],
+  });
+  readonly taoPlanErrors = new Counter({
+    name: "agentix_pool_tao_plan_errors_total",
+    help: "TAO planning failures; the pool routes every call with the routing rule until a plan succeeds.",
+    registers: [this.registry],
+  });
+  readonly taoPlanSeconds = new Histogram({
+    name: "agentix_pool_tao_plan_seconds",
+    help: "Wall time of one TAO plan (snapshot and planner).",
+    buckets: PLAN_SECONDS_BUCKETS,
+    registers: [this.registry],
+  });
+  readonly taoStaleEntries = new Counter({
+    name: "agentix_pool_tao_stale_entries_total",
+    help: "TAO plan entries skipped when re-validated against live state, by reason.",
+    labelNames: ["reason"] as const,
+    registers: [this.registry],
+  });
+  readonly taoReservations = new Counter({
+    name: "agentix_pool_tao_reservations_total",
+    help: "TAO reservations of an engine slot for a ready-soon program, by outcome (held, used, released, expired).",
+    labelNames: ["outcome"] as const,
+    registers: [this.registry],
+  });
+  readonly readinessPredictions = new Counter({
+    name: "agentix_pool_readiness_predictions_total",
+    help: "Readiness predictions made or renewed (call completed, tool event), by the evidence they rest on.",
+    labelNames: ["source"] as const,
+    registers: [this.registry],
+  });
+  readonly toolEvents = new Counter({
+    name: "agentix_pool_tool_events_total",
+    help: "Tool events received from the edge, by type and outcome (applied, or stale: the next call came first).",
+    labelNames: ["type", "outcome"] as const,
+    registers: [this.registry],
+  });
+  readonly cacheObservations = new Counter({
+    name: "agentix_pool_cache_observations_total",
+    help: "Completed calls the cache-credit ledger observed, by engine and whether the engine reported usage.",
+    labelNames: ["engine", "usage"] as const,
+    registers: [this.registry],
+  });
+
   constructor() {
     const metrics = this;
     new Gauge({
@@ -116,6 +178,43 @@ export class PoolMetrics {
     engineGauge("agentix_pool_engine_healthy", "1 when the engine passes its health probe.", (e) => (e.healthy ? 1 : 0));
     engineGauge("agentix_pool_engine_waiting", "Requests waiting inside the engine (from its /metrics).", (e) => e.waiting);
     engineGauge("agentix_pool_engine_kv_usage", "Engine KV-cache use, 0–1 (from its /metrics).", (e) => e.kvUsage);
+    new Gauge({
+      name: "agentix_pool_tao_reservations_held",
+      help: "TAO reservations holding an engine slot now.",
+      registers: [this.registry],
+      collect() {
+        this.set(metrics.#source?.reservationsHeld?.() ?? 0);
+      },
+    });
+    const accuracyGauge = (name: string, help: string, read: (a: { count: number; meanAbsErrorMs: number }) => number) =>
+      new Gauge({
+        name,
+        help,
+        labelNames: ["source"] as const,
+        registers: [this.registry],
+        collect() {
+          this.reset();
+          for (const [source, accuracy] of Object.entries(metrics.#source?.readinessAccuracy?.() ?? {})) {
+            if (accuracy.count > 0) this.set({ source }, read(accuracy));
+          }
+        },
+      });
+    accuracyGauge("agentix_pool_readiness_arrivals", "Calls that arrived with a readiness prediction in force, by its source.", (a) => a.count);
+    accuracyGauge(
+      "agentix_pool_readiness_mean_abs_error_seconds",
+      "Mean |predicted − actual| arrival of those calls, by the prediction's source.",
+      (a) => a.meanAbsErrorMs / 1000,
+    );
+    new Gauge({
+      name: "agentix_pool_engine_cache_retention",
+      help: "Share of predicted cache credit the engine's reported cached_tokens confirm (EWMA, 0–1).",
+      labelNames: ["engine"] as const,
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        for (const { engine, retention } of metrics.#source?.cacheRetention?.() ?? []) this.set({ engine }, retention);
+      },
+    });
   }
 
   observe(source: PoolStateSource): void {

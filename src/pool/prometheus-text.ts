@@ -7,6 +7,8 @@
 export interface Sample {
   name: string;
   value: number;
+  /** The raw text between the braces, when the sample has labels (read with labelValue). */
+  labels?: string;
 }
 
 const SAMPLE_LINE = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{.*\})?\s+(\S+)/;
@@ -27,9 +29,22 @@ export function parsePrometheusText(text: string): Sample[] {
     const match = SAMPLE_LINE.exec(line);
     if (!match?.[1] || !match[3]) continue;
     const value = parseValue(match[3]);
-    if (value !== undefined) samples.push({ name: match[1], value });
+    if (value === undefined) continue;
+    const labels = match[2]?.slice(1, -1);
+    samples.push(labels ? { name: match[1], value, labels } : { name: match[1], value });
   }
   return samples;
+}
+
+const LABEL_PAIR = /([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g;
+
+/** A label's value (escapes undone), or undefined when the sample has no such label. */
+export function labelValue(sample: Sample, name: string): string | undefined {
+  if (sample.labels === undefined) return undefined;
+  for (const match of sample.labels.matchAll(LABEL_PAIR)) {
+    if (match[1] === name) return (match[2] ?? "").replace(/\\(.)/g, (_, ch: string) => (ch === "n" ? "\n" : ch));
+  }
+  return undefined;
 }
 
 /** Finite values of the first of `names` present in the samples (engines renamed metrics across versions). */

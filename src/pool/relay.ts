@@ -3,6 +3,7 @@ import type { Clock } from "../core/clock.js";
 import { openAIErrorBody, openAIErrorResponse } from "../protocol/errors.js";
 import { dataEvent, formatEvent, isDoneEvent, SseEventSplitter } from "../protocol/sse.js";
 import { type PoolCallStats, statsCommentEvent, statsHeaders } from "../protocol/stats.js";
+import { type CallFacts, factsFromJsonBytes, StreamFactsCollector } from "./call-facts.js";
 import { CHAT_COMPLETIONS_PATH, type EngineAdapter } from "./engines/adapter.js";
 import type { CallOutcome } from "./metrics.js";
 
@@ -19,6 +20,9 @@ import type { CallOutcome } from "./metrics.js";
  *   OpenAI-shaped `data: {"error":…}` event, then the stats comment, and the stream
  *   ends WITHOUT `data: [DONE]`, so a client can tell it was cut short.
  * - 4xx: relayed as is (status and body), not retried: the request is at fault.
+ *
+ * A completed attempt also reports what the answer said about the call (usage, tool
+ * calls: call-facts.ts), read from the body it holds or from the events as they pass.
  */
 
 export interface EngineTarget {
@@ -33,6 +37,8 @@ export interface RelayEnd {
   /** Wall time from dispatch to the engine's last byte (or to the abort), ms. */
   serviceMs: number;
   outcome: CallOutcome;
+  /** Usage and tool calls of a completed answer, as far as the engine reported them. */
+  facts?: CallFacts;
 }
 
 export interface RelayRequest {
@@ -95,10 +101,10 @@ const PASSED_RESPONSE_HEADERS = ["content-type"];
 export async function relayToEngine(req: RelayRequest): Promise<RelayStart> {
   const { engine, clock } = req;
   let ended = false;
-  const end = (outcome: CallOutcome, serviceMs = clock.now() - req.dispatchedAt): void => {
+  const end = (outcome: CallOutcome, serviceMs = clock.now() - req.dispatchedAt, facts?: CallFacts): void => {
     if (ended) return;
     ended = true;
-    req.onEnd({ serviceMs: round(serviceMs), outcome });
+    req.onEnd({ serviceMs: round(serviceMs), outcome, ...(facts === undefined ? {} : { facts }) });
   };
   const stats = (serviceMs: number): PoolCallStats => ({
     engine: engine.id,
@@ -172,7 +178,7 @@ export async function relayToEngine(req: RelayRequest): Promise<RelayStart> {
     };
   }
   const serviceMs = clock.now() - req.dispatchedAt;
-  end(upstream.ok ? "completed" : "client_error", serviceMs);
+  end(upstream.ok ? "completed" : "client_error", serviceMs, upstream.ok ? factsFromJsonBytes(bytes) : undefined);
   const responseHeaders = new Headers(statsHeaders(stats(serviceMs)));
   for (const name of PASSED_RESPONSE_HEADERS) {
     const value = upstream.headers.get(name);
@@ -185,10 +191,11 @@ function relayEventStream(
   body: ReadableStream<Uint8Array>,
   req: RelayRequest,
   stats: (serviceMs: number) => PoolCallStats,
-  end: (outcome: CallOutcome, serviceMs?: number) => void,
+  end: (outcome: CallOutcome, serviceMs?: number, facts?: CallFacts) => void,
 ): Response {
   const encoder = new TextEncoder();
   const events = body.pipeThrough(new SseEventSplitter()).getReader();
+  const facts = new StreamFactsCollector();
   let lastByteMs: number | undefined;
   let statsWritten = false;
 
@@ -222,10 +229,11 @@ function relayEventStream(
         // An engine that ends without [DONE] still gets its stats written, at the end.
         writeStats(controller);
         controller.close();
-        end("completed", lastByteMs);
+        end("completed", lastByteMs, facts.facts());
         return;
       }
       if (isDoneEvent(next.value)) writeStats(controller);
+      else facts.observe(next.value);
       controller.enqueue(encoder.encode(formatEvent(next.value)));
     },
     async cancel(reason) {

@@ -71,6 +71,7 @@ export async function startPool(config: PoolConfig, options: StartPoolOptions = 
     noHealthyEngineGraceMs: config.noHealthyEngineGraceMs,
     retryAfterSeconds: config.retryAfterSeconds,
     onEngineDown: (engineId) => monitor?.markDown(engineId),
+    placement: config.placement,
   });
   monitor = new EngineMonitor({
     engines: config.engines.map((engine) => ({ ...engine, adapter: adapterFor(engine.kind) })),

@@ -42,18 +42,45 @@ export interface FakeEngine {
   close(): Promise<void>;
 }
 
+/** What an answer reports beyond its text: usage figures and tool calls (OpenAI's shapes). */
+export interface FakeAnswer {
+  usage?: { prompt: number; completion: number; cached?: number };
+  toolCalls?: { id: string; name: string; arguments: string }[];
+}
+
 export interface FakeEngineOptions {
   behave?: (call: FakeCall) => FakeBehavior;
   metrics?: string;
+  /** Default: usage 5 prompt + 2 completion tokens, no tool calls. */
+  answer?: (call: FakeCall) => FakeAnswer;
 }
 
-const completion = (model: unknown, text: string) => ({
+const usageOf = (answer: FakeAnswer) => {
+  const { prompt, completion, cached } = answer.usage ?? { prompt: 5, completion: 2 };
+  return {
+    prompt_tokens: prompt,
+    completion_tokens: completion,
+    total_tokens: prompt + completion,
+    ...(cached === undefined ? {} : { prompt_tokens_details: { cached_tokens: cached } }),
+  };
+};
+
+const toolCallsOf = (answer: FakeAnswer) =>
+  (answer.toolCalls ?? []).map((t) => ({ id: t.id, type: "function", function: { name: t.name, arguments: t.arguments } }));
+
+const completion = (model: unknown, text: string, answer: FakeAnswer = {}) => ({
   id: "chatcmpl-fake",
   object: "chat.completion",
   created: 1,
   model,
-  choices: [{ index: 0, message: { role: "assistant", content: text }, finish_reason: "stop" }],
-  usage: { prompt_tokens: 5, completion_tokens: 2, total_tokens: 7 },
+  choices: [
+    {
+      index: 0,
+      message: { role: "assistant", content: text, ...(answer.toolCalls ? { tool_calls: toolCallsOf(answer) } : {}) },
+      finish_reason: answer.toolCalls ? "tool_calls" : "stop",
+    },
+  ],
+  usage: usageOf(answer),
 });
 
 const chunk = (model: unknown, content: string | null, usage?: object) => ({
@@ -110,6 +137,7 @@ export async function startFakeEngine(options: FakeEngineOptions = {}): Promise<
     waiters.get(call.index)?.(call);
 
     const behavior = options.behave?.(call) ?? { kind: "json" };
+    const answer = options.answer?.(call) ?? {};
     const model = body.model;
     if (behavior.kind === "status") {
       settle("finished");
@@ -119,7 +147,7 @@ export async function startFakeEngine(options: FakeEngineOptions = {}): Promise<
       if (behavior.hold) await Promise.race([released, aborted]);
       if (wasAborted) return c.body(null, 500);
       settle("finished");
-      return c.json(completion(model, "hello"));
+      return c.json(completion(model, "hello", answer));
     }
     const encoder = new TextEncoder();
     const event = (payload: unknown) => encoder.encode(`data: ${typeof payload === "string" ? payload : JSON.stringify(payload)}\n\n`);
@@ -134,7 +162,14 @@ export async function startFakeEngine(options: FakeEngineOptions = {}): Promise<
           return;
         }
         controller.enqueue(event(chunk(model, "lo")));
-        controller.enqueue(event(chunk(model, null, { prompt_tokens: 5, completion_tokens: 2, total_tokens: 7 })));
+        // Tool calls stream as deltas: the first names the call, the next ones append argument text.
+        toolCallsOf(answer).forEach((toolCall, index) => {
+          const half = Math.ceil(toolCall.function.arguments.length / 2);
+          const delta = (part: object) => ({ ...chunk(model, null), choices: [{ index: 0, delta: { tool_calls: [{ index, ...part }] }, finish_reason: null }] });
+          controller.enqueue(event(delta({ id: toolCall.id, type: "function", function: { name: toolCall.function.name, arguments: toolCall.function.arguments.slice(0, half) } })));
+          controller.enqueue(event(delta({ function: { arguments: toolCall.function.arguments.slice(half) } })));
+        });
+        controller.enqueue(event(chunk(model, null, usageOf(answer))));
         controller.enqueue(event("[DONE]"));
         settle("finished");
         controller.close();

@@ -1,7 +1,8 @@
 import { Header } from "../../src/protocol/headers.js";
 import { type ForwardFields, forwardHeaders } from "../../src/protocol/forward.js";
 import { signForward } from "../../src/protocol/signing.js";
-import { newCallId } from "../../src/protocol/ids.js";
+import { newCallId, newEventBatchId } from "../../src/protocol/ids.js";
+import type { ToolEventInput } from "../../src/protocol/tool-events.js";
 import { parsePoolConfig, type PoolConfig, type PoolConfigInput } from "../../src/pool/config.js";
 
 export const SECRET = "test-pool-signing-secret";
@@ -42,6 +43,23 @@ export async function signedCall(
     body,
     headers: { "content-type": "application/json", ...forwardHeaders(fields), [Header.signature]: signature },
   };
+}
+
+/** A batch of tool events as the edge would forward it (`call` = the batch's ID), validly signed. */
+export async function signedEvents(
+  options: { fields?: Partial<ForwardFields>; events?: ToolEventInput[]; body?: string; secret?: string } = {},
+): Promise<SignedCall> {
+  return signedCall({
+    fields: { call: newEventBatchId(), ...options.fields },
+    body: options.body ?? JSON.stringify({ events: options.events ?? [{ type: "tool_started", tool: "bash", thread: "main" }] }),
+    ...(options.secret === undefined ? {} : { secret: options.secret }),
+  });
+}
+
+/** One Prometheus sample's value from the pool's /metrics text, or undefined when absent. */
+export function metricValue(text: string, series: string): number | undefined {
+  const line = text.split("\n").find((l) => l.startsWith(`${series} `));
+  return line === undefined ? undefined : Number(line.slice(series.length + 1));
 }
 
 export function testConfig(input: Partial<PoolConfigInput> & Pick<PoolConfigInput, "engines">): PoolConfig {

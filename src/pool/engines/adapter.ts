@@ -1,3 +1,5 @@
+import type { Sample } from "../prometheus-text.js";
+
 /*
  * What differs between engine kinds: the request's priority field, the names of the
  * load gauges on /metrics, and where health is probed. Everything else is the
@@ -31,6 +33,8 @@ export interface EngineAdapter {
   readonly healthPath: string;
   /** Undefined when the engine exposes no Prometheus endpoint. */
   readonly metricsPath: string | undefined;
+  /** The engine's KV-cache capacity in tokens, read from its metrics; undefined when they do not say. */
+  kvCapacityTokens?(samples: readonly Sample[]): number | undefined;
   /** The JSON body sent to the engine for this client body. */
   buildBody(clientBody: Readonly<Record<string, unknown>>, options: UpstreamOptions): Record<string, unknown>;
 }

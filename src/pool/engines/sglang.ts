@@ -1,3 +1,4 @@
+import { valuesOf } from "../prometheus-text.js";
 import { buildUpstreamBody, type EngineAdapter, type QueuePosition } from "./adapter.js";
 
 /** SGLang: higher `priority` runs first, so the level is inverted (level 0 → K−1). */
@@ -11,5 +12,9 @@ export const sglangAdapter: EngineAdapter = {
   healthPath: "/health",
   // Present only with --enable-metrics; a missing endpoint reads as zero load.
   metricsPath: "/metrics",
+  kvCapacityTokens: (samples) => {
+    const tokens = valuesOf(samples, ["sglang:max_total_num_tokens"]).reduce((sum, v) => sum + v, 0);
+    return tokens > 0 ? tokens : undefined;
+  },
   buildBody: (clientBody, options) => buildUpstreamBody(sglangAdapter.priorityFor, clientBody, options),
 };

@@ -1,3 +1,4 @@
+import { labelValue } from "../prometheus-text.js";
 import { buildUpstreamBody, type EngineAdapter, type QueuePosition } from "./adapter.js";
 
 /** vLLM (`--scheduling-policy priority`): lower `priority` runs first, so the level itself. */
@@ -11,5 +12,16 @@ export const vllmAdapter: EngineAdapter = {
   },
   healthPath: "/health",
   metricsPath: "/metrics",
+  // vLLM states its cache layout as labels of an info gauge: num_gpu_blocks × block_size, summed over ranks.
+  kvCapacityTokens: (samples) => {
+    let tokens = 0;
+    for (const sample of samples) {
+      if (sample.name !== "vllm:cache_config_info") continue;
+      const blocks = Number(labelValue(sample, "num_gpu_blocks"));
+      const blockSize = Number(labelValue(sample, "block_size"));
+      if (Number.isFinite(blocks) && Number.isFinite(blockSize) && blocks > 0 && blockSize > 0) tokens += blocks * blockSize;
+    }
+    return tokens > 0 ? tokens : undefined;
+  },
   buildBody: (clientBody, options) => buildUpstreamBody(vllmAdapter.priorityFor, clientBody, options),
 };

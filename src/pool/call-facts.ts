@@ -1,0 +1,156 @@
+import { Usage, usageCounts } from "../protocol/chat.js";
+import { eventData } from "../protocol/sse.js";
+
+/*
+ * What the pool learns from an engine's answer for TAO: the usage (prompt, cached and
+ * completion tokens: the cache-credit ledger's observation) and the tool calls the
+ * model asked for (names, ids and arguments: the readiness predictor's evidence).
+ *
+ * Non-streaming: read from the JSON body the relay holds anyway. Streaming: each event
+ * is looked at as it passes, never held back; only events that can carry usage or
+ * tool-call deltas are parsed (a cheap text test first), and tool-call arguments,
+ * which arrive in fragments, are the only thing accumulated, capped.
+ */
+
+export interface CallUsage {
+  promptTokens: number;
+  completionTokens: number;
+  cachedTokens: number;
+}
+
+export interface CallToolCall {
+  tool?: string;
+  toolCallId?: string;
+  /** OpenAI's `function.arguments`: a JSON string. */
+  args?: string;
+}
+
+export interface CallFacts {
+  usage?: CallUsage;
+  toolCalls?: CallToolCall[];
+}
+
+/** Tool calls kept per answer, and characters of arguments per tool call (the readiness scan reads 64 KiB). */
+const MAX_TOOL_CALLS = 64;
+const MAX_ARGUMENT_CHARS = 64 * 1024;
+
+const USAGE_OBJECT = /"usage"\s*:\s*\{/;
+const TOOL_CALLS_ARRAY = /"tool_calls"\s*:\s*\[/;
+
+type JsonRecord = Record<string, unknown>;
+
+const isRecord = (value: unknown): value is JsonRecord => typeof value === "object" && value !== null && !Array.isArray(value);
+const stringOr = (value: unknown): string | undefined => (typeof value === "string" && value !== "" ? value : undefined);
+
+function usageOf(value: unknown): CallUsage | undefined {
+  const parsed = Usage.safeParse(value);
+  if (!parsed.success) return undefined;
+  const counts = usageCounts(parsed.data);
+  return { promptTokens: counts.prompt, completionTokens: counts.completion, cachedTokens: counts.cached };
+}
+
+function toolCallOf(value: unknown): CallToolCall | undefined {
+  if (!isRecord(value)) return undefined;
+  const fn = isRecord(value.function) ? value.function : {};
+  const call: CallToolCall = {};
+  const tool = stringOr(fn.name);
+  const id = stringOr(value.id);
+  if (tool !== undefined) call.tool = tool;
+  if (id !== undefined) call.toolCallId = id;
+  if (typeof fn.arguments === "string") call.args = fn.arguments.slice(0, MAX_ARGUMENT_CHARS);
+  return call;
+}
+
+/** Facts of a whole chat.completion object; empty when it is not one. */
+export function factsFromCompletion(body: unknown): CallFacts {
+  if (!isRecord(body)) return {};
+  const facts: CallFacts = {};
+  const usage = usageOf(body.usage);
+  if (usage !== undefined) facts.usage = usage;
+  const calls: CallToolCall[] = [];
+  for (const choice of Array.isArray(body.choices) ? body.choices : []) {
+    const message = isRecord(choice) && isRecord(choice.message) ? choice.message : undefined;
+    for (const raw of Array.isArray(message?.tool_calls) ? message.tool_calls : []) {
+      const call = toolCallOf(raw);
+      if (call !== undefined && calls.length < MAX_TOOL_CALLS) calls.push(call);
+    }
+  }
+  if (calls.length > 0) facts.toolCalls = calls;
+  return facts;
+}
+
+/** Facts of a non-streaming body's bytes; empty when they are not a JSON completion. */
+export function factsFromJsonBytes(bytes: ArrayBuffer): CallFacts {
+  try {
+    return factsFromCompletion(JSON.parse(new TextDecoder().decode(bytes)));
+  } catch {
+    return {};
+  }
+}
+
+interface PartialToolCall {
+  id?: string;
+  name?: string;
+  args: string;
+}
+
+/** Collects facts from a stream's events as they pass (see the top of this file). */
+export class StreamFactsCollector {
+  #usage: CallUsage | undefined;
+  readonly #calls = new Map<string, PartialToolCall>();
+
+  /** One SSE event (without its blank line). */
+  observe(event: string): void {
+    const hasUsage = USAGE_OBJECT.test(event);
+    const hasToolCalls = TOOL_CALLS_ARRAY.test(event);
+    if (!hasUsage && !hasToolCalls) return;
+    const data = eventData(event);
+    if (data === undefined || data === "[DONE]") return;
+    let chunk: unknown;
+    try {
+      chunk = JSON.parse(data);
+    } catch {
+      return;
+    }
+    if (!isRecord(chunk)) return;
+    if (hasUsage) this.#usage = usageOf(chunk.usage) ?? this.#usage;
+    if (!hasToolCalls) return;
+    for (const choice of Array.isArray(chunk.choices) ? chunk.choices : []) {
+      if (!isRecord(choice) || !isRecord(choice.delta) || !Array.isArray(choice.delta.tool_calls)) continue;
+      const choiceIndex = typeof choice.index === "number" ? choice.index : 0;
+      for (const delta of choice.delta.tool_calls) this.#addDelta(choiceIndex, delta);
+    }
+  }
+
+  facts(): CallFacts {
+    const facts: CallFacts = {};
+    if (this.#usage !== undefined) facts.usage = this.#usage;
+    if (this.#calls.size > 0) {
+      facts.toolCalls = [...this.#calls.values()].map((partial) => {
+        const call: CallToolCall = { args: partial.args };
+        if (partial.name !== undefined) call.tool = partial.name;
+        if (partial.id !== undefined) call.toolCallId = partial.id;
+        return call;
+      });
+    }
+    return facts;
+  }
+
+  /** A tool-call delta: the first names it (id, function.name), the next ones append argument text. */
+  #addDelta(choiceIndex: number, delta: unknown): void {
+    if (!isRecord(delta)) return;
+    const key = `${choiceIndex}:${typeof delta.index === "number" ? delta.index : 0}`;
+    let partial = this.#calls.get(key);
+    if (partial === undefined) {
+      if (this.#calls.size >= MAX_TOOL_CALLS) return;
+      partial = { args: "" };
+      this.#calls.set(key, partial);
+    }
+    const fn = isRecord(delta.function) ? delta.function : {};
+    partial.id ??= stringOr(delta.id);
+    partial.name ??= stringOr(fn.name);
+    if (typeof fn.arguments === "string" && partial.args.length < MAX_ARGUMENT_CHARS) {
+      partial.args = (partial.args + fn.arguments).slice(0, MAX_ARGUMENT_CHARS);
+    }
+  }
+}

@@ -1,0 +1,88 @@
+import { describe, expect, it } from "vitest";
+import { dataEvent, DONE_EVENT } from "../../src/protocol/sse.js";
+import { factsFromCompletion, factsFromJsonBytes, StreamFactsCollector } from "../../src/pool/call-facts.js";
+
+const usage = { prompt_tokens: 900, completion_tokens: 40, total_tokens: 940, prompt_tokens_details: { cached_tokens: 512 } };
+
+/** An SSE event as the splitter hands it over: without its blank line. */
+const event = (payload: unknown) => dataEvent(payload).trimEnd();
+
+const chunk = (delta: object, extra: object = {}) => ({
+  id: "c",
+  object: "chat.completion.chunk",
+  created: 1,
+  model: "m",
+  choices: [{ index: 0, delta, finish_reason: null }],
+  ...extra,
+});
+
+describe("facts of a whole completion", () => {
+  it("reads usage with cached tokens and every tool call", () => {
+    const body = {
+      id: "c",
+      object: "chat.completion",
+      created: 1,
+      model: "m",
+      choices: [
+        {
+          index: 0,
+          message: {
+            role: "assistant",
+            content: null,
+            tool_calls: [
+              { id: "call_a", type: "function", function: { name: "bash", arguments: '{"command":"sleep 3"}' } },
+              { id: "call_b", type: "function", function: { name: "web", arguments: "{}" } },
+            ],
+          },
+        },
+      ],
+      usage,
+    };
+    expect(factsFromCompletion(body)).toEqual({
+      usage: { promptTokens: 900, completionTokens: 40, cachedTokens: 512 },
+      toolCalls: [
+        { tool: "bash", toolCallId: "call_a", args: '{"command":"sleep 3"}' },
+        { tool: "web", toolCallId: "call_b", args: "{}" },
+      ],
+    });
+  });
+
+  it("defaults cached tokens to 0 and tolerates what is not a completion", () => {
+    expect(factsFromCompletion({ choices: [], usage: { prompt_tokens: 3, completion_tokens: 1, total_tokens: 4 } })).toEqual({
+      usage: { promptTokens: 3, completionTokens: 1, cachedTokens: 0 },
+    });
+    expect(factsFromCompletion({ usage: { prompt_tokens: -1 } })).toEqual({});
+    expect(factsFromCompletion([1, 2])).toEqual({});
+    expect(factsFromJsonBytes(new TextEncoder().encode("{not json").buffer as ArrayBuffer)).toEqual({});
+  });
+});
+
+describe("facts of a stream", () => {
+  it("reads the usage chunk and joins tool-call argument fragments", () => {
+    const collector = new StreamFactsCollector();
+    const events = [
+      event(chunk({ role: "assistant", content: "" }, { usage: null })),
+      event(chunk({ tool_calls: [{ index: 0, id: "call_a", type: "function", function: { name: "bash", arguments: '{"comm' } }] })),
+      event(chunk({ tool_calls: [{ index: 1, id: "call_b", type: "function", function: { name: "web", arguments: "" } }] })),
+      event(chunk({ tool_calls: [{ index: 0, function: { arguments: 'and":"sleep 2"}' } }] })),
+      event({ ...chunk({}), choices: [], usage }),
+      DONE_EVENT,
+    ];
+    for (const e of events) collector.observe(e);
+    expect(collector.facts()).toEqual({
+      usage: { promptTokens: 900, completionTokens: 40, cachedTokens: 512 },
+      toolCalls: [
+        { tool: "bash", toolCallId: "call_a", args: '{"command":"sleep 2"}' },
+        { tool: "web", toolCallId: "call_b", args: "" },
+      ],
+    });
+  });
+
+  it("ignores content chunks, comments and broken JSON", () => {
+    const collector = new StreamFactsCollector();
+    collector.observe(event(chunk({ content: "the word usage and tool_calls in text" })));
+    collector.observe(": agentix {}");
+    collector.observe('data: {"usage": {"prompt_tokens": 1');
+    expect(collector.facts()).toEqual({});
+  });
+});
