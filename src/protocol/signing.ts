@@ -1,4 +1,4 @@
-import { FORWARD_FIELD_ORDER, type ForwardFields, parseForwardHeaders } from "./forward.js";
+import { FORWARD_FIELD_ORDER, type ForwardFields, forwardHeaders, parseForwardHeaders } from "./forward.js";
 import { Header } from "./headers.js";
 
 /*
@@ -61,6 +61,19 @@ export async function signForward(secret: string, fields: ForwardFields, body: B
   const key = await hmacKey(secret);
   const mac = await crypto.subtle.sign("HMAC", key, utf8(await canonicalString(fields, body)));
   return `${SIGNATURE_VERSION}=${toHex(mac)}`;
+}
+
+/** Every header of a signed edge → pool request: the fields, the signature and the JSON content type. */
+export async function signedForwardHeaders(
+  secret: string,
+  fields: ForwardFields,
+  body: BodyBytes,
+): Promise<Record<string, string>> {
+  return {
+    "content-type": "application/json",
+    ...forwardHeaders(fields),
+    [Header.signature]: await signForward(secret, fields, body),
+  };
 }
 
 export type VerifiedForward =

@@ -1,6 +1,5 @@
-import { Header } from "../../src/protocol/headers.js";
-import { type ForwardFields, forwardHeaders } from "../../src/protocol/forward.js";
-import { signForward } from "../../src/protocol/signing.js";
+import type { ForwardFields } from "../../src/protocol/forward.js";
+import { signedForwardHeaders } from "../../src/protocol/signing.js";
 import { newCallId, newEventBatchId } from "../../src/protocol/ids.js";
 import type { ToolEventInput } from "../../src/protocol/tool-events.js";
 import { parsePoolConfig, type PoolConfig, type PoolConfigInput } from "../../src/pool/config.js";
@@ -37,12 +36,7 @@ export async function signedCall(
     ...options.fields,
   };
   const body = typeof options.body === "string" ? options.body : JSON.stringify(options.body ?? chatBody());
-  const signature = await signForward(options.secret ?? SECRET, fields, body);
-  return {
-    fields,
-    body,
-    headers: { "content-type": "application/json", ...forwardHeaders(fields), [Header.signature]: signature },
-  };
+  return { fields, body, headers: await signedForwardHeaders(options.secret ?? SECRET, fields, body) };
 }
 
 /** A batch of tool events as the edge would forward it (`call` = the batch's ID), validly signed. */

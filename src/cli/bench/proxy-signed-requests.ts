@@ -1,7 +1,6 @@
-import { type ForwardFields, forwardHeaders } from "../../protocol/forward.js";
-import { Header } from "../../protocol/headers.js";
+import type { ForwardFields } from "../../protocol/forward.js";
 import { newCallId } from "../../protocol/ids.js";
-import { signForward } from "../../protocol/signing.js";
+import { signedForwardHeaders } from "../../protocol/signing.js";
 
 /*
  * Headers of edge-signed calls, made before a run: the pool rejects a replayed call
@@ -55,7 +54,7 @@ export class SignedRequestStock {
       weight: 1,
       ts: Date.now(),
     };
-    return { ...forwardHeaders(fields), [Header.signature]: await signForward(this.secret, fields, this.body) };
+    return signedForwardHeaders(this.secret, fields, this.body);
   }
 
   get remaining(): number {

@@ -1,7 +1,5 @@
 import type { ForwardFields } from "../../protocol/forward.js";
-import { forwardHeaders } from "../../protocol/forward.js";
-import { Header } from "../../protocol/headers.js";
-import { signForward } from "../../protocol/signing.js";
+import { signedForwardHeaders } from "../../protocol/signing.js";
 import type { ToolEventBatch } from "../../protocol/tool-events.js";
 
 export interface PoolForward {
@@ -16,14 +14,9 @@ export interface PoolForward {
 
 /** Sends one call to the pool with its signed Agentix headers. Rejects if the pool cannot be reached. */
 export async function forwardToPool(forward: PoolForward): Promise<Response> {
-  const signature = await signForward(forward.signingSecret, forward.fields, forward.body);
   return fetch(`${forward.poolUrl}/v1/chat/completions`, {
     method: "POST",
-    headers: {
-      "content-type": "application/json",
-      ...forwardHeaders(forward.fields),
-      [Header.signature]: signature,
-    },
+    headers: await signedForwardHeaders(forward.signingSecret, forward.fields, forward.body),
     body: forward.body,
     signal: forward.signal,
   });
@@ -47,14 +40,9 @@ export interface ToolEventsForward {
  */
 export async function sendToolEventsToPool(forward: ToolEventsForward): Promise<void> {
   const body = JSON.stringify(forward.batch);
-  const signature = await signForward(forward.signingSecret, forward.fields, body);
   const res = await fetch(`${forward.poolUrl}/v1/events`, {
     method: "POST",
-    headers: {
-      "content-type": "application/json",
-      ...forwardHeaders(forward.fields),
-      [Header.signature]: signature,
-    },
+    headers: await signedForwardHeaders(forward.signingSecret, forward.fields, body),
     body,
     signal: AbortSignal.timeout(TOOL_EVENTS_TIMEOUT_MS),
   });
