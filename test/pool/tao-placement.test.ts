@@ -4,7 +4,7 @@ import { ProgramQueue, type QueuedCall } from "../../src/core/queue.js";
 import { DEFAULT_DISPATCH_SETTINGS } from "../../src/core/settings.js";
 import type { StaleReason } from "../../src/core/tao/plan-validation.js";
 import { TaoConfig } from "../../src/pool/tao/config.js";
-import type { ReservationOutcome } from "../../src/pool/tao/reservations.js";
+import type { ReservationOutcome } from "../../src/core/tao/reservation-book.js";
 import { PoolTaoPlacement } from "../../src/pool/tao/tao-placement.js";
 import { ToolSignals } from "../../src/pool/tao/tool-signals.js";
 import { makeCall, TEST_QUEUE_SETTINGS } from "../core/calls.js";

@@ -10,3 +10,5 @@ export * from "./signature.js";
 export * from "./snapshot-builder.js";
 export * from "./snapshot.js";
 export * from "./tool-args.js";
+export * from "./reservation-book.js";
+export * from "./tao-pump.js";

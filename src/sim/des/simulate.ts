@@ -280,7 +280,7 @@ export function simulate(config: SimulationConfig): SimulationResult {
       ? new TaoPlacement({
           engines: states,
           kvCapacityTokens: profile.kvBlocks * profile.blockSize,
-          saturation: setup.dispatch.saturation,
+          dispatch: setup.dispatch,
           ...(config.tao === undefined ? {} : { options: config.tao }),
           wake: (at) => events.push(at, { kind: WAKE }),
         })

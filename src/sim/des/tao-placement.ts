@@ -2,8 +2,8 @@
  * TAO placement in the simulator ("agentix-tao"): Agentix's program queue orders the
  * calls, and the core's TAO planner decides which waiting programs go to which engine.
  * Everything it decides with comes from the core (src/core/tao): the readiness
- * predictor, the cache-credit ledger, buildSnapshot, planPlacement, validatePlan and
- * applyPlan. What this file adds is what the pool would add around them:
+ * predictor, the cache-credit ledger, buildSnapshot, planPlacement, and TaoPump with
+ * its ReservationBook. What this file adds is what the pool would add around them:
  *
  * Feeding the predictor and the ledger, from what a pool sees of a simulated program:
  * - a call completes: the ledger observes (engine, prompt + completion tokens, cached
@@ -13,32 +13,26 @@
  * - the program's next call arrives: for those clients toolFinished, then callArrived.
  * Readiness is keyed by program (a parallel program's phase ends at its first call).
  *
- * Engines' free KV (engineFreeTokens): the pool's scrape of kvUsage lags dispatches
- * and leaves out requests still waiting in the engine, so the KV counted as used is
- * the larger of the scraped figure and what the pool has committed there: its
- * in-flight calls' prompt + output, and held reservations.
+ * Which calls go where at each pump is the pool's rule, run by the same core code:
+ * TaoPump (core/tao/tao-pump.ts: priority walk, plan application, routing fallback for
+ * programs the plan left out, stale stop, reservation claim) and its ReservationBook
+ * (core/tao/reservation-book.ts: reservations with their ttl, and KV used = the larger
+ * of the scraped figure and what is committed on the engine). What this file adds is
+ * the simulator's cadence:
  *
  * When to plan: at every pump (a call queued or finished, a scrape, a wake-up) whose
  * inputs may have changed, but at most once per `replanIntervalMs` of virtual time
- * (0: every time). A plan used at a later pump is re-validated against the live state
- * first; its stale entries are skipped and counted by reason. Wake-ups are scheduled
- * when a program's predicted next call enters the readiness horizon and when a
- * reservation runs out.
- *
- * Reservations: a valid reserve entry holds, for at most `reservationTtlMs`, the
- * program's tokens in the KV estimate and one of the engine's slots (a placeholder in
- * inFlight; the pool's engines take only a small buffer of calls, so a slot is what a
- * returning program would otherwise wait for). When the program's call arrives it
- * goes to that engine at the next pump, taking the placeholder's slot.
+ * (0: every time). Wake-ups are scheduled when a program's predicted next call enters
+ * the readiness horizon, when a reservation runs out, and when a reused plan may be
+ * replaced.
  */
 
-import type { Dispatch } from "../../core/dispatch.js";
-import { type EngineState, isAvailable, type SaturationSettings } from "../../core/engines.js";
-import type { ProgramQueue } from "../../core/queue.js";
-import { applyPlan } from "../../core/tao/apply-plan.js";
+import type { Dispatch, DispatchSettings } from "../../core/dispatch.js";
+import type { EngineState } from "../../core/engines.js";
+import type { ProgramQueue, QueuedCall } from "../../core/queue.js";
 import { CacheCreditLedger } from "../../core/tao/cache-credit.js";
-import { type StaleReason, validatePlan } from "../../core/tao/plan-validation.js";
-import { createPlannerStats, planPlacement, type PlannerStats, type TaoPlan, type TaoPlanEntry } from "../../core/tao/planner.js";
+import type { StaleReason } from "../../core/tao/plan-validation.js";
+import { createPlannerStats, planPlacement, type PlannerStats, type TaoPlan } from "../../core/tao/planner.js";
 import {
   type CompletedToolCall,
   READINESS_SOURCES,
@@ -48,8 +42,10 @@ import {
   type ReadinessSource,
 } from "../../core/tao/readiness.js";
 import { DEFAULT_TAO_SETTINGS, type TaoSettings, validateTaoSettings } from "../../core/tao/settings.js";
-import { buildSnapshot, engineFreeTokens } from "../../core/tao/snapshot-builder.js";
-import type { TaoEngine, TaoSnapshot } from "../../core/tao/snapshot.js";
+import { ReservationBook } from "../../core/tao/reservation-book.js";
+import { buildSnapshot } from "../../core/tao/snapshot-builder.js";
+import type { TaoSnapshot } from "../../core/tao/snapshot.js";
+import { reservingPrograms, TaoPump } from "../../core/tao/tao-pump.js";
 import type { CallSpec, ProgramSpec } from "../workload/program-spec.js";
 import {
   DEFAULT_TOOL_EVENT_SETTINGS,
@@ -92,7 +88,8 @@ export interface TaoRunStats {
   skipped: Record<StaleReason, number>;
   /** Valid entries whose engine had no free slot (or went unhealthy) when applied. */
   blocked: number;
-  dispatches: { planned: number; reserved: number };
+  /** Calls by how they went out: the plan's engine, a held reservation, or routing (programs the plan left out). */
+  dispatches: { planned: number; reserved: number; routed: number };
   reservations: {
     made: number;
     /** The program's call arrived and took the held slot. */
@@ -125,16 +122,11 @@ interface ProgramState {
   runs: Map<number, string>;
 }
 
-interface Reservation {
-  engineId: string;
-  tokens: number;
-  until: number;
-}
-
 export interface TaoPlacementParams {
   engines: EngineState[];
   kvCapacityTokens: number;
-  saturation: SaturationSettings;
+  /** Routing (for programs a plan leaves out) and saturation: the queue's dispatch settings. */
+  dispatch: DispatchSettings;
   options?: TaoPlacementOptions;
   /** Asks the simulator for a pump at `at` (a wake-up). */
   wake: (at: number) => void;
@@ -154,7 +146,7 @@ export class TaoPlacement {
   readonly #engines: EngineState[];
   readonly #byId: Map<string, EngineState>;
   readonly #capacity: number;
-  readonly #saturation: SaturationSettings;
+  readonly #dispatch: DispatchSettings;
   readonly #wake: (at: number) => void;
 
   readonly #readiness: ReadinessPredictor;
@@ -162,14 +154,13 @@ export class TaoPlacement {
   readonly #programs = new Map<string, ProgramState>();
   /** Programs in a tool phase (no call queued or in flight), in the order their phase began. */
   readonly #betweenCalls = new Set<string>();
-  readonly #committed = new Map<string, number>();
-  readonly #reservations = new Map<string, Reservation>();
+  readonly #book: ReservationBook;
+  readonly #pump: TaoPump;
   readonly #startPairs = new Map<ReadinessSource, { predictedAt: number; actualAt: number }[]>();
 
-  #plan: TaoPlan | undefined;
   #planAt = Number.NEGATIVE_INFINITY;
-  /** Programs of the current plan already handled (dispatched or reserved): not re-validated. */
-  #handled = new Set<string>();
+  /** Programs of the current plan that got a call out by it, or its reservation. */
+  #applied = new Set<string>();
   #lastWake = Number.NaN;
 
   readonly #stats: Omit<TaoRunStats, "readiness" | "snapshotPrograms">;
@@ -198,7 +189,7 @@ export class TaoPlacement {
     this.#engines = params.engines;
     this.#byId = new Map(params.engines.map((engine) => [engine.id, engine]));
     this.#capacity = params.kvCapacityTokens;
-    this.#saturation = params.saturation;
+    this.#dispatch = params.dispatch;
     this.#wake = params.wake;
     this.#readiness = new ReadinessPredictor(this.#settings.readiness);
     this.#credits = new CacheCreditLedger(this.#settings.cacheCredit);
@@ -209,10 +200,27 @@ export class TaoPlacement {
       appliedEntries: 0,
       skipped: zeroSkips(),
       blocked: 0,
-      dispatches: { planned: 0, reserved: 0 },
+      dispatches: { planned: 0, reserved: 0, routed: 0 },
       reservations: { made: 0, used: 0, expired: 0, released: 0 },
       eventPrograms: 0,
     };
+    this.#book = new ReservationBook((outcome, programId, reservation) => {
+      if (outcome === "held") {
+        this.#stats.reservations.made += 1;
+        this.#countApplied(programId);
+        this.#wakeAt(reservation.until);
+      } else {
+        this.#stats.reservations[outcome] += 1;
+      }
+    });
+    this.#pump = new TaoPump({ dispatch: this.#dispatch, reservationTtlMs: this.#reservationTtlMs }, this.#book, {
+      onStale: (reason) => {
+        this.#stats.skipped[reason] += 1;
+      },
+      onBlocked: () => {
+        this.#stats.blocked += 1;
+      },
+    });
   }
 
   programStarted(spec: ProgramSpec): void {
@@ -239,7 +247,7 @@ export class TaoPlacement {
 
   /** A call went to an engine with this many KV tokens (prompt + output). */
   callDispatched(engineId: string, tokens: number): void {
-    this.#committed.set(engineId, (this.#committed.get(engineId) ?? 0) + tokens);
+    this.#book.callStarted(engineId, tokens);
   }
 
   /**
@@ -255,7 +263,7 @@ export class TaoPlacement {
     next: readonly CallSpec[],
     now: number,
   ): void {
-    this.#committed.set(engineId, Math.max(0, (this.#committed.get(engineId) ?? 0) - committedTokens));
+    this.#book.callEnded(engineId, committedTokens);
     const contextTokens = usage.promptTokens + usage.completionTokens;
     this.#credits.observe({ programId, engineId, at: now, contextTokens, cachedTokens: usage.cachedTokens });
     const program = this.#program(programId);
@@ -280,7 +288,7 @@ export class TaoPlacement {
   }
 
   programFinished(programId: string): void {
-    this.#release(programId);
+    this.#book.release(programId, this.#byId);
     this.#programs.delete(programId);
     this.#betweenCalls.delete(programId);
     this.#readiness.forget(programId);
@@ -289,47 +297,42 @@ export class TaoPlacement {
 
   /** One pump: hand out what the current (or a new) plan places; returns the dispatches in order. */
   pump(queue: ProgramQueue, now: number): Dispatch[] {
-    this.#expireReservations(now);
-    const dispatches = this.#claimReservations(queue, now);
-
-    const expired = this.#plan !== undefined && now > this.#plan.validUntil;
+    this.#pump.expire(now, this.#engines);
+    // A call that takes its held slot goes before planning, as in the pool (it claims at the call's arrival).
+    const claimed = this.#pump.claimReservations(queue, this.#engines, now);
+    const current = this.#pump.plan;
+    const expired = current !== undefined && now > current.validUntil;
     const due = now - this.#planAt >= this.#replanIntervalMs;
-    let live: TaoSnapshot | undefined;
-    if (due || expired || this.#plan === undefined) {
-      live = this.#snapshot(queue, now);
-      this.#plan = undefined;
-      this.#handled = new Set();
-      if (live.programs.length > 0) {
-        this.#plan = this.#planOnce(live);
+    if (due || expired || current === undefined) {
+      const snapshot = this.#snapshot(queue.peekOrder(now).map((d) => d.call), now);
+      this.#applied = new Set();
+      if (snapshot.programs.length > 0) {
+        this.#pump.install(this.#planOnce(snapshot), snapshot);
         this.#planAt = now;
+      } else {
+        this.#pump.clear();
       }
     } else {
       this.#stats.plansReused += 1;
       this.#wakeAt(this.#planAt + this.#replanIntervalMs);
     }
-    const plan = this.#plan;
-    if (plan === undefined) return dispatches;
-
-    const pending = plan.entries.filter((entry) => !this.#handled.has(entry.programId));
-    if (pending.length === 0) return dispatches;
-    live ??= this.#snapshot(queue, now);
-    const validation = validatePlan({ ...plan, entries: pending }, live);
-    for (const { reason } of validation.skipped) this.#stats.skipped[reason] += 1;
-    const held = new Map([...this.#reservations].map(([programId, r]) => [programId, r.engineId]));
-    const application = applyPlan(queue, this.#engines, now, validation.apply, this.#saturation, held);
-    this.#stats.blocked += application.blocked.length;
-    for (const programId of application.converted) this.#useReservation(programId);
-    for (const dispatch of application.dispatches) {
-      if (!this.#handled.has(dispatch.call.programId)) this.#stats.appliedEntries += 1;
-      this.#handled.add(dispatch.call.programId);
+    const { dispatches: pumped } = this.#pump.pump(queue, this.#engines, now, (byProgram, pending) =>
+      this.#snapshot([...byProgram.values()].flatMap((calls) => calls.map((d) => d.call)), now, reservingPrograms(byProgram, pending)),
+    );
+    const dispatches = [...claimed, ...pumped];
+    for (const dispatch of dispatches) {
       if (dispatch.reason === "tao-reserved") this.#stats.dispatches.reserved += 1;
-      else this.#stats.dispatches.planned += 1;
-      // A program that held a slot elsewhere does not need it any more.
-      if (this.#reservations.has(dispatch.call.programId)) this.#release(dispatch.call.programId);
+      else if (dispatch.reason === "tao-plan") this.#stats.dispatches.planned += 1;
+      else this.#stats.dispatches.routed += 1;
+      if (dispatch.reason === "tao-plan" || dispatch.reason === "tao-reserved") this.#countApplied(dispatch.call.programId);
     }
-    for (const entry of application.reserve) this.#reserve(entry, now);
-    dispatches.push(...application.dispatches);
     return dispatches;
+  }
+
+  #countApplied(programId: string): void {
+    if (this.#applied.has(programId)) return;
+    this.#applied.add(programId);
+    this.#stats.appliedEntries += 1;
   }
 
   /** One planner call, timed and counted. */
@@ -387,89 +390,22 @@ export class TaoPlacement {
     this.#wake(at);
   }
 
-  #snapshot(queue: ProgramQueue, now: number): TaoSnapshot {
-    const engines: TaoEngine[] = this.#engines.map((engine) => {
-      const used = Math.max(engine.kvUsage, (this.#committed.get(engine.id) ?? 0) / this.#capacity);
-      return { engineId: engine.id, freeTokens: engineFreeTokens({ ...engine, kvUsage: used }, this.#capacity, this.#saturation) };
-    });
+  /** `only`: the programs between calls to include (default: all not holding a reservation). */
+  #snapshot(queued: readonly QueuedCall[], now: number, only?: ReadonlySet<string>): TaoSnapshot {
     const betweenCalls: { programId: string; contextTokens: number }[] = [];
     // Without reservations, programs in a tool phase are not in the plan at all.
     for (const programId of this.#reservationTtlMs === 0 ? [] : this.#betweenCalls) {
-      if (this.#reservations.has(programId)) continue;
+      if (only === undefined ? this.#book.has(programId) : !only.has(programId)) continue;
       betweenCalls.push({ programId, contextTokens: this.#programs.get(programId)?.contextTokens ?? 0 });
     }
     return buildSnapshot({
       at: now,
-      queued: queue.peekOrder(now).map((d) => d.call),
+      queued,
       betweenCalls,
-      engines,
+      engines: this.#book.engineViews(this.#engines, () => this.#capacity, this.#dispatch.saturation),
       readiness: this.#readiness,
       credits: this.#credits,
       outputAllowanceTokens: this.#allowance,
     });
-  }
-
-  #reserve(entry: TaoPlanEntry, now: number): void {
-    this.#handled.add(entry.programId);
-    if (this.#reservations.has(entry.programId) || this.#reservationTtlMs === 0) return;
-    const engine = this.#byId.get(entry.engineId);
-    if (engine === undefined || !isAvailable(engine, this.#saturation)) {
-      this.#stats.blocked += 1;
-      return;
-    }
-    engine.inFlight += 1;
-    this.#committed.set(engine.id, (this.#committed.get(engine.id) ?? 0) + entry.tokens);
-    const until = now + this.#reservationTtlMs;
-    this.#reservations.set(entry.programId, { engineId: engine.id, tokens: entry.tokens, until });
-    this.#stats.appliedEntries += 1;
-    this.#stats.reservations.made += 1;
-    this.#wakeAt(until);
-  }
-
-  /** Frees the held slot and tokens: the reservation was not used. */
-  #release(programId: string, outcome: "released" | "expired" = "released"): void {
-    const reservation = this.#reservations.get(programId);
-    if (reservation === undefined) return;
-    this.#reservations.delete(programId);
-    const engine = this.#byId.get(reservation.engineId);
-    if (engine !== undefined) engine.inFlight = Math.max(0, engine.inFlight - 1);
-    this.#committed.set(reservation.engineId, Math.max(0, (this.#committed.get(reservation.engineId) ?? 0) - reservation.tokens));
-    this.#stats.reservations[outcome] += 1;
-  }
-
-  /** The program's call took the held slot: the placeholder became the call. */
-  #useReservation(programId: string): void {
-    const reservation = this.#reservations.get(programId);
-    if (reservation === undefined) return;
-    this.#reservations.delete(programId);
-    this.#committed.set(reservation.engineId, Math.max(0, (this.#committed.get(reservation.engineId) ?? 0) - reservation.tokens));
-    this.#stats.reservations.used += 1;
-  }
-
-  #expireReservations(now: number): void {
-    for (const [programId, reservation] of [...this.#reservations]) {
-      if (reservation.until > now) continue;
-      this.#release(programId, "expired");
-    }
-  }
-
-  /** Programs holding a reservation whose call arrived go to the reserved engine first. */
-  #claimReservations(queue: ProgramQueue, now: number): Dispatch[] {
-    if (this.#reservations.size === 0) return [];
-    const entries: TaoPlanEntry[] = [];
-    for (const [programId, r] of this.#reservations) {
-      if (this.#betweenCalls.has(programId)) continue;
-      entries.push({ programId, engineId: r.engineId, kind: "reserve", tokens: r.tokens, units: 0, credit: 0, ready: true });
-    }
-    if (entries.length === 0) return [];
-    const held = new Map([...this.#reservations].map(([programId, r]) => [programId, r.engineId]));
-    const application = applyPlan(queue, this.#engines, now, entries, this.#saturation, held);
-    for (const programId of application.converted) this.#useReservation(programId);
-    for (const dispatch of application.dispatches) {
-      if (dispatch.reason === "tao-reserved") this.#stats.dispatches.reserved += 1;
-      else this.#stats.dispatches.planned += 1;
-      this.#handled.add(dispatch.call.programId);
-    }
-    return application.dispatches;
   }
 }

@@ -1,0 +1,160 @@
+import { describe, expect, it } from "vitest";
+import type { EngineState } from "../../../src/core/engines.js";
+import { ProgramQueue } from "../../../src/core/queue.js";
+import { DEFAULT_DISPATCH_SETTINGS, DEFAULT_SATURATION_SETTINGS } from "../../../src/core/settings.js";
+import type { StaleReason } from "../../../src/core/tao/plan-validation.js";
+import { planPlacement, type TaoPlan, type TaoPlanEntry } from "../../../src/core/tao/planner.js";
+import { ReservationBook, type ReservationOutcome } from "../../../src/core/tao/reservation-book.js";
+import { DEFAULT_TAO_SETTINGS } from "../../../src/core/tao/settings.js";
+import type { TaoSnapshot } from "../../../src/core/tao/snapshot.js";
+import { type LiveSnapshot, reservingPrograms, TaoPump } from "../../../src/core/tao/tao-pump.js";
+import { makeCall, TEST_QUEUE_SETTINGS } from "../calls.js";
+
+const DISPATCH = { ...DEFAULT_DISPATCH_SETTINGS, queue: TEST_QUEUE_SETTINGS };
+const TTL = 1_000;
+
+function engine(id: string, overrides: Partial<EngineState> = {}): EngineState {
+  return { id, healthy: true, inFlight: 0, maxInFlight: 4, waiting: 0, kvUsage: 0, ...overrides };
+}
+
+function entry(programId: string, engineId: string, kind: TaoPlanEntry["kind"] = "dispatch"): TaoPlanEntry {
+  return { programId, engineId, kind, tokens: 100, units: 1, credit: 0, ready: true };
+}
+
+/** Programs queued (and `between`, ready between calls) on engines with room for all. */
+function snapshotOf(at: number, queued: readonly string[], between: readonly string[] = [], engines = ["A", "B"]): TaoSnapshot {
+  return {
+    at,
+    programs: [...queued.map((programId) => ({ programId, tokens: 100, queued: true, ready: true })), ...between.map((programId) => ({ programId, tokens: 100, queued: false, ready: true }))],
+    engines: engines.map((engineId) => ({ engineId, freeTokens: 1_000_000 })),
+  };
+}
+
+/** A real plan made from `snapshot`, with the entries the test decides. */
+function planOf(snapshot: TaoSnapshot, entries: TaoPlanEntry[]): TaoPlan {
+  return { ...planPlacement(snapshot, DEFAULT_TAO_SETTINGS.planner), entries };
+}
+
+const live =
+  (at: number, between: readonly string[] = []): LiveSnapshot =>
+  (byProgram, pending) =>
+    snapshotOf(at, [...byProgram.keys()], between.filter((p) => reservingPrograms(byProgram, pending).has(p)));
+
+function queueOf(...calls: [callId: string, programId: string, enqueuedAt: number][]): ProgramQueue {
+  const queue = new ProgramQueue(TEST_QUEUE_SETTINGS);
+  for (const [callId, programId, enqueuedAt] of calls) queue.enqueue(makeCall({ callId, programId, enqueuedAt }));
+  return queue;
+}
+
+function setup() {
+  const outcomes: ReservationOutcome[] = [];
+  const stale: StaleReason[] = [];
+  const book = new ReservationBook((outcome) => outcomes.push(outcome));
+  const pump = new TaoPump({ dispatch: DISPATCH, reservationTtlMs: TTL }, book, { onStale: (reason) => stale.push(reason) });
+  return { book, pump, outcomes, stale };
+}
+
+describe("TaoPump", () => {
+  it("walks the queue in priority order: plan entries to their engine, left-out programs by routing, new ones wait", () => {
+    const { pump } = setup();
+    const queue = queueOf(["p1", "p", 1], ["q1", "q", 2], ["s1", "s", 3]);
+    const snapshot = snapshotOf(5, ["p", "q", "s"]);
+    pump.install(planOf(snapshot, [entry("p", "B"), entry("s", "B")]), snapshot);
+    // r arrives after the plan; it sits between q and s in the queue's order.
+    queue.enqueue(makeCall({ callId: "r1", programId: "r", enqueuedAt: 2.5 }));
+    const engines = [engine("A"), engine("B")];
+    const result = pump.pump(queue, engines, 6, live(6));
+    expect(result.dispatches.map((d) => [d.call.callId, d.engineId, d.reason])).toEqual([
+      ["p1", "B", "tao-plan"],
+      ["q1", expect.any(String), expect.not.stringMatching(/^tao-/)],
+    ]);
+    expect(result.needsPlan).toBe(true);
+    expect(queue.size).toBe(2);
+  });
+
+  it("stops the walk at a stale entry and reports it", () => {
+    const { pump, stale } = setup();
+    const queue = queueOf(["p1", "p", 1], ["q1", "q", 2]);
+    const snapshot = snapshotOf(5, ["p", "q"], [], ["A", "B", "C"]);
+    pump.install(planOf(snapshot, [entry("p", "C"), entry("q", "A")]), snapshot);
+    // Engine C is gone by the time the plan applies.
+    const result = pump.pump(queue, [engine("A"), engine("B")], 6, live(6));
+    expect(stale).toEqual(["engine-gone"]);
+    expect(result.dispatches).toEqual([]);
+    expect(result.needsPlan).toBe(true);
+  });
+
+  it("holds a reserve entry's slot, and the program's call takes it first when it arrives", () => {
+    const { book, pump, outcomes } = setup();
+    const queue = queueOf(["p1", "p", 1]);
+    const snapshot = snapshotOf(5, ["p"], ["x"]);
+    pump.install(planOf(snapshot, [entry("p", "A"), entry("x", "B", "reserve")]), snapshot);
+    const engines = [engine("A"), engine("B", { inFlight: 3 })];
+    pump.pump(queue, engines, 6, live(6, ["x"]));
+    expect(book.has("x")).toBe(true);
+    expect(book.tokensOn("B")).toBe(100);
+    expect(engines.map((e) => e.inFlight)).toEqual([1, 4]);
+
+    // B is full (the placeholder took its last slot), yet x's call goes there.
+    queue.enqueue(makeCall({ callId: "x1", programId: "x", enqueuedAt: 7 }));
+    const result = pump.pump(queue, engines, 8, live(8));
+    expect(result.dispatches.map((d) => [d.call.callId, d.engineId, d.reason])).toEqual([["x1", "B", "tao-reserved"]]);
+    expect(engines.map((e) => e.inFlight)).toEqual([1, 4]);
+    expect(outcomes).toEqual(["held", "used"]);
+    expect(book.size).toBe(0);
+  });
+
+  it("routes every call after a planning failure, and asks for a plan when none is in force", () => {
+    const { pump } = setup();
+    const queue = queueOf(["p1", "p", 1]);
+    expect(pump.pump(queue, [engine("A")], 1, live(1))).toEqual({ dispatches: [], needsPlan: true });
+    pump.fail();
+    const result = pump.pump(queue, [engine("A")], 2, live(2));
+    expect(result.dispatches.map((d) => [d.call.callId, d.engineId])).toEqual([["p1", "A"]]);
+    expect(pump.failed).toBe(true);
+  });
+
+  it("drops an expired plan", () => {
+    const { pump } = setup();
+    const queue = queueOf(["p1", "p", 1]);
+    const snapshot = snapshotOf(5, ["p"]);
+    const plan = planOf(snapshot, [entry("p", "A")]);
+    pump.install(plan, snapshot);
+    expect(pump.pump(queue, [engine("A")], plan.validUntil + 1, live(plan.validUntil + 1))).toEqual({ dispatches: [], needsPlan: true });
+    expect(pump.plan).toBeUndefined();
+  });
+});
+
+describe("ReservationBook", () => {
+  it("frees a reservation's slot when its ttl runs out", () => {
+    const outcomes: ReservationOutcome[] = [];
+    const book = new ReservationBook((outcome) => outcomes.push(outcome));
+    const a = engine("A");
+    expect(book.hold("x", a, 500, 0, TTL, DEFAULT_SATURATION_SETTINGS)).toBe(true);
+    expect(book.hold("x", a, 500, 0, TTL, DEFAULT_SATURATION_SETTINGS)).toBe(false);
+    expect(book.hold("y", a, 500, 0, 0, DEFAULT_SATURATION_SETTINGS)).toBe(false);
+    expect(a.inFlight).toBe(1);
+    const byId = new Map([["A", a]]);
+    expect(book.expire(TTL - 1, byId)).toBe(0);
+    expect(book.expire(TTL, byId)).toBe(1);
+    expect(a.inFlight).toBe(0);
+    expect(outcomes).toEqual(["held", "expired"]);
+  });
+
+  it("counts KV used as the larger of the scraped figure and what is committed", () => {
+    const book = new ReservationBook();
+    const a = engine("A", { kvUsage: 0.1 });
+    const saturation = { ...DEFAULT_SATURATION_SETTINGS, maxKvUsage: 1 };
+    const free = () => book.engineViews([a], () => 10_000, saturation)[0]?.freeTokens;
+    expect(free()).toBe(9_000);
+    book.callStarted("A", 3_000);
+    expect(free()).toBe(7_000);
+    book.hold("x", a, 1_000, 0, TTL, saturation);
+    expect(book.committedOn("A")).toBe(4_000);
+    expect(free()).toBe(6_000);
+    book.callEnded("A", 3_000);
+    book.release("x", new Map([["A", a]]));
+    expect(free()).toBe(9_000);
+    expect(book.callTokens()).toEqual({ A: 0 });
+  });
+});
