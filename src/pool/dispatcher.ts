@@ -118,6 +118,8 @@ export class Dispatcher {
   readonly #kvCapacity = new Map<string, number>();
   readonly #kvConfigured = new Set<string>();
   readonly #planLoop: PlanLoop | undefined;
+  /** Left-out programs TAO held in the queue at the last pump (a gauge). */
+  #heldPrograms = 0;
   #lastHealthyAt: number;
   #lastPruneAt: number;
   #closed = false;
@@ -184,6 +186,7 @@ export class Dispatcher {
       depthByLevel: () => this.queue.depthByLevel(this.#options.clock.now()),
       engineStates: () => this.#states,
       reservationsHeld: () => this.#tao?.reservationsHeld ?? 0,
+      heldPrograms: () => this.#heldPrograms,
       readinessAccuracy: () => {
         const accuracy = this.signals.readiness.accuracy();
         return Object.fromEntries([...READINESS_SOURCES, "all" as const].map((key) => [key, accuracy[key]]));
@@ -388,7 +391,8 @@ export class Dispatcher {
   #takeDispatches(now: number) {
     const tao = this.#tao;
     if (tao === undefined) return takeDispatches(this.queue, this.#states, now, this.#options.settings);
-    const { dispatches, needsPlan } = tao.pump(this.queue, this.#states, now);
+    const { dispatches, needsPlan, held } = tao.pump(this.queue, this.#states, now);
+    this.#heldPrograms = held;
     if (needsPlan) this.#planLoop?.request();
     return dispatches;
   }

@@ -19,6 +19,8 @@ export interface PoolStateSource {
   engineStates(): readonly EngineGaugeState[];
   /** TAO reservations holding an engine slot now. */
   reservationsHeld?(): number;
+  /** Programs the TAO plan left out for want of KV, held in the queue at the last pump. */
+  heldPrograms?(): number;
   /** The readiness predictor's accuracy at call arrival, per evidence source. */
   readinessAccuracy?(): Readonly<Record<string, { count: number; meanAbsErrorMs: number }>>;
   /** Each engine's calibrated cache retention (cache-credit ledger), 0–1. */
@@ -184,6 +186,14 @@ export class PoolMetrics {
       registers: [this.registry],
       collect() {
         this.set(metrics.#source?.reservationsHeld?.() ?? 0);
+      },
+    });
+    new Gauge({
+      name: "agentix_pool_tao_held_programs",
+      help: "Programs the TAO plan left out for want of KV, held in the queue (routed once overdue).",
+      registers: [this.registry],
+      collect() {
+        this.set(metrics.#source?.heldPrograms?.() ?? 0);
       },
     });
     const accuracyGauge = (name: string, help: string, read: (a: { count: number; meanAbsErrorMs: number }) => number) =>

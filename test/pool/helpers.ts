@@ -60,9 +60,9 @@ export function testConfig(input: Partial<PoolConfigInput> & Pick<PoolConfigInpu
   return parsePoolConfig({ port: 0, signingSecret: SECRET, metricsIntervalMs: 50, ...input });
 }
 
-export async function waitFor(predicate: () => boolean, what: string, timeoutMs = 5_000): Promise<void> {
+export async function waitFor(predicate: () => boolean | Promise<boolean>, what: string, timeoutMs = 5_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
-  while (!predicate()) {
+  while (!(await predicate())) {
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await new Promise((resolve) => setTimeout(resolve, 5));
   }

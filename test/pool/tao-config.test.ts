@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { DEFAULT_DISPATCH_SETTINGS } from "../../src/core/settings.js";
-import { DEFAULT_TAO_SETTINGS } from "../../src/core/tao/settings.js";
+import { DEFAULT_HOLD_LEFT_OUT_MS, DEFAULT_TAO_SETTINGS } from "../../src/core/tao/settings.js";
 import { DEFAULT_KV_CAPACITY_TOKENS, parsePoolConfig, PoolConfigError } from "../../src/pool/config.js";
 
 const minimal = { signingSecret: "0123456789abcdef", engines: [{ id: "e1", url: "http://127.0.0.1:8000" }] };
@@ -15,6 +15,7 @@ describe("placement config", () => {
         planIntervalMs: 250,
         replanMinIntervalMs: 10,
         reservationTtlMs: DEFAULT_TAO_SETTINGS.readiness.readySoonMs + 500,
+        holdLeftOutMs: DEFAULT_HOLD_LEFT_OUT_MS,
         outputAllowanceTokens: 256,
       },
     });

@@ -70,31 +70,34 @@ describe("PoolTaoPlacement: where calls go", () => {
     expect(engines.map((e) => e.inFlight)).toEqual([1, 1]);
   });
 
-  it("lets the queue's order decide WHICH call goes first: a program the plan left out is routed in its turn", () => {
-    // One slot in the pool. The light program's context does not fit any engine's KV, so the plan leaves it out.
+  it("holds a program the plan left out for want of KV while the others go, and routes it once it has waited holdLeftOutMs", () => {
+    // The light program's context does not fit any engine's KV, so the plan leaves it out.
     const engines = [engine("A", { maxInFlight: 1 }), engine("B", { healthy: false })];
     const { tao, queue, enqueue } = setup(engines);
     enqueue({ programId: "prog_heavy", serviceMs: 100_000, pathMs: 100_000, promptTokens: 1_000 }, 0);
     enqueue({ programId: "prog_light", promptTokens: 90_000 }, 10);
     const plan = tao.plan(queue, engines, 20);
     expect(plan?.entries.map((e) => e.programId)).toEqual(["prog_heavy"]);
+    // The light one comes first in the queue's order, but sending it would overfill A's KV: it is held.
     const pump = tao.pump(queue, engines, 20);
-    expect(summary(pump.dispatches)).toEqual([["prog_light", "A", "long-no-affinity"]]);
-    expect(queue.size).toBe(1);
-    // The heavy one keeps its entry and goes when the slot frees.
+    expect(summary(pump.dispatches)).toEqual([["prog_heavy", "A", "tao-plan"]]);
+    expect(pump).toMatchObject({ held: 1, holdUntil: 10 + SETTINGS.holdLeftOutMs });
+    // Held no longer than holdLeftOutMs: then routed, even though it still fits nowhere.
     engines[0]!.inFlight = 0;
-    expect(summary(tao.pump(queue, engines, 30).dispatches)).toEqual([["prog_heavy", "A", "tao-plan"]]);
+    const overdue = 10 + SETTINGS.holdLeftOutMs;
+    tao.plan(queue, engines, overdue);
+    expect(summary(tao.pump(queue, engines, overdue).dispatches)).toEqual([["prog_light", "A", "long-no-affinity"]]);
   });
 
   it("lets no call the plan left out overtake a higher-priority call that arrived after the plan", () => {
     const engines = [engine("A", { maxInFlight: 1, inFlight: 1 })];
     const { tao, queue, enqueue } = setup(engines);
     enqueue({ programId: "prog_heavy", serviceMs: 100_000, pathMs: 100_000 }, 0);
-    // The engine is full: the plan leaves the heavy program out (routing will take it when a slot frees).
+    // The engine is full: the plan leaves the heavy program out (it is held until a plan places it).
     expect(tao.plan(queue, engines, 1)?.entries).toEqual([]);
     enqueue({ programId: "prog_light" }, 2);
     engines[0]!.inFlight = 0;
-    expect(tao.pump(queue, engines, 3)).toEqual({ dispatches: [], needsPlan: true });
+    expect(tao.pump(queue, engines, 3)).toMatchObject({ dispatches: [], needsPlan: true });
     tao.plan(queue, engines, 4);
     expect(summary(tao.pump(queue, engines, 4).dispatches)).toEqual([["prog_light", "A", "tao-plan"]]);
   });
@@ -104,7 +107,7 @@ describe("PoolTaoPlacement: where calls go", () => {
     const { tao, queue, enqueue } = setup(engines);
     expect(tao.plan(queue, engines, 0)).toBeUndefined();
     enqueue({ programId: "prog_new" }, 5);
-    expect(tao.pump(queue, engines, 5)).toEqual({ dispatches: [], needsPlan: true });
+    expect(tao.pump(queue, engines, 5)).toMatchObject({ dispatches: [], needsPlan: true });
     tao.plan(queue, engines, 6);
     expect(summary(tao.pump(queue, engines, 6).dispatches)).toEqual([["prog_new", "A", "tao-plan"]]);
   });
@@ -118,7 +121,7 @@ describe("PoolTaoPlacement: where calls go", () => {
     queue.remove(gone.callId);
     enqueue({ programId: "prog_grows", promptTokens: 9_000 }, 2);
     const pump = tao.pump(queue, engines, 3);
-    expect(pump).toEqual({ dispatches: [], needsPlan: true });
+    expect(pump).toMatchObject({ dispatches: [], needsPlan: true });
     // The live snapshot holds programs with queued calls (or ready soon): one whose call left is gone.
     expect(stale.sort()).toEqual(["program-gone", "program-grew"]);
     // Counted once: the skipped entries are not checked again.
@@ -136,7 +139,7 @@ describe("PoolTaoPlacement: where calls go", () => {
     const { tao, queue, enqueue } = setup(engines);
     enqueue({ programId: "prog_late" }, 0);
     tao.plan(queue, engines, 0);
-    expect(tao.pump(queue, engines, SETTINGS.core.planner.planTtlMs + 1)).toEqual({ dispatches: [], needsPlan: true });
+    expect(tao.pump(queue, engines, SETTINGS.core.planner.planTtlMs + 1)).toMatchObject({ dispatches: [], needsPlan: true });
   });
 
   it("routes every call by the routing rule while planning fails", () => {

@@ -174,11 +174,37 @@ describe("placement: tao, end to end", () => {
     expect((await heavy).status).toBe(200);
   });
 
-  it("routes calls no plan can place (no KV room anywhere) instead of starving them", async () => {
+  it("holds a program the plan leaves out for want of KV, and places it once a call ends and frees the room", async () => {
+    const engine = await fakeEngine(() => ({ kind: "json", hold: true }));
+    // 30,000 KV tokens, 80 % plannable: two ~10k-token contexts fit, a third does not.
+    const p = await pool([{ id: "e1", url: engine.url, kvCapacityTokens: 30_000 }], "tao", { holdLeftOutMs: 60_000 });
+    const first = send(p, await longCall("prog_kvadmit0001", 1));
+    const firstCall = await engine.call(0);
+    const second = send(p, await longCall("prog_kvadmit0002", 1));
+    await engine.call(1);
+    const third = send(p, await longCall("prog_kvadmit0003", 1));
+    await waitFor(async () => metricValue(await metricsOf(p), "agentix_pool_tao_held_programs") === 1, "the third program held");
+    // Slots are free (the engine's buffer is 64): only KV keeps it out.
+    expect(engine.inFlight()).toBe(2);
+    firstCall.release();
+    expect((await first).status).toBe(200);
+    const thirdCall = await engine.call(2);
+    thirdCall.release();
+    expect((await third).status).toBe(200);
+    engine.calls[1]?.release();
+    expect((await second).status).toBe(200);
+    const text = await metricsOf(p);
+    expect(metricValue(text, 'agentix_pool_dispatches_total{engine="e1",reason="tao-plan"}')).toBe(3);
+    expect(metricValue(text, "agentix_pool_tao_held_programs")).toBe(0);
+  });
+
+  it("routes a call no plan can place (no KV room anywhere) once it has waited holdLeftOutMs, instead of starving it", async () => {
     const engine = await fakeEngine();
-    const p = await pool([{ id: "e1", url: engine.url, kvCapacityTokens: 4_096 }], "tao");
+    const p = await pool([{ id: "e1", url: engine.url, kvCapacityTokens: 4_096 }], "tao", { holdLeftOutMs: 300 });
+    const started = performance.now();
     const res = await send(p, await longCall("prog_nokvroom01", 1));
     expect(res.status).toBe(200);
+    expect(performance.now() - started).toBeGreaterThanOrEqual(300);
     const text = await metricsOf(p);
     expect(metricValue(text, 'agentix_pool_dispatches_total{engine="e1",reason="long-no-affinity"}')).toBe(1);
     expect(metricValue(text, 'agentix_pool_dispatches_total{engine="e1",reason="tao-plan"}')).toBeUndefined();

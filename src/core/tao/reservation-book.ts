@@ -36,6 +36,7 @@ export class ReservationBook {
   /** KV tokens of the calls running on each engine (their caller decides what a call counts). */
   readonly #calls = new Map<string, number>();
   readonly #onOutcome: ReservationListener;
+  #freed = 0;
 
   constructor(onOutcome: ReservationListener = () => undefined) {
     this.#onOutcome = onOutcome;
@@ -47,7 +48,13 @@ export class ReservationBook {
   }
 
   callEnded(engineId: string, tokens: number): void {
+    this.#freed += 1;
     this.#calls.set(engineId, Math.max(0, (this.#calls.get(engineId) ?? 0) - tokens));
+  }
+
+  /** How many times committed KV was given back (a call ended, a reservation released or expired): grows only. */
+  get freedCount(): number {
+    return this.#freed;
   }
 
   /** Committed call tokens per engine (reservations not included). */
@@ -101,6 +108,7 @@ export class ReservationBook {
     const reservation = this.#held.get(programId);
     if (reservation === undefined) return;
     this.#held.delete(programId);
+    this.#freed += 1;
     const engine = engines.get(reservation.engineId);
     if (engine !== undefined) engine.inFlight = Math.max(0, engine.inFlight - 1);
     this.#onOutcome(outcome, programId, reservation);

@@ -66,6 +66,16 @@ export interface TaoSettings {
   planner: PlannerSettings;
 }
 
+/**
+ * How long a program the plan left out for want of KV waits in the queue before it is
+ * routed anyway (ms; TaoPump's holdLeftOutMs). Holding is what keeps KV from being
+ * overfilled; the bound is what keeps a long context from waiting for ever. Measured
+ * with `npm run bench:tao -- --hold-ms N` (README, TAO section): on the coding agent,
+ * 20 s beats Agentix's job latency and TTFT p99 at both 0.3 and 3 programs/s; longer
+ * holds lower job latency further but lengthen the TTFT tail.
+ */
+export const DEFAULT_HOLD_LEFT_OUT_MS = 20_000;
+
 /** The DP's tables are allocated up front; this bounds their size (bytes ~ budget). */
 export const MAX_STATE_BUDGET = 50_000_000;
 

@@ -19,8 +19,21 @@ import type { TaoSnapshot } from "./snapshot.js";
  *     such programs are applied together by applyPlan, which keeps their order and
  *     checks each engine's slots and saturation); a call whose engine has no free slot
  *     stays queued while the plan lives, and the programs after it go on;
- *   - by the core's routing rule (pickEngine), when the plan saw the program queued and
- *     left it out (no KV capacity for it): nothing starves for want of a plan entry;
+ *   - nowhere yet, when the plan saw the program queued and left it out: the planner
+ *     admits every program that fits, so a left-out program found no KV room, and
+ *     sending it anyway is what overfills an engine's KV (preemption, recompute, the
+ *     cache of everything running there lost). It is held (admission control) and
+ *     the programs after it go on; the next plan, made once a call ends and frees
+ *     KV, may place it;
+ *   - by the core's routing rule (pickEngine), when such a left-out program is
+ *     overdue: one of its calls is promoted by the queue's anti-starvation rule, or
+ *     it has waited holdLeftOutMs since its first queued call. The planner maximises
+ *     cache credit first, so a context whose credit has decayed (new, or back from a
+ *     long tool) can be left out plan after plan while programs with credit fill
+ *     every gap; it must not wait for ever. (Placing overdue programs first in the
+ *     plan and draining an engine for one that fits nowhere was measured too: same
+ *     job latency and tails in the simulator, more machinery.) holdLeftOutMs 0 routes
+ *     every left-out program at once (no admission control);
  *   - nowhere yet, when its calls arrived after the plan was made, or its entry went
  *     stale: they wait for the next plan (needsPlan), and so do all programs after
  *     them in the queue's order (a call the plan never saw must not be overtaken by
@@ -43,6 +56,13 @@ export interface TaoPumpSettings {
   dispatch: DispatchSettings;
   /** Longest a reservation is held (ms); 0 holds none. */
   reservationTtlMs: number;
+  /**
+   * How long a program the plan left out (no KV room) is held, counted from its first
+   * queued call, before it is routed anyway (ms). 0 routes left-out programs at once
+   * (no admission control); Infinity holds them until the queue's anti-starvation rule
+   * promotes one of their calls.
+   */
+  holdLeftOutMs: number;
 }
 
 export interface TaoPumpHooks {
@@ -53,8 +73,15 @@ export interface TaoPumpHooks {
 
 export interface TaoPumpResult {
   dispatches: Dispatch[];
-  /** Calls are waiting that no plan covers yet (new, or their entry went stale): plan again. */
+  /**
+   * Plan again: calls are waiting that no plan covers (new, or their entry went
+   * stale), or programs are held and KV was freed since the plan was made.
+   */
   needsPlan: boolean;
+  /** Left-out programs held in the queue by this pump. */
+  held: number;
+  /** Earliest instant at which a held program is routed anyway: pump then (undefined: none to come). */
+  holdUntil: number | undefined;
 }
 
 /** The live state the pending entries are re-validated against. */
@@ -80,8 +107,13 @@ export class TaoPump {
   /** Programs of the plan whose entry is used up (calls sent, or reserved) or went stale: not re-validated. */
   #handled = new Set<string>();
   #failed = false;
+  /** book.freedCount when the plan was installed: more since means KV a held program may fit in. */
+  #freedAtPlan = 0;
 
   constructor(settings: TaoPumpSettings, book: ReservationBook, hooks: TaoPumpHooks = {}) {
+    if (Number.isNaN(settings.holdLeftOutMs) || settings.holdLeftOutMs < 0) {
+      throw new RangeError(`holdLeftOutMs must be >= 0 (Infinity: until promoted), got ${settings.holdLeftOutMs}`);
+    }
     this.#settings = settings;
     this.#book = book;
     this.#hooks = hooks;
@@ -100,6 +132,7 @@ export class TaoPump {
     this.#drop();
     this.#failed = false;
     this.#plan = plan;
+    this.#freedAtPlan = this.#book.freedCount;
     for (const program of snapshot.programs) if (program.queued) this.#planQueued.add(program.programId);
   }
 
@@ -127,14 +160,14 @@ export class TaoPump {
     const dispatches = this.claimReservations(queue, engines, now);
     if (this.#failed) {
       dispatches.push(...takeDispatches(queue, engines, now, dispatch));
-      return { dispatches, needsPlan: queue.size > 0 };
+      return { dispatches, needsPlan: queue.size > 0, held: 0, holdUntil: undefined };
     }
     const plan = this.#plan;
     if (plan === undefined || now > plan.validUntil) {
       if (plan !== undefined) this.#drop();
-      return { dispatches, needsPlan: queue.size > 0 };
+      return { dispatches, needsPlan: queue.size > 0, held: 0, holdUntil: undefined };
     }
-    if (!engines.some((engine) => isAvailable(engine, dispatch.saturation))) return { dispatches, needsPlan: false };
+    if (!engines.some((engine) => isAvailable(engine, dispatch.saturation))) return { dispatches, needsPlan: false, held: 0, holdUntil: undefined };
 
     const byProgram = queuedByProgram(queue, now);
     const pending = plan.entries.filter((entry) => !this.#handled.has(entry.programId));
@@ -163,6 +196,8 @@ export class TaoPump {
       for (const entry of segment) if (!blocked.has(entry.programId)) this.#handled.add(entry.programId);
       segment = [];
     };
+    let heldCount = 0;
+    let holdUntil: number | undefined;
     walk: for (const [programId, calls] of byProgram) {
       const entry = valid.get(programId);
       if (entry !== undefined) {
@@ -174,6 +209,12 @@ export class TaoPump {
         break walk;
       }
       flush();
+      const until = this.#heldUntil(calls);
+      if (now < until) {
+        heldCount += 1;
+        if (Number.isFinite(until)) holdUntil = Math.min(holdUntil ?? until, until);
+        continue;
+      }
       if (!this.#route(queue, engines, now, calls, dispatches)) break walk;
       // All its calls are out: a later call of it waits for the next plan like any new one.
       this.#planQueued.delete(programId);
@@ -193,7 +234,17 @@ export class TaoPump {
     // A program that held a slot elsewhere does not need it any more.
     const byId = new Map(engines.map((engine) => [engine.id, engine]));
     for (const d of dispatches) if (this.#book.has(d.call.programId)) this.#book.release(d.call.programId, byId);
-    return { dispatches, needsPlan };
+    if (heldCount > 0 && this.#book.freedCount !== this.#freedAtPlan) needsPlan = true;
+    return { dispatches, needsPlan, held: heldCount, holdUntil };
+  }
+
+  /** Until when a left-out program is held: -Infinity when it is overdue (route it now). */
+  #heldUntil(calls: readonly Dequeued[]): number {
+    const { holdLeftOutMs } = this.#settings;
+    if (holdLeftOutMs === 0 || calls.some((queued) => queued.promoted)) return Number.NEGATIVE_INFINITY;
+    let first = Number.POSITIVE_INFINITY;
+    for (const queued of calls) first = Math.min(first, queued.call.enqueuedAt);
+    return first + holdLeftOutMs;
   }
 
   /** Routes a left-out program's calls one by one; false once no engine can take any call. */

@@ -1,6 +1,6 @@
 import { z } from "zod";
 import type { CacheCreditSettings, PlannerSettings, ReadinessSettings, TaoSettings } from "../../core/tao/settings.js";
-import { DEFAULT_TAO_SETTINGS, validateTaoSettings } from "../../core/tao/settings.js";
+import { DEFAULT_HOLD_LEFT_OUT_MS, DEFAULT_TAO_SETTINGS, validateTaoSettings } from "../../core/tao/settings.js";
 
 /*
  * `scheduling.placement` and `scheduling.tao` of the pool config. The placement policy
@@ -51,6 +51,11 @@ export interface PoolTaoSettings {
   replanMinIntervalMs: number;
   /** Longest a reservation holds its engine slot (ms); 0 makes none. */
   reservationTtlMs: number;
+  /**
+   * Longest a program the plan left out for want of KV waits before it is routed
+   * anyway (ms); 0 routes it at once (no KV admission control).
+   */
+  holdLeftOutMs: number;
   /** KV tokens counted per call beyond its prompt (its output), in plans and the engines' KV estimate. */
   outputAllowanceTokens: number;
 }
@@ -69,6 +74,7 @@ export const TaoConfig = z
     replanMinIntervalMs: z.int().min(0).max(10_000).default(10),
     /** Default: the readiness horizon + 500 ms (a call predicted at the horizon's edge still finds its slot). */
     reservationTtlMs: z.int().min(0).max(60_000).optional(),
+    holdLeftOutMs: z.int().min(0).max(600_000).default(DEFAULT_HOLD_LEFT_OUT_MS),
     outputAllowanceTokens: z.int().min(0).max(1_000_000).default(256),
   })
   .prefault({})
@@ -89,6 +95,7 @@ export const TaoConfig = z
       planIntervalMs: overrides.planIntervalMs,
       replanMinIntervalMs: overrides.replanMinIntervalMs,
       reservationTtlMs: overrides.reservationTtlMs ?? core.readiness.readySoonMs + 500,
+      holdLeftOutMs: overrides.holdLeftOutMs,
       outputAllowanceTokens: overrides.outputAllowanceTokens,
     };
   });

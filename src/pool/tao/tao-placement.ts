@@ -73,7 +73,7 @@ export class PoolTaoPlacement {
     this.#options = options;
     const hooks = options.hooks;
     this.#book = new ReservationBook((outcome) => hooks?.onReservation?.(outcome));
-    this.#pump = new TaoPump({ dispatch: options.dispatch, reservationTtlMs: options.settings.reservationTtlMs }, this.#book, {
+    this.#pump = new TaoPump({ dispatch: options.dispatch, reservationTtlMs: options.settings.reservationTtlMs, holdLeftOutMs: options.settings.holdLeftOutMs }, this.#book, {
       onStale: (reason) => hooks?.onStale?.(reason),
     });
   }

@@ -41,7 +41,7 @@ import {
   ReadinessPredictor,
   type ReadinessSource,
 } from "../../core/tao/readiness.js";
-import { DEFAULT_TAO_SETTINGS, type TaoSettings, validateTaoSettings } from "../../core/tao/settings.js";
+import { DEFAULT_HOLD_LEFT_OUT_MS, DEFAULT_TAO_SETTINGS, type TaoSettings, validateTaoSettings } from "../../core/tao/settings.js";
 import { ReservationBook } from "../../core/tao/reservation-book.js";
 import { buildSnapshot } from "../../core/tao/snapshot-builder.js";
 import type { TaoSnapshot } from "../../core/tao/snapshot.js";
@@ -64,6 +64,8 @@ export interface TaoPlacementOptions {
   replanIntervalMs?: number;
   /** Longest a reservation is held (ms); default the readiness horizon + 500 ms; 0 makes none. */
   reservationTtlMs?: number;
+  /** Longest a program the plan left out (no KV room) is held before it is routed anyway (ms); default DEFAULT_HOLD_LEFT_OUT_MS; 0 routes at once. */
+  holdLeftOutMs?: number;
   /** KV tokens a call needs beyond its prompt, in the plan; default 256 (coding-agent outputs: mean 164, p99 ~ 600). */
   outputAllowanceTokens?: number;
   /** Which clients send tool events and what arguments look like; defaults in tool-events.ts. */
@@ -88,8 +90,10 @@ export interface TaoRunStats {
   skipped: Record<StaleReason, number>;
   /** Valid entries whose engine had no free slot (or went unhealthy) when applied. */
   blocked: number;
-  /** Calls by how they went out: the plan's engine, a held reservation, or routing (programs the plan left out). */
+  /** Calls by how they went out: the plan's engine, a held reservation, or routing (left-out programs once overdue). */
   dispatches: { planned: number; reserved: number; routed: number };
+  /** Most programs the plan left out that one pump held in the queue (no KV room for them). */
+  heldMax: number;
   reservations: {
     made: number;
     /** The program's call arrived and took the held slot. */
@@ -201,6 +205,7 @@ export class TaoPlacement {
       skipped: zeroSkips(),
       blocked: 0,
       dispatches: { planned: 0, reserved: 0, routed: 0 },
+      heldMax: 0,
       reservations: { made: 0, used: 0, expired: 0, released: 0 },
       eventPrograms: 0,
     };
@@ -213,7 +218,8 @@ export class TaoPlacement {
         this.#stats.reservations[outcome] += 1;
       }
     });
-    this.#pump = new TaoPump({ dispatch: this.#dispatch, reservationTtlMs: this.#reservationTtlMs }, this.#book, {
+    const holdLeftOutMs = options.holdLeftOutMs ?? DEFAULT_HOLD_LEFT_OUT_MS;
+    this.#pump = new TaoPump({ dispatch: this.#dispatch, reservationTtlMs: this.#reservationTtlMs, holdLeftOutMs }, this.#book, {
       onStale: (reason) => {
         this.#stats.skipped[reason] += 1;
       },
@@ -316,9 +322,12 @@ export class TaoPlacement {
       this.#stats.plansReused += 1;
       this.#wakeAt(this.#planAt + this.#replanIntervalMs);
     }
-    const { dispatches: pumped } = this.#pump.pump(queue, this.#engines, now, (byProgram, pending) =>
+    const { dispatches: pumped, held, holdUntil } = this.#pump.pump(queue, this.#engines, now, (byProgram, pending) =>
       this.#snapshot([...byProgram.values()].flatMap((calls) => calls.map((d) => d.call)), now, reservingPrograms(byProgram, pending)),
     );
+    // A held program is routed once overdue (a call that ends re-plans it sooner).
+    this.#stats.heldMax = Math.max(this.#stats.heldMax, held);
+    if (holdUntil !== undefined) this.#wakeAt(holdUntil);
     const dispatches = [...claimed, ...pumped];
     for (const dispatch of dispatches) {
       if (dispatch.reason === "tao-reserved") this.#stats.dispatches.reserved += 1;

@@ -12,6 +12,7 @@ import { makeCall, TEST_QUEUE_SETTINGS } from "../calls.js";
 
 const DISPATCH = { ...DEFAULT_DISPATCH_SETTINGS, queue: TEST_QUEUE_SETTINGS };
 const TTL = 1_000;
+const HOLD = 10_000;
 
 function engine(id: string, overrides: Partial<EngineState> = {}): EngineState {
   return { id, healthy: true, inFlight: 0, maxInFlight: 4, waiting: 0, kvUsage: 0, ...overrides };
@@ -46,16 +47,16 @@ function queueOf(...calls: [callId: string, programId: string, enqueuedAt: numbe
   return queue;
 }
 
-function setup() {
+function setup(holdLeftOutMs = HOLD) {
   const outcomes: ReservationOutcome[] = [];
   const stale: StaleReason[] = [];
   const book = new ReservationBook((outcome) => outcomes.push(outcome));
-  const pump = new TaoPump({ dispatch: DISPATCH, reservationTtlMs: TTL }, book, { onStale: (reason) => stale.push(reason) });
+  const pump = new TaoPump({ dispatch: DISPATCH, reservationTtlMs: TTL, holdLeftOutMs }, book, { onStale: (reason) => stale.push(reason) });
   return { book, pump, outcomes, stale };
 }
 
 describe("TaoPump", () => {
-  it("walks the queue in priority order: plan entries to their engine, left-out programs by routing, new ones wait", () => {
+  it("walks the queue in priority order: plan entries to their engine, left-out programs held, new ones wait", () => {
     const { pump } = setup();
     const queue = queueOf(["p1", "p", 1], ["q1", "q", 2], ["s1", "s", 3]);
     const snapshot = snapshotOf(5, ["p", "q", "s"]);
@@ -64,12 +65,74 @@ describe("TaoPump", () => {
     queue.enqueue(makeCall({ callId: "r1", programId: "r", enqueuedAt: 2.5 }));
     const engines = [engine("A"), engine("B")];
     const result = pump.pump(queue, engines, 6, live(6));
-    expect(result.dispatches.map((d) => [d.call.callId, d.engineId, d.reason])).toEqual([
-      ["p1", "B", "tao-plan"],
-      ["q1", expect.any(String), expect.not.stringMatching(/^tao-/)],
+    // q was left out (no KV room for it): held, and the walk goes on to r, which stops it.
+    expect(result.dispatches.map((d) => [d.call.callId, d.engineId, d.reason])).toEqual([["p1", "B", "tao-plan"]]);
+    expect(result).toMatchObject({ needsPlan: true, held: 1, holdUntil: 2 + HOLD });
+    expect(queue.size).toBe(3);
+  });
+
+  it("lets the programs after a held one go on", () => {
+    const { pump } = setup();
+    const queue = queueOf(["p1", "p", 1], ["q1", "q", 2]);
+    const snapshot = snapshotOf(5, ["p", "q"]);
+    pump.install(planOf(snapshot, [entry("q", "A")]), snapshot);
+    const result = pump.pump(queue, [engine("A"), engine("B")], 6, live(6));
+    expect(result.dispatches.map((d) => [d.call.callId, d.engineId, d.reason])).toEqual([["q1", "A", "tao-plan"]]);
+    // Nothing was freed since the plan: the same plan would leave p out again.
+    expect(result).toMatchObject({ needsPlan: false, held: 1, holdUntil: 1 + HOLD });
+  });
+
+  it("asks for a plan once KV is freed while a program is held", () => {
+    const { book, pump } = setup();
+    const queue = queueOf(["p1", "p", 1]);
+    const snapshot = snapshotOf(5, ["p"]);
+    book.callStarted("A", 500);
+    pump.install(planOf(snapshot, []), snapshot);
+    expect(pump.pump(queue, [engine("A")], 6, live(6))).toMatchObject({ needsPlan: false, held: 1 });
+    book.callEnded("A", 500);
+    expect(pump.pump(queue, [engine("A")], 7, live(7))).toMatchObject({ needsPlan: true, held: 1 });
+  });
+
+  it("routes a held program once it has waited holdLeftOutMs", () => {
+    const { pump } = setup();
+    const queue = queueOf(["p1", "p", 1]);
+    const snapshot = snapshotOf(5, ["p"]);
+    const plan = { ...planOf(snapshot, []), validUntil: 1 + HOLD + 1 };
+    pump.install(plan, snapshot);
+    expect(pump.pump(queue, [engine("A")], 1 + HOLD - 1, live(1 + HOLD - 1)).dispatches).toEqual([]);
+    const result = pump.pump(queue, [engine("A")], 1 + HOLD, live(1 + HOLD));
+    expect(result.dispatches.map((d) => [d.call.callId, d.engineId])).toEqual([["p1", "A"]]);
+    expect(result).toMatchObject({ held: 0, holdUntil: undefined });
+  });
+
+  it("routes a left-out program at once when one of its calls is promoted (anti-starvation)", () => {
+    const { pump } = setup();
+    const queue = new ProgramQueue(TEST_QUEUE_SETTINGS);
+    // ATLAS value 5 s (the last level) and 20 s already waited: 20 / 5 = 4 = β, starving from t = 1.
+    queue.enqueue(makeCall({ callId: "p1", programId: "p", enqueuedAt: 0, pathMs: 5_000, waitMs: 20_000 }));
+    const snapshot = snapshotOf(5, ["p"]);
+    pump.install(planOf(snapshot, []), snapshot);
+    const result = pump.pump(queue, [engine("A")], 6, live(6));
+    expect(result.dispatches.map((d) => [d.call.callId, d.promoted])).toEqual([["p1", true]]);
+  });
+
+  it("routes every left-out program at once with holdLeftOutMs 0", () => {
+    const { pump } = setup(0);
+    const queue = queueOf(["p1", "p", 1], ["q1", "q", 2]);
+    const snapshot = snapshotOf(5, ["p", "q"]);
+    pump.install(planOf(snapshot, [entry("q", "B")]), snapshot);
+    const result = pump.pump(queue, [engine("A"), engine("B")], 6, live(6));
+    expect(result.dispatches.map((d) => [d.call.callId, d.reason.startsWith("tao-")])).toEqual([
+      ["p1", false],
+      ["q1", true],
     ]);
-    expect(result.needsPlan).toBe(true);
-    expect(queue.size).toBe(2);
+    expect(result).toMatchObject({ held: 0, holdUntil: undefined });
+  });
+
+  it("rejects a negative or NaN holdLeftOutMs", () => {
+    const book = new ReservationBook();
+    expect(() => new TaoPump({ dispatch: DISPATCH, reservationTtlMs: TTL, holdLeftOutMs: -1 }, book)).toThrow(RangeError);
+    expect(() => new TaoPump({ dispatch: DISPATCH, reservationTtlMs: TTL, holdLeftOutMs: Number.NaN }, book)).toThrow(RangeError);
   });
 
   it("stops the walk at a stale entry and reports it", () => {
@@ -107,7 +170,7 @@ describe("TaoPump", () => {
   it("routes every call after a planning failure, and asks for a plan when none is in force", () => {
     const { pump } = setup();
     const queue = queueOf(["p1", "p", 1]);
-    expect(pump.pump(queue, [engine("A")], 1, live(1))).toEqual({ dispatches: [], needsPlan: true });
+    expect(pump.pump(queue, [engine("A")], 1, live(1))).toEqual({ dispatches: [], needsPlan: true, held: 0, holdUntil: undefined });
     pump.fail();
     const result = pump.pump(queue, [engine("A")], 2, live(2));
     expect(result.dispatches.map((d) => [d.call.callId, d.engineId])).toEqual([["p1", "A"]]);
@@ -120,7 +183,7 @@ describe("TaoPump", () => {
     const snapshot = snapshotOf(5, ["p"]);
     const plan = planOf(snapshot, [entry("p", "A")]);
     pump.install(plan, snapshot);
-    expect(pump.pump(queue, [engine("A")], plan.validUntil + 1, live(plan.validUntil + 1))).toEqual({ dispatches: [], needsPlan: true });
+    expect(pump.pump(queue, [engine("A")], plan.validUntil + 1, live(plan.validUntil + 1))).toEqual({ dispatches: [], needsPlan: true, held: 0, holdUntil: undefined });
     expect(pump.plan).toBeUndefined();
   });
 });

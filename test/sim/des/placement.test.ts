@@ -125,10 +125,35 @@ describe("agentix-tao", () => {
     expect(plain.tao?.eventPrograms).toBe(0);
   });
 
+  it("holds a program the plan left out for want of KV instead of overfilling the engine, and routes it once overdue", () => {
+    // Three 120k-token contexts on one engine whose plannable KV (80 % of 420,800) holds two.
+    const big = [0, 1, 2].map((i) => programSpec(i, i, [callSpec(0, { newPromptTokens: 120_000, outputTokens: 1_000 })]));
+    const run = (holdLeftOutMs: number) => {
+      const result = simulate({ programs: big, policy: "agentix-tao", engines: 1, recordCalls: true, tao: { holdLeftOutMs } });
+      const calls = byCall(result.calls);
+      return { result, first: calls.get("00"), third: calls.get("20") };
+    };
+    const held = run(60_000);
+    // The third waits for the first to end, then goes by a plan; nothing was preempted.
+    expect(held.third?.dispatchMs).toBeGreaterThanOrEqual(held.first?.finishMs ?? Number.POSITIVE_INFINITY);
+    expect(held.third?.reason).toBe("tao-plan");
+    expect(held.result.engines.reduce((n, e) => n + e.preemptions, 0)).toBe(0);
+    expect(held.result.tao?.heldMax).toBe(1);
+    // Held at most holdLeftOutMs: with a shorter bound it is routed before the first call ends.
+    const bounded = run(1_000);
+    expect(bounded.third?.dispatchMs).toBeCloseTo(2 + 1_000, 0);
+    expect(bounded.third?.reason).not.toMatch(/^tao-/);
+    // 0: no admission control, routed at once.
+    const routed = run(0);
+    expect(routed.third?.dispatchMs).toBeLessThan(10);
+    expect(routed.result.tao?.heldMax).toBe(0);
+  });
+
   it("rejects bad options", () => {
     const base = { programs, policy: "agentix-tao" as const, engines: 1 };
     expect(() => simulate({ ...base, tao: { replanIntervalMs: -1 } })).toThrow(/replanIntervalMs/);
     expect(() => simulate({ ...base, tao: { reservationTtlMs: Number.NaN } })).toThrow(/reservationTtlMs/);
+    expect(() => simulate({ ...base, tao: { holdLeftOutMs: -1 } })).toThrow(/holdLeftOutMs/);
     expect(() => simulate({ ...base, tao: { toolEvents: { eventShare: 2 } } })).toThrow(/eventShare/);
   });
 
