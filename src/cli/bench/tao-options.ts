@@ -10,6 +10,7 @@
  */
 
 import { parseArgs } from "node:util";
+import { DEFAULT_HOLD_LEFT_OUT_MS } from "../../core/tao/settings.js";
 import { type PolicyName, isPolicyName } from "../../sim/des/policies.js";
 
 export const TAO_BENCH_WORKLOADS = ["coding-agent", "function-calling"] as const;
@@ -40,6 +41,8 @@ export interface TaoBenchOptions {
   rates: Record<TaoBenchWorkload, number[]>;
   /** TAO: least virtual time between plans (ms). */
   replanMs: number;
+  /** TAO: longest a left-out program is held before it is routed anyway (ms); one agentix-tao run per value. */
+  holdMs: number[];
   /** Directory of tao.json. */
   outDir: string;
 }
@@ -54,6 +57,8 @@ export const TAO_BENCH_USAGE = `bench:tao [options]   TAO placement vs routers i
   --rates LIST        arrival rates in programs/s, every workload (default coding-agent ${TAO_BENCH_DEFAULTS["coding-agent"].rates.join(",")}; function-calling ${TAO_BENCH_DEFAULTS["function-calling"].rates.join(",")})
   --seed N            workload seed (default 1)
   --replan-ms N       TAO: least virtual time between two plans (default 0: whenever the inputs changed)
+  --hold-ms LIST      TAO: longest a program the plan left out is held before it is routed, one agentix-tao run
+                      per value (default ${DEFAULT_HOLD_LEFT_OUT_MS}; 0 routes at once; Infinity holds until promoted)
   --out DIR           where tao.json goes (default bench-results)
   -h, --help          this text`;
 
@@ -90,6 +95,7 @@ export function parseTaoBenchArgs(argv: readonly string[]): TaoBenchOptions | un
       rates: { type: "string" },
       seed: { type: "string" },
       "replan-ms": { type: "string" },
+      "hold-ms": { type: "string" },
       out: { type: "string" },
       help: { type: "boolean", short: "h", default: false },
     },
@@ -108,6 +114,10 @@ export function parseTaoBenchArgs(argv: readonly string[]): TaoBenchOptions | un
   const seed = number("seed", values.seed, (n) => Number.isInteger(n) && n >= 0 && n < 2 ** 32, "an integer in [0, 2^32)") ?? 1;
   const programs = number("programs", values.programs, positiveInt, "an integer >= 1");
   const rates = values.rates === undefined ? undefined : list("rates", values.rates).map((r) => number("rates", r, (n) => Number.isFinite(n) && n > 0, "a list of numbers > 0") as number);
+  const holdMs =
+    values["hold-ms"] === undefined
+      ? [DEFAULT_HOLD_LEFT_OUT_MS]
+      : [...new Set(list("hold-ms", values["hold-ms"]).map((h) => number("hold-ms", h, (n) => n === Number.POSITIVE_INFINITY || (Number.isFinite(n) && n >= 0), "a list of numbers >= 0 or Infinity") as number))];
   const replanMs = number("replan-ms", values["replan-ms"], (n) => Number.isFinite(n) && n >= 0, "a number >= 0") ?? 0;
   const outDir = values.out ?? "bench-results";
   if (outDir.trim() === "") throw new Error("--out must not be empty");
@@ -125,6 +135,7 @@ export function parseTaoBenchArgs(argv: readonly string[]): TaoBenchOptions | un
     programs: perWorkload((_, d) => programs ?? (quick ? d.quickPrograms : d.programs)),
     rates: perWorkload((_, d) => rates ?? d.rates),
     replanMs,
+    holdMs,
     outDir,
   };
 }

@@ -23,15 +23,28 @@ export interface TaoBenchRun {
   workload: TaoBenchWorkload;
   ratePerSec: number;
   policy: PolicyName;
+  /** agentix-tao only: the run's holdLeftOutMs (JSON writes Infinity as null). */
+  holdMs?: number;
   metrics: RunMetrics;
   /** agentix-tao only. */
   tao?: TaoPlannerFigures;
 }
 
+/** The policy's name, with agentix-tao's hold when runs differ by it. */
+export function policyLabel(run: Pick<TaoBenchRun, "policy" | "holdMs">, withHold: boolean): string {
+  if (!withHold || run.holdMs === undefined) return run.policy;
+  const hold = run.holdMs === Number.POSITIVE_INFINITY ? "inf" : `${run.holdMs / 1_000} s`;
+  return `${run.policy} hold ${hold}`;
+}
+
+const holdsDiffer = (runs: readonly TaoBenchRun[]) => new Set(runs.filter((r) => r.holdMs !== undefined).map((r) => r.holdMs)).size > 1;
+
 export interface TaoLoss {
   workload: TaoBenchWorkload;
   ratePerSec: number;
   metric: string;
+  /** The agentix-tao run's holdLeftOutMs. */
+  holdMs?: number;
   tao: number;
   best: number;
   bestPolicy: PolicyName;
@@ -50,6 +63,8 @@ export interface TaoBenchReport {
     programs: Record<string, number>;
     rates: Record<string, number[]>;
     replanMs: number;
+    /** JSON writes Infinity (hold until promoted) as null. */
+    holdMs: number[];
     engineProfile: string;
     quick: boolean;
   };
@@ -85,10 +100,9 @@ export function findLosses(runs: readonly TaoBenchRun[]): TaoLoss[] {
     groups.set(key, [...(groups.get(key) ?? []), run]);
   }
   for (const group of groups.values()) {
-    const tao = group.find((r) => r.policy === "agentix-tao");
     const others = group.filter((r) => r.policy !== "agentix-tao");
-    if (tao === undefined || others.length === 0) continue;
-    for (const metric of COMPARED) {
+    if (others.length === 0) continue;
+    for (const tao of group.filter((r) => r.policy === "agentix-tao")) for (const metric of COMPARED) {
       const mine = metric.value(tao.metrics);
       let best: TaoBenchRun | undefined;
       for (const other of others) {
@@ -100,7 +114,7 @@ export function findLosses(runs: readonly TaoBenchRun[]): TaoLoss[] {
       const bestValue = metric.value(best.metrics);
       const worseBy = metric.lowerIsBetter ? (mine - bestValue) / Math.abs(bestValue) : (bestValue - mine) / Math.abs(bestValue);
       if (worseBy > LOSS_MARGIN) {
-        losses.push({ workload: tao.workload, ratePerSec: tao.ratePerSec, metric: metric.name, tao: mine, best: bestValue, bestPolicy: best.policy, worseBy });
+        losses.push({ workload: tao.workload, ratePerSec: tao.ratePerSec, metric: metric.name, ...(tao.holdMs === undefined ? {} : { holdMs: tao.holdMs }), tao: mine, best: bestValue, bestPolicy: best.policy, worseBy });
       }
     }
   }
@@ -123,11 +137,12 @@ const percent = (share: number) => (Number.isFinite(share) ? `${(share * 100).to
 
 export function metricsTable(runs: readonly TaoBenchRun[]): string {
   const header = ["rate/s", "policy", "job mean s", "job p99 s", "TTFT mean ms", "TTFT p99 ms", "call mean s", "tok/busy-s", "tok/s", "hit rate", "preempt", "unfinished"];
+  const withHold = holdsDiffer(runs);
   const rows = runs.map((r) => {
     const m = r.metrics;
     return [
       String(r.ratePerSec),
-      r.policy,
+      policyLabel(r, withHold),
       seconds(m.jobLatencyMs.mean),
       seconds(m.jobLatencyMs.p99),
       millis(m.ttftMs.mean),
@@ -144,7 +159,8 @@ export function metricsTable(runs: readonly TaoBenchRun[]): string {
 }
 
 export function plannerTable(runs: readonly TaoBenchRun[]): string {
-  const header = ["workload", "rate/s", "plans", "programs/plan", "max", "fallback", "plan mean ms", "plan p95 ms", "plan max ms", "reserved", "used", "expired", "stale skipped", "no slot"];
+  const withHold = holdsDiffer(runs);
+  const header = ["workload", "rate/s", ...(withHold ? ["hold"] : []), "plans", "programs/plan", "max", "fallback", "plan mean ms", "plan p95 ms", "plan max ms", "reserved", "used", "expired", "stale skipped", "no slot", "held max", "routed"];
   const rows = runs.flatMap((r) => {
     const t = r.tao;
     if (t === undefined) return [];
@@ -153,6 +169,7 @@ export function plannerTable(runs: readonly TaoBenchRun[]): string {
       [
         r.workload,
         String(r.ratePerSec),
+        ...(withHold ? [policyLabel(r, true).replace("agentix-tao hold ", "")] : []),
         String(t.plans),
         fixed(t.snapshotPrograms.mean, 1),
         String(t.snapshotPrograms.max),
@@ -165,6 +182,8 @@ export function plannerTable(runs: readonly TaoBenchRun[]): string {
         String(t.reservations.expired),
         String(skipped),
         String(t.blocked),
+        String(t.heldMax),
+        String(t.dispatches.routed),
       ],
     ];
   });
@@ -173,7 +192,9 @@ export function plannerTable(runs: readonly TaoBenchRun[]): string {
 
 const SOURCES: readonly (ReadinessSource | "all")[] = ["tool-arguments", "tool-history", "global-history", "fallback", "tool-finished", "all"];
 
-export function readinessTable(runs: readonly TaoBenchRun[]): string {
+export function readinessTable(allRuns: readonly TaoBenchRun[]): string {
+  // The predictor does not depend on the hold: one run per load is enough.
+  const runs = allRuns.filter((r, i) => allRuns.findIndex((o) => o.workload === r.workload && o.ratePerSec === r.ratePerSec && o.tao !== undefined) === i);
   const header = ["workload", "rate/s", "source", "at tool start: n", "MAE s", "within 0.5 s", "in force at arrival: n", "MAE s", "within 0.5 s"];
   const cell = (r: ReadinessErrorReport) => [String(r.count), r.count === 0 ? "-" : seconds(r.meanAbsErrorMs), r.count === 0 ? "-" : percent(r.withinToleranceShare)];
   const rows = runs.flatMap((r) => {
@@ -198,8 +219,9 @@ function lossValue(metric: string, value: number): string {
 }
 
 export function lossLines(losses: readonly TaoLoss[]): string {
+  const withHold = new Set(losses.map((l) => l.holdMs)).size > 1;
   if (losses.length === 0) return `agentix-tao is within ${LOSS_MARGIN * 100} % of the best policy on every metric and load.`;
   return losses
-    .map((l) => `${l.workload} @ ${l.ratePerSec}/s: ${l.metric} ${lossValue(l.metric, l.tao)} vs ${lossValue(l.metric, l.best)} (${l.bestPolicy}), ${(l.worseBy * 100).toFixed(0)} % worse`)
+    .map((l) => `${l.workload} @ ${l.ratePerSec}/s${l.holdMs === undefined || !withHold ? "" : `, ${policyLabel({ policy: "agentix-tao", holdMs: l.holdMs }, true).replace("agentix-tao ", "")}`}: ${l.metric} ${lossValue(l.metric, l.tao)} vs ${lossValue(l.metric, l.best)} (${l.bestPolicy}), ${(l.worseBy * 100).toFixed(0)} % worse`)
     .join("\n");
 }

@@ -10,6 +10,7 @@
 
 import { mkdir, writeFile } from "node:fs/promises";
 import path from "node:path";
+import type { PolicyName } from "../../sim/des/policies.js";
 import { simulate, type SimulationConfig, type SimulationResult } from "../../sim/des/simulate.js";
 import { DEFAULT_PROFILE } from "../../sim/profiles.js";
 import { generatePrograms } from "../../sim/workload/generate.js";
@@ -18,6 +19,7 @@ import { planTiming, runMetrics } from "./tao-metrics.js";
 import { parseTaoBenchArgs, TAO_BENCH_USAGE, type TaoBenchOptions } from "./tao-options.js";
 import {
   findLosses,
+  policyLabel,
   lossLines,
   metricsTable,
   plannerTable,
@@ -74,12 +76,16 @@ export async function runTaoBenchWith(argv: string[], io: TaoBenchIo): Promise<{
   }
   const started = io.now();
   const runs: TaoBenchRun[] = [];
-  const total = options.workloads.reduce((n, w) => n + options.rates[w].length * options.policies.length, 0);
+  // agentix-tao runs once per hold value, every other policy once.
+  const variants = options.policies.flatMap((policy): { policy: PolicyName; holdMs: number | undefined }[] =>
+    policy === "agentix-tao" ? options.holdMs.map((holdMs) => ({ policy, holdMs })) : [{ policy, holdMs: undefined }],
+  );
+  const total = options.workloads.reduce((n, w) => n + options.rates[w].length * variants.length, 0);
   for (const workloadName of options.workloads) {
     const workload = await loadWorkload(workloadName);
     for (const rate of options.rates[workloadName]) {
       const programs = generatePrograms({ ...workload, arrival: { process: "poisson", ratePerSec: rate } }, { seed: options.seed, count: options.programs[workloadName] });
-      for (const policy of options.policies) {
+      for (const { policy, holdMs } of variants) {
         const planWallMs: number[] = [];
         const runStart = io.now();
         const result = io.simulate({
@@ -88,11 +94,12 @@ export async function runTaoBenchWith(argv: string[], io: TaoBenchIo): Promise<{
           engines: options.engines,
           recordCalls: true,
           maxSimMs: MAX_SIM_MS,
-          tao: { replanIntervalMs: options.replanMs, onPlan: ({ wallMs }) => planWallMs.push(wallMs) },
+          tao: { replanIntervalMs: options.replanMs, ...(holdMs === undefined ? {} : { holdLeftOutMs: holdMs }), onPlan: ({ wallMs }) => planWallMs.push(wallMs) },
         });
         const tao = plannerFigures(result, planWallMs);
-        runs.push({ workload: workloadName, ratePerSec: rate, policy, metrics: runMetrics(result), ...(tao === undefined ? {} : { tao }) });
-        io.stderr(`[${runs.length}/${total}] ${workloadName} @ ${rate}/s ${policy}: ${((io.now() - runStart) / 1_000).toFixed(1)} s\n`);
+        const run: TaoBenchRun = { workload: workloadName, ratePerSec: rate, policy, metrics: runMetrics(result), ...(holdMs === undefined ? {} : { holdMs }), ...(tao === undefined ? {} : { tao }) };
+        runs.push(run);
+        io.stderr(`[${runs.length}/${total}] ${workloadName} @ ${rate}/s ${policyLabel(run, options.holdMs.length > 1)}: ${((io.now() - runStart) / 1_000).toFixed(1)} s\n`);
       }
     }
   }
@@ -108,6 +115,7 @@ export async function runTaoBenchWith(argv: string[], io: TaoBenchIo): Promise<{
       programs: Object.fromEntries(options.workloads.map((w) => [w, options.programs[w]])),
       rates: Object.fromEntries(options.workloads.map((w) => [w, options.rates[w]])),
       replanMs: options.replanMs,
+      holdMs: options.holdMs,
       engineProfile: DEFAULT_PROFILE,
       quick: options.quick,
     },

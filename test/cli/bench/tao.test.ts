@@ -7,6 +7,7 @@ import { planTiming, summarise } from "../../../src/cli/bench/tao-metrics.js";
 import { parseTaoBenchArgs, TAO_BENCH_POLICIES, TAO_BENCH_WORKLOADS } from "../../../src/cli/bench/tao-options.js";
 import { findLosses, formatTable, type TaoBenchRun } from "../../../src/cli/bench/tao-report.js";
 import { simulate } from "../../../src/sim/des/simulate.js";
+import { DEFAULT_HOLD_LEFT_OUT_MS } from "../../../src/core/tao/settings.js";
 
 describe("bench:tao options", () => {
   it("defaults: both workloads, five policies, 4 engines, three rates each", () => {
@@ -18,6 +19,7 @@ describe("bench:tao options", () => {
       engines: 4,
       seed: 1,
       replanMs: 0,
+      holdMs: [DEFAULT_HOLD_LEFT_OUT_MS],
       outDir: "bench-results",
       programs: { "coding-agent": 300, "function-calling": 400 },
       rates: { "coding-agent": [0.1, 0.3, 3], "function-calling": [1, 3, 6] },
@@ -44,6 +46,9 @@ describe("bench:tao options", () => {
     expect(() => parseTaoBenchArgs(["--engines", "0"])).toThrow(/--engines/);
     expect(() => parseTaoBenchArgs(["--programs", "2.5"])).toThrow(/--programs/);
     expect(() => parseTaoBenchArgs(["--replan-ms", "-1"])).toThrow(/--replan-ms/);
+    expect(parseTaoBenchArgs(["--hold-ms", "0,20000,Infinity,0"])?.holdMs).toEqual([0, 20_000, Number.POSITIVE_INFINITY]);
+    expect(() => parseTaoBenchArgs(["--hold-ms", "-5"])).toThrow(/--hold-ms/);
+    expect(() => parseTaoBenchArgs(["--hold-ms", "NaN"])).toThrow(/--hold-ms/);
     expect(() => parseTaoBenchArgs(["--policies", " , "])).toThrow(/--policies: needs/);
     expect(() => parseTaoBenchArgs(["--bogus"])).toThrow();
   });
@@ -123,6 +128,20 @@ describe("bench:tao, a quick run", () => {
     expect(text).toMatch(/TTFT p99 ms/);
     expect(stderr).toHaveLength(20);
   }, 60_000);
+
+  it("runs agentix-tao once per hold value, labelled by its hold", async () => {
+    const stdout: string[] = [];
+    const io: TaoBenchIo = { stdout: (t) => stdout.push(t), stderr: () => {}, cwd: dir, date: () => new Date(), now: () => performance.now(), simulate };
+    const output = await runTaoBenchWith(["--quick", "--workloads", "coding-agent", "--programs", "4", "--rates", "2", "--policies", "agentix,agentix-tao", "--hold-ms", "0,Infinity", "--out", "holds"], io);
+    expect(output?.report.runs.map((r) => [r.policy, r.holdMs])).toEqual([
+      ["agentix", undefined],
+      ["agentix-tao", 0],
+      ["agentix-tao", Number.POSITIVE_INFINITY],
+    ]);
+    const text = stdout.join("");
+    expect(text).toContain("agentix-tao hold 0 s");
+    expect(text).toContain("agentix-tao hold inf");
+  });
 
   it("prints the usage for --help and runs nothing", async () => {
     const stdout: string[] = [];
