@@ -136,7 +136,7 @@ const millis = (ms: number) => fixed(ms, ms >= 100 ? 0 : 1);
 const percent = (share: number) => (Number.isFinite(share) ? `${(share * 100).toFixed(1)}%` : "-");
 
 export function metricsTable(runs: readonly TaoBenchRun[]): string {
-  const header = ["rate/s", "policy", "job mean s", "job p99 s", "TTFT mean ms", "TTFT p99 ms", "call mean s", "tok/busy-s", "tok/s", "hit rate", "preempt", "unfinished"];
+  const header = ["rate/s", "policy", "job mean s", "job p99 s", "TTFT mean ms", "TTFT p99 ms", "TTFT max s", "call mean s", "tok/busy-s", "tok/s", "hit rate", "preempt", "unfinished"];
   const withHold = holdsDiffer(runs);
   const rows = runs.map((r) => {
     const m = r.metrics;
@@ -147,6 +147,7 @@ export function metricsTable(runs: readonly TaoBenchRun[]): string {
       seconds(m.jobLatencyMs.p99),
       millis(m.ttftMs.mean),
       millis(m.ttftMs.p99),
+      seconds(m.ttftMs.max),
       seconds(m.callLatencyMs.mean),
       fixed(m.decodeTokPerBusySec, 0),
       fixed(m.decodeTokPerSec, 0),
