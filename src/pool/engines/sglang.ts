@@ -1,7 +1,11 @@
 import { valuesOf } from "../prometheus-text.js";
 import { buildUpstreamBody, type EngineAdapter, type QueuePosition } from "./adapter.js";
 
-/** SGLang: higher `priority` runs first, so the level is inverted (level 0 → K−1). */
+/**
+ * SGLang: with --enable-priority-scheduling, higher `priority` runs first (unless
+ * --schedule-low-priority-values-first), so the level is inverted (level 0 → K−1).
+ * Metric names as SGLang's SchedulerMetricsCollector defines them (--enable-metrics).
+ */
 export const sglangAdapter: EngineAdapter = {
   kind: "sglang",
   priorityFor: ({ level, levels }: QueuePosition) => Math.max(0, levels - 1 - level),
