@@ -180,22 +180,21 @@ export class PoolMetrics {
     engineGauge("agentix_pool_engine_healthy", "1 when the engine passes its health probe.", (e) => (e.healthy ? 1 : 0));
     engineGauge("agentix_pool_engine_waiting", "Requests waiting inside the engine (from its /metrics).", (e) => e.waiting);
     engineGauge("agentix_pool_engine_kv_usage", "Engine KV-cache use, 0–1 (from its /metrics).", (e) => e.kvUsage);
-    new Gauge({
-      name: "agentix_pool_tao_reservations_held",
-      help: "TAO reservations holding an engine slot now.",
-      registers: [this.registry],
-      collect() {
-        this.set(metrics.#source?.reservationsHeld?.() ?? 0);
-      },
-    });
-    new Gauge({
-      name: "agentix_pool_tao_held_programs",
-      help: "Programs the TAO plan left out for want of KV, held in the queue (routed once overdue).",
-      registers: [this.registry],
-      collect() {
-        this.set(metrics.#source?.heldPrograms?.() ?? 0);
-      },
-    });
+    const poolGauge = (name: string, help: string, read: (source: PoolStateSource | undefined) => number) =>
+      new Gauge({
+        name,
+        help,
+        registers: [this.registry],
+        collect() {
+          this.set(read(metrics.#source));
+        },
+      });
+    poolGauge("agentix_pool_tao_reservations_held", "TAO reservations holding an engine slot now.", (source) => source?.reservationsHeld?.() ?? 0);
+    poolGauge(
+      "agentix_pool_tao_held_programs",
+      "Programs the TAO plan left out for want of KV, held in the queue (routed once overdue).",
+      (source) => source?.heldPrograms?.() ?? 0,
+    );
     const accuracyGauge = (name: string, help: string, read: (a: { count: number; meanAbsErrorMs: number }) => number) =>
       new Gauge({
         name,
