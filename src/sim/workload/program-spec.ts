@@ -32,6 +32,12 @@ export interface CallSpec {
   /** Σ (newPromptTokens + outputTokens) over contextCallIds. */
   readonly contextTokens: number;
   readonly newPromptTokens: number;
+  /**
+   * The call whose new prompt this one repeats word for word (a tree search samples a
+   * node's children from one prompt); absent: its own. That call comes first in the
+   * program and has the same newPromptTokens.
+   */
+  readonly samePromptAs?: number;
   /** Tokens the call generates (pass as the engine's target output length). */
   readonly outputTokens: number;
 }
@@ -70,6 +76,7 @@ export interface NewCall {
   contextCallIds: readonly number[];
   contextTokens: number;
   newPromptTokens: number;
+  samePromptAs?: number;
   outputTokens: number;
 }
 
@@ -94,8 +101,13 @@ export class CallListBuilder {
       contextCallIds: call.contextCallIds,
       contextTokens: call.contextTokens,
       newPromptTokens: call.newPromptTokens,
+      ...(call.samePromptAs === undefined ? {} : { samePromptAs: call.samePromptAs }),
       outputTokens: call.outputTokens,
     };
+    const original = call.samePromptAs === undefined ? undefined : this.calls[call.samePromptAs];
+    if (call.samePromptAs !== undefined && original?.newPromptTokens !== call.newPromptTokens) {
+      throw new RangeError(`call ${spec.callId}: samePromptAs ${call.samePromptAs} must name an earlier call with the same newPromptTokens`);
+    }
     this.calls.push(spec);
     return spec;
   }

@@ -46,6 +46,11 @@ function partSeed(program: ProgramSpec, callId: number, part: number): number {
   return mix32(program.contentSeed ^ mix32(Math.imul(callId, 2) + part + 0x5bd1_e995));
 }
 
+/** Seed of the call's own new prompt: the one it repeats (samePromptAs), else its own. */
+function promptSeed(program: ProgramSpec, call: CallSpec): number {
+  return partSeed(program, call.samePromptAs ?? call.callId, PROMPT_PART);
+}
+
 /** Token `index` of segment `seed`. */
 export function segmentToken(seed: number, index: number): string {
   return VOCABULARY[mix32(seed ^ Math.imul(index + 1, 0x9e37_79b1)) % VOCABULARY.length] as string;
@@ -62,10 +67,10 @@ export function callPromptSegments(program: ProgramSpec, call: CallSpec): Prompt
   for (const id of call.contextCallIds) {
     const earlier = program.calls[id];
     if (earlier === undefined) throw new RangeError(`call ${call.callId} of ${program.programId} names unknown context call ${id}`);
-    pushSegment(segments, partSeed(program, id, PROMPT_PART), earlier.newPromptTokens);
+    pushSegment(segments, promptSeed(program, earlier), earlier.newPromptTokens);
     pushSegment(segments, partSeed(program, id, OUTPUT_PART), earlier.outputTokens);
   }
-  pushSegment(segments, partSeed(program, call.callId, PROMPT_PART), call.newPromptTokens);
+  pushSegment(segments, promptSeed(program, call), call.newPromptTokens);
   return segments;
 }
 
@@ -159,9 +164,9 @@ export function callMessages(program: ProgramSpec, call: CallSpec): ChatMessage[
   for (const id of call.contextCallIds) {
     const earlier = program.calls[id];
     if (earlier === undefined) throw new RangeError(`call ${call.callId} of ${program.programId} names unknown context call ${id}`);
-    messages.push(message("user", partSeed(program, id, PROMPT_PART), earlier.newPromptTokens));
+    messages.push(message("user", promptSeed(program, earlier), earlier.newPromptTokens));
     messages.push(message("assistant", partSeed(program, id, OUTPUT_PART), earlier.outputTokens));
   }
-  messages.push(message("user", partSeed(program, call.callId, PROMPT_PART), call.newPromptTokens));
+  messages.push(message("user", promptSeed(program, call), call.newPromptTokens));
   return messages;
 }

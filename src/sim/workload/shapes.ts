@@ -179,6 +179,10 @@ function treeSearchShape(params: TreeSearchParams): ProgramShape {
       const step: TreeNode[] = [];
       const dependsOn = previousStep;
       previousStep = [];
+      // LATS samples a node's children from one prompt (one request with n = children),
+      // so the siblings send the same new prompt: only the first one's prefill is new work.
+      const promptTokens = newPrompt(rng);
+      let firstChild: number | undefined;
       for (let k = 0; k < children; k++) {
         const call = out.add({
           thread: branchThread(k),
@@ -187,9 +191,11 @@ function treeSearchShape(params: TreeSearchParams): ProgramShape {
           toolCalls: it === 0 ? 0 : 1,
           contextCallIds: parent.path,
           contextTokens: parent.pathTokens,
-          newPromptTokens: newPrompt(rng),
+          newPromptTokens: promptTokens,
+          ...(firstChild === undefined ? {} : { samePromptAs: firstChild }),
           outputTokens: output(rng),
         });
+        firstChild ??= call.callId;
         previousStep.push(call.callId);
         const child: TreeNode = { depth: parent.depth + 1, path: [...parent.path, call.callId], pathTokens: parent.pathTokens + turnTokens(call) };
         if (child.depth < maxDepth) step.push(child);

@@ -80,10 +80,14 @@ describe("prompt rendering", () => {
         expect(bySegments).toBe(byTokens);
       }
     }
-    // Siblings of one expansion share their whole context.
+    // Siblings of one expansion are sampled from one prompt: they share all of it.
     const [first, second] = tree.calls.slice(5, 7);
     if (first === undefined || second === undefined) throw new Error("missing calls");
-    expect(commonPrefixTokens(callPromptSegments(tree, first), callPromptSegments(tree, second))).toBe(first.systemPromptTokens + first.contextTokens);
+    expect(second.samePromptAs).toBe(first.callId);
+    expect(commonPrefixTokens(callPromptSegments(tree, first), callPromptSegments(tree, second))).toBe(promptTokenCount(first));
+    expect(callPromptTokens(tree, second)).toEqual(callPromptTokens(tree, first));
+    // Their outputs differ, so their children's contexts part there.
+    expect(commonPrefixTokens(callSequenceSegments(tree, first), callSequenceSegments(tree, second))).toBe(promptTokenCount(first));
   });
 
   it("renders incrementally from an earlier prompt with the same result", () => {
