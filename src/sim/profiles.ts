@@ -28,8 +28,16 @@ export interface EngineProfile {
   readonly maxNumSeqs: number;
 }
 
-/** 1.18 ps expressed in ms. */
-const PICOSECOND_MS = 1e-9;
+/*
+ * Prefill attention per (new token, earlier token) pair. The reference notes give
+ * 1.18 ps (8B) and 1.47 ps (70B, TP4); those must be nanoseconds: one pair costs
+ * 4 · heads · head_dim · layers FLOPs (QKᵀ and AV, multiply-add), 4 · 32 · 128 · 32 =
+ * 524k for Llama-3.1-8B, i.e. 1.18 ns at ~440 TFLOP/s, the same utilisation as the
+ * linear term (29 µs per token ≈ 16 GFLOPs at ~550 TFLOP/s); 1.18 ps would need
+ * ~440 PFLOP/s. For 70B on 4 GPUs (64 · 128 · 80 · 4 / 4 = 655k FLOPs per GPU) 1.47 ns
+ * is again ~450 TFLOP/s. The error hid attention's quadratic cost on long contexts.
+ */
+const NANOSECOND_MS = 1e-6;
 const MICROSECOND_MS = 1e-3;
 
 /** Llama-3.1-8B on one H100: ~421k tokens of KV, 7 ms decode floor, ~34k prefill tokens/s. */
@@ -40,7 +48,7 @@ export const LLAMA_31_8B_H100: EngineProfile = {
   maxModelLen: 131_072,
   decodeBaseMs: 7,
   perTokenMs: 29 * MICROSECOND_MS,
-  attentionMsPerTokenPair: 1.18 * PICOSECOND_MS,
+  attentionMsPerTokenPair: 1.18 * NANOSECOND_MS,
   perContextTokenMs: 0.076 * MICROSECOND_MS,
   perSequenceMs: 4.4 * MICROSECOND_MS,
   maxBatchedTokens: 2_048,
@@ -58,7 +66,7 @@ export const LLAMA_31_70B_H100_TP4: EngineProfile = {
   maxModelLen: 131_072,
   decodeBaseMs: 18.5,
   perTokenMs: 86 * MICROSECOND_MS,
-  attentionMsPerTokenPair: 1.47 * PICOSECOND_MS,
+  attentionMsPerTokenPair: 1.47 * NANOSECOND_MS,
   perContextTokenMs: 0.048 * MICROSECOND_MS,
   perSequenceMs: 4.4 * MICROSECOND_MS,
   maxBatchedTokens: 2_048,

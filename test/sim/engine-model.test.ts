@@ -8,7 +8,7 @@ import { drain, finishedOf, smallProfile, tokens } from "./model-helpers.js";
 // Reference figures (workloads-and-engines.md, Llama-3.1-8B on 1×H100), in ms.
 const BASE = 7;
 const PER_TOKEN = 0.029;
-const ATTENTION = 1.18e-9;
+const ATTENTION = 1.18e-6;
 const PER_CONTEXT = 0.076e-3;
 const PER_SEQ = 4.4e-3;
 
@@ -54,7 +54,7 @@ describe("step timing", () => {
     const { durations } = drain(model);
     const p = LLAMA_31_70B_H100_TP4;
     expect(durations[0]).toBeCloseTo(
-      Math.max(18.5, 0.086 * 501) + 1.47e-9 * 500 * 250 + 0.048e-3 * 500 + 4.4e-3,
+      Math.max(18.5, 0.086 * 501) + 1.47e-6 * 500 * 250 + 0.048e-3 * 500 + 4.4e-3,
       9,
     );
     expect(p.kvBlocks * p.blockSize).toBe(488_000);

@@ -96,7 +96,7 @@ export function engineCalibration(profile: EngineProfileName): CalibrationRow[] 
     rows.push({
       figure: `prefill, ${tokens / 1_024}k prompt alone (TTFT ${ms(prefill.ttftMs)}, ${prefill.steps} step${prefill.steps === 1 ? "" : "s"} of ≤ 2,048)`,
       simulated: rate(prefill.tokensPerSec),
-      reference: "~34k tokens/s linear (29 µs/token, LLMServingSim) + attention 1.18 ps·T(s + T/2)",
+      reference: "~34k tokens/s linear (29 µs/token, LLMServingSim) + attention 1.18 ns·T(s + T/2) (reference: ps, a units slip; see profiles.ts)",
     });
   }
   rows.push({

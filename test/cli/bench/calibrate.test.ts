@@ -15,7 +15,7 @@ describe("engine calibration measures", () => {
   it("prefill of a 2k prompt is one step: max(7, 29 µs · 2,049) + attention + context + sequence terms", () => {
     const { ttftMs, steps } = measurePrefillTokensPerSec(PROFILE, 2_048);
     expect(steps).toBe(1);
-    expect(ttftMs).toBeCloseTo(0.029 * 2_049 + 1.18e-9 * 2_048 * 1_024 + 0.076e-3 * 2_048 + 4.4e-3, 9);
+    expect(ttftMs).toBeCloseTo(0.029 * 2_049 + 1.18e-6 * 2_048 * 1_024 + 0.076e-3 * 2_048 + 4.4e-3, 9);
     expect(measurePrefillTokensPerSec(PROFILE, 8_192).steps).toBe(4);
   });
 

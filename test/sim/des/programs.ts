@@ -35,11 +35,11 @@ export function programSpec(index: number, arrivalMs: number, calls: CallSpec[],
 /*
  * The engine timing formula written out by hand with the llama-3.1-8b-h100 figures of
  * /work/shared/reference/workloads-and-engines.md (not by calling the model's code):
- *   step = max(7 ms, 29 µs · (T + B)) + 1.18 ps · Σ T·(s + T/2) + 0.076 µs · ΣC + 4.4 µs · B
+ *   step = max(7 ms, 29 µs · (T + B)) + 1.18 ns · Σ T·(s + T/2) + 0.076 µs · ΣC + 4.4 µs · B
  */
 const DECODE_BASE_MS = 7;
 const PER_TOKEN_MS = 0.029;
-const ATTENTION_MS = 1.18e-9;
+const ATTENTION_MS = 1.18e-6;
 const PER_CONTEXT_MS = 0.076e-3;
 const PER_SEQUENCE_MS = 4.4e-3;
 
