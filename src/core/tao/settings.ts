@@ -69,12 +69,12 @@ export interface TaoSettings {
 /**
  * How long a program the plan left out for want of KV waits in the queue before it is
  * routed anyway (ms; TaoPump's holdLeftOutMs). Holding is what keeps KV from being
- * overfilled; the bound is what keeps a long context from waiting for ever. Measured
- * with `npm run bench:tao -- --hold-ms N` (README, TAO section): on the coding agent,
- * 20 s beats Agentix's job latency and TTFT p99 at both 0.3 and 3 programs/s; longer
- * holds lower job latency further but lengthen the TTFT tail.
+ * overfilled; the bound is what keeps a long context from waiting for ever. Chosen with
+ * `npm run bench:tao -- --hold-ms …` (README, TAO section): on the coding agent at 0.3
+ * and 3 programs/s, the longest hold whose TTFT p99 and max stay below Agentix's; longer
+ * holds shorten jobs further but lengthen the TTFT tail.
  */
-export const DEFAULT_HOLD_LEFT_OUT_MS = 20_000;
+export const DEFAULT_HOLD_LEFT_OUT_MS = 45_000;
 
 /** The DP's tables are allocated up front; this bounds their size (bytes ~ budget). */
 export const MAX_STATE_BUDGET = 50_000_000;
