@@ -132,6 +132,12 @@ export const PoolConfig = z
     scheduling: SchedulingConfig,
     /** Period of the /health and /metrics probe of every engine. */
     metricsIntervalMs: z.int().min(10).default(500),
+    /**
+     * Period of the probe of an engine whose last metrics were over the saturation
+     * limits: the pool holds calls back on that reading, so it is re-read this soon
+     * (50 ms: the Gateway API Inference Extension's scrape period).
+     */
+    saturatedMetricsIntervalMs: z.int().min(10).default(50),
     /** Timeout of one probe request. */
     probeTimeoutMs: z.int().positive().default(2_000),
     /** Consecutive failed health probes before an engine is taken out of rotation. */

@@ -1,4 +1,5 @@
 import { type Dispatcher, fetch } from "undici";
+import { isSaturated, type SaturationSettings } from "../core/engines.js";
 import type { EngineAdapter } from "./engines/adapter.js";
 import { parsePrometheusText, valuesOf } from "./prometheus-text.js";
 
@@ -10,6 +11,12 @@ import { parsePrometheusText, valuesOf } from "./prometheus-text.js";
  * engine does not expose reads as 0; a scrape that fails keeps the last reading, so a
  * slow /metrics does not make a busy engine look idle. Rounds never overlap: the next
  * is scheduled when one ends.
+ *
+ * Metrics over the saturation limits make the pool hold calls back from that engine
+ * until a reading says otherwise, so such an engine's metrics (only them: health keeps
+ * its period, and so its time to be taken out) are re-read at the short
+ * `saturated.intervalMs`: a backlog the engine clears in one step (a burst caught
+ * between two scheduler steps) would otherwise hold calls for a whole `intervalMs`.
  */
 
 export interface MonitoredEngine {
@@ -34,6 +41,11 @@ export interface EngineMonitorOptions {
   engines: readonly MonitoredEngine[];
   http: Dispatcher;
   intervalMs: number;
+  /**
+   * Re-read the metrics of an engine whose last ones crossed these limits every
+   * `intervalMs` of its own (shorter than the normal one). Unset: the normal period only.
+   */
+  saturated?: { settings: SaturationSettings; intervalMs: number };
   probeTimeoutMs: number;
   unhealthyAfterFailures: number;
   /** Called after every round with one reading per engine. */
@@ -44,7 +56,17 @@ interface ProbeState {
   engine: MonitoredEngine;
   failures: number;
   reading: EngineReading;
+  /** performance.now() from which the periodic rounds probe this engine's health and metrics. */
+  dueAt: number;
+  /** From which they re-read its metrics alone: before `dueAt` only while they say saturated. */
+  metricsDueAt: number;
 }
+
+/** A full probe (health and metrics) or a re-read of the metrics alone. */
+type ProbeKind = "full" | "metrics";
+
+/** Timers may fire a little before their nominal time on another clock; that still counts as due. */
+const DUE_SLACK_MS = 1;
 
 export class EngineMonitor {
   readonly #options: EngineMonitorOptions;
@@ -60,6 +82,8 @@ export class EngineMonitor {
       engine,
       failures: 0,
       reading: { id: engine.id, healthy: true, waiting: 0, kvUsage: 0 },
+      dueAt: performance.now() + options.intervalMs,
+      metricsDueAt: performance.now() + options.intervalMs,
     }));
   }
 
@@ -69,12 +93,9 @@ export class EngineMonitor {
     this.#schedule();
   }
 
-  /** Runs one round now (joins the one in progress, if any). */
+  /** Runs one round of every engine now (joins the one in progress, if any). */
   refresh(): Promise<void> {
-    this.#round ??= this.#probeAll().finally(() => {
-      this.#round = undefined;
-    });
-    return this.#round;
+    return this.#run(new Map(this.#states.map((state) => [state, "full"])));
   }
 
   /** An engine the relay could not reach: out of rotation until a probe succeeds. */
@@ -96,28 +117,65 @@ export class EngineMonitor {
     await this.#round;
   }
 
-  #schedule(): void {
-    if (this.#stop.signal.aborted) return;
-    this.#timer = setTimeout(() => {
-      void this.refresh().finally(() => this.#schedule());
-    }, this.#options.intervalMs);
+  #run(round: ReadonlyMap<ProbeState, ProbeKind>): Promise<void> {
+    this.#round ??= this.#probeRound(round).finally(() => {
+      this.#round = undefined;
+    });
+    return this.#round;
   }
 
-  async #probeAll(): Promise<void> {
+  /** The next periodic round, when the first engine falls due; it probes what is due by then. */
+  #schedule(): void {
+    if (this.#stop.signal.aborted || this.#states.length === 0) return;
+    const firstDue = Math.min(...this.#states.map((state) => Math.min(state.dueAt, state.metricsDueAt)));
+    this.#timer = setTimeout(() => {
+      const now = performance.now() + DUE_SLACK_MS;
+      const round = new Map<ProbeState, ProbeKind>();
+      for (const state of this.#states) {
+        if (state.dueAt <= now) round.set(state, "full");
+        else if (state.metricsDueAt <= now) round.set(state, "metrics");
+      }
+      // A timer that fired early (its clock lags this one), or a refresh that just read them all.
+      if (round.size === 0) return this.#schedule();
+      void this.#run(round).finally(() => this.#schedule());
+    }, Math.max(0, firstDue - performance.now()));
+  }
+
+  async #probeRound(round: ReadonlyMap<ProbeState, ProbeKind>): Promise<void> {
     if (this.#stop.signal.aborted) return;
-    await Promise.all(this.#states.map((state) => this.#probe(state)));
+    await Promise.all([...round].map(([state, kind]) => this.#probe(state, kind)));
     if (this.#stop.signal.aborted) return;
+    const now = performance.now();
+    for (const [state, kind] of round) {
+      if (kind === "full") state.dueAt = now + this.#options.intervalMs;
+      state.metricsDueAt = this.#saturatedByMetrics(state.reading) ? now + this.#shortPeriod() : state.dueAt;
+    }
     this.#options.onReadings(this.readings());
   }
 
-  async #probe(state: ProbeState): Promise<void> {
+  #shortPeriod(): number {
+    const { intervalMs, saturated } = this.#options;
+    return Math.min(saturated?.intervalMs ?? intervalMs, intervalMs);
+  }
+
+  #saturatedByMetrics(reading: EngineReading): boolean {
+    const settings = this.#options.saturated?.settings;
+    if (settings === undefined || !reading.healthy) return false;
+    // The core's rule on the metrics alone: the pool's own in-flight count needs no scrape.
+    return isSaturated({ ...reading, inFlight: 0, maxInFlight: Number.POSITIVE_INFINITY }, settings);
+  }
+
+  async #probe(state: ProbeState, kind: ProbeKind): Promise<void> {
     const { engine } = state;
     const [healthy, gauges] = await Promise.all([
-      this.#get(engine, engine.healthPath).then((res) => res !== undefined),
+      kind === "full" ? this.#get(engine, engine.healthPath).then((res) => res !== undefined) : Promise.resolve(undefined),
       engine.metricsPath === undefined ? Promise.resolve(undefined) : this.#get(engine, engine.metricsPath),
     ]);
-    state.failures = healthy ? 0 : state.failures + 1;
-    const next = { ...state.reading, healthy: healthy || (state.reading.healthy && state.failures < this.#options.unhealthyAfterFailures) };
+    const next = { ...state.reading };
+    if (healthy !== undefined) {
+      state.failures = healthy ? 0 : state.failures + 1;
+      next.healthy = healthy || (state.reading.healthy && state.failures < this.#options.unhealthyAfterFailures);
+    }
     if (gauges !== undefined) {
       const samples = parsePrometheusText(gauges);
       // Several series (one per model or data-parallel rank): waiting adds up, KV use is the fullest.

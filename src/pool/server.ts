@@ -77,6 +77,7 @@ export async function startPool(config: PoolConfig, options: StartPoolOptions = 
     engines: config.engines.map((engine) => ({ ...engine, adapter: adapterFor(engine.kind) })),
     http,
     intervalMs: config.metricsIntervalMs,
+    saturated: { settings: config.scheduling.saturation, intervalMs: config.saturatedMetricsIntervalMs },
     probeTimeoutMs: config.probeTimeoutMs,
     unhealthyAfterFailures: config.unhealthyAfterFailures,
     onReadings: (readings) => dispatcher.updateEngines(readings),

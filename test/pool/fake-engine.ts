@@ -39,6 +39,8 @@ export interface FakeEngine {
   call(index: number, timeoutMs?: number): Promise<FakeCall>;
   setHealthy(healthy: boolean): void;
   setMetrics(text: string): void;
+  /** GETs of /health and of /metrics answered so far. */
+  probes(): { health: number; metrics: number };
   close(): Promise<void>;
 }
 
@@ -100,8 +102,15 @@ export async function startFakeEngine(options: FakeEngineOptions = {}): Promise<
   let active = 0;
 
   const app = new Hono<{ Bindings: HttpBindings }>();
-  app.get("/health", (c) => (healthy ? c.text("ok") : c.text("down", 503)));
-  app.get("/metrics", (c) => c.text(metricsText));
+  app.get("/health", (c) => {
+    probes.health += 1;
+    return healthy ? c.text("ok") : c.text("down", 503);
+  });
+  const probes = { health: 0, metrics: 0 };
+  app.get("/metrics", (c) => {
+    probes.metrics += 1;
+    return c.text(metricsText);
+  });
   // The health probe of "openai"-kind engines.
   app.get("/v1/models", (c) =>
     healthy ? c.json({ object: "list", data: [{ id: "test-model", object: "model" }] }) : c.text("down", 503),
@@ -202,6 +211,7 @@ export async function startFakeEngine(options: FakeEngineOptions = {}): Promise<
     },
     setHealthy: (value) => (healthy = value),
     setMetrics: (text) => (metricsText = text),
+    probes: () => ({ ...probes }),
     close: () =>
       new Promise<void>((resolve) => {
         for (const call of calls) call.release();

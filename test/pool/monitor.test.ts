@@ -1,10 +1,11 @@
 import { Agent } from "undici";
 import { afterEach, describe, expect, it } from "vitest";
-import { EngineMonitor, type EngineReading } from "../../src/pool/engine-monitor.js";
+import { EngineMonitor, type EngineMonitorOptions, type EngineReading } from "../../src/pool/engine-monitor.js";
 import { adapterFor, type EngineKind } from "../../src/pool/engines/index.js";
 import { parsePrometheusText, valuesOf } from "../../src/pool/prometheus-text.js";
 import { ReplayGuard } from "../../src/pool/replay-guard.js";
 import { type FakeEngine, refusedUrl, startFakeEngine } from "./fake-engine.js";
+import { waitFor } from "./helpers.js";
 
 describe("Prometheus text", () => {
   it("reads samples with and without labels, skipping comments and junk", () => {
@@ -43,7 +44,7 @@ describe("EngineMonitor", () => {
     for (const stop of stops.splice(0)) await stop();
   });
 
-  async function monitorOf(engines: { id: string; url: string; kind: EngineKind }[]) {
+  async function monitorOf(engines: { id: string; url: string; kind: EngineKind }[], saturated?: EngineMonitorOptions["saturated"]) {
     const http = new Agent();
     let last: EngineReading[] = [];
     const monitor = new EngineMonitor({
@@ -53,6 +54,7 @@ describe("EngineMonitor", () => {
       }),
       http,
       intervalMs: 10_000,
+      ...(saturated === undefined ? {} : { saturated }),
       probeTimeoutMs: 1_000,
       unhealthyAfterFailures: 2,
       onReadings: (readings) => (last = readings),
@@ -98,6 +100,32 @@ describe("EngineMonitor", () => {
     engine.setHealthy(true);
     await monitor.refresh();
     expect(readings()[0]?.healthy).toBe(true);
+  });
+
+  it("re-reads only the metrics of an engine whose metrics say saturated, at the short period, until they no longer do", async () => {
+    const backedUp = await fake("vllm:num_requests_waiting 9\n");
+    const idle = await fake("vllm:num_requests_waiting 0\n");
+    const { monitor, readings } = await monitorOf(
+      [
+        { id: "backed-up", url: backedUp.url, kind: "vllm" },
+        { id: "idle", url: idle.url, kind: "vllm" },
+      ],
+      { settings: { maxEngineWaiting: 4, maxKvUsage: 0.8 }, intervalMs: 10 },
+    );
+    await monitor.refresh();
+    monitor.start();
+    // The normal period is 10 s: only the short one can bring these reads.
+    await waitFor(() => backedUp.probes().metrics >= 4, "saturated engine's metrics re-read");
+    expect(backedUp.probes().health).toBe(1);
+    expect(idle.probes()).toEqual({ health: 1, metrics: 1 });
+
+    backedUp.setMetrics("vllm:num_requests_waiting 0\n");
+    await waitFor(() => readings()[0]?.waiting === 0, "reading of the drained engine");
+    const afterDrain = backedUp.probes();
+    // Back on the normal period: several short periods bring no further read.
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(backedUp.probes()).toEqual(afterDrain);
+    expect(idle.probes()).toEqual({ health: 1, metrics: 1 });
   });
 
   it("takes an engine out at once on markDown, and reports an unreachable one unhealthy", async () => {

@@ -85,6 +85,19 @@ describe("pool scheduling", () => {
     expect((await res).status).toBe(200);
     expect(engine.calls).toHaveLength(1);
   });
+
+  it("holds calls while the engine's metrics say it is backed up, and sends them once a quick re-read says it no longer is", async () => {
+    const engine = await fakeEngine(undefined, "vllm:num_requests_waiting 9\n");
+    // The normal period is a minute: only the saturated engine's short one can release the call in time.
+    const p = await pool([{ id: "e1", url: engine.url }], { metricsIntervalMs: 60_000, saturatedMetricsIntervalMs: 20 });
+    const res = send(p, await signedCall());
+    await waitFor(() => p.dispatcher.queuedCount === 1, "call held in the queue");
+    expect(engine.calls).toHaveLength(0);
+
+    engine.setMetrics("vllm:num_requests_waiting 0\n");
+    expect((await res).status).toBe(200);
+    expect(engine.calls).toHaveLength(1);
+  });
 });
 
 describe("client disconnect", () => {
