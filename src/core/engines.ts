@@ -35,8 +35,13 @@ export function validateSaturationSettings(settings: SaturationSettings): void {
   }
 }
 
+/** The engine's own metrics say it is backed up (the part of saturation a scrape decides). */
+export function metricsSaturated(reading: Pick<EngineState, "waiting" | "kvUsage">, s: SaturationSettings): boolean {
+  return reading.waiting > s.maxEngineWaiting || reading.kvUsage > s.maxKvUsage;
+}
+
 export function isSaturated(engine: EngineState, s: SaturationSettings): boolean {
-  return engine.inFlight >= engine.maxInFlight || engine.waiting > s.maxEngineWaiting || engine.kvUsage > s.maxKvUsage;
+  return engine.inFlight >= engine.maxInFlight || metricsSaturated(engine, s);
 }
 
 /** Healthy and not saturated: may be sent a call now. */

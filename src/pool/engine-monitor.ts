@@ -1,5 +1,5 @@
 import { type Dispatcher, fetch } from "undici";
-import { isSaturated, type SaturationSettings } from "../core/engines.js";
+import { metricsSaturated, type SaturationSettings } from "../core/engines.js";
 import type { EngineAdapter } from "./engines/adapter.js";
 import { parsePrometheusText, valuesOf } from "./prometheus-text.js";
 
@@ -161,8 +161,7 @@ export class EngineMonitor {
   #saturatedByMetrics(reading: EngineReading): boolean {
     const settings = this.#options.saturated?.settings;
     if (settings === undefined || !reading.healthy) return false;
-    // The core's rule on the metrics alone: the pool's own in-flight count needs no scrape.
-    return isSaturated({ ...reading, inFlight: 0, maxInFlight: Number.POSITIVE_INFINITY }, settings);
+    return metricsSaturated(reading, settings);
   }
 
   async #probe(state: ProbeState, kind: ProbeKind): Promise<void> {

@@ -28,7 +28,7 @@
  */
 
 import { type Dispatch, takeDispatches } from "../../core/dispatch.js";
-import type { EngineState } from "../../core/engines.js";
+import { type EngineState, metricsSaturated } from "../../core/engines.js";
 import { DEFAULT_ROUTED_PREFIX_SETTINGS, RoutedPrefixIndex, type RoutedPrefixSettings } from "../../core/prefix-index.js";
 import { ProgramQueue, type QueuedCall } from "../../core/queue.js";
 import type { PrefixMatcher, RoundRobinCursor, RouteReason } from "../../core/routing.js";
@@ -65,6 +65,11 @@ export interface SimulationConfig {
   tenantWeights?: Readonly<Record<string, number>>;
   /** Period of the engine metrics scrape (waiting, KV use); default the pool config's (500 ms); 0 reads them live at every dispatch. */
   metricsIntervalMs?: number;
+  /**
+   * Period at which an engine whose scraped metrics are over the saturation limits is
+   * re-read, as the pool's engine monitor does; default the pool config's (50 ms).
+   */
+  saturatedMetricsIntervalMs?: number;
   /** Also return one record per call (dispatch order, timings); off by default (memory). */
   recordCalls?: boolean;
   /** "agentix-tao" only: TAO placement knobs (tao-placement.ts). */
@@ -166,11 +171,12 @@ const STEP_END = 3;
 const PUMP = 4;
 const SCRAPE = 5;
 const WAKE = 6;
+const RESCRAPE = 7;
 
 type SimEvent =
   | { kind: typeof ARRIVAL; program: ProgramRun }
   | { kind: typeof READY; call: CallRun }
-  | { kind: typeof KICK | typeof STEP_END; engine: SimEngine }
+  | { kind: typeof KICK | typeof STEP_END | typeof RESCRAPE; engine: SimEngine }
   | { kind: typeof PUMP | typeof SCRAPE | typeof WAKE };
 
 interface SimEngine {
@@ -180,6 +186,8 @@ interface SimEngine {
   stepping: boolean;
   stepStartMs: number;
   stepEndMs: number;
+  /** A re-read of its metrics alone is scheduled (its last ones said saturated). */
+  rescrapePending: boolean;
 }
 
 interface ProgramRun {
@@ -226,6 +234,10 @@ function validateConfig(config: SimulationConfig): void {
   if (interval !== undefined && !(Number.isFinite(interval) && interval >= 0)) {
     throw new RangeError(`metricsIntervalMs must be a finite number >= 0, got ${interval}`);
   }
+  const saturatedInterval = config.saturatedMetricsIntervalMs;
+  if (saturatedInterval !== undefined && !(Number.isFinite(saturatedInterval) && saturatedInterval > 0)) {
+    throw new RangeError(`saturatedMetricsIntervalMs must be a finite number > 0, got ${saturatedInterval}`);
+  }
   for (const [tenant, weight] of Object.entries(config.tenantWeights ?? {})) {
     if (!(Number.isFinite(weight) && weight > 0)) throw new RangeError(`weight of tenant ${tenant} must be > 0, got ${weight}`);
   }
@@ -258,6 +270,7 @@ export function simulate(config: SimulationConfig): SimulationResult {
   const setup: PolicySetup = policySetup(config.policy, { maxInFlightPerEngine: config.maxInFlightPerEngine });
   const profile = resolveProfile(config.engineProfile ?? DEFAULT_PROFILE);
   const metricsIntervalMs = config.metricsIntervalMs ?? POOL_DEFAULTS.metricsIntervalMs;
+  const saturatedMetricsIntervalMs = Math.min(config.saturatedMetricsIntervalMs ?? POOL_DEFAULTS.saturatedMetricsIntervalMs, metricsIntervalMs);
   const maxSimMs = config.maxSimMs ?? Infinity;
   const oracle = setup.dispatch.queue.priorityValue === "oracle";
   const levels = setup.dispatch.queue.levels;
@@ -269,7 +282,7 @@ export function simulate(config: SimulationConfig): SimulationResult {
   const states: EngineState[] = [];
   for (let i = 0; i < config.engines; i++) {
     const state: EngineState = { id: `engine-${i}`, healthy: true, inFlight: 0, maxInFlight: setup.maxInFlight, waiting: 0, kvUsage: 0 };
-    engines.push({ model: new EngineModel({ profile, priorityScheduling: setup.priorityScheduling }), state, stepping: false, stepStartMs: 0, stepEndMs: 0 });
+    engines.push({ model: new EngineModel({ profile, priorityScheduling: setup.priorityScheduling }), state, stepping: false, stepStartMs: 0, stepEndMs: 0, rescrapePending: false });
     states.push(state);
   }
   const engineById = new Map(engines.map((engine) => [engine.state.id, engine]));
@@ -356,11 +369,24 @@ export function simulate(config: SimulationConfig): SimulationResult {
     events.push(now, { kind: PUMP });
   };
 
-  const readMetrics = (): void => {
-    for (const engine of engines) {
-      engine.state.waiting = engine.model.numWaiting;
-      engine.state.kvUsage = engine.model.kvUsage;
+  const readEngineMetrics = (engine: SimEngine): void => {
+    engine.state.waiting = engine.model.numWaiting;
+    engine.state.kvUsage = engine.model.kvUsage;
+    // As the pool's monitor: metrics over the limits hold calls back, so they are re-read soon.
+    if (metricsIntervalMs > 0 && !engine.rescrapePending && metricsSaturated(engine.state, setup.dispatch.saturation)) {
+      engine.rescrapePending = true;
+      events.push(now + saturatedMetricsIntervalMs, { kind: RESCRAPE, engine });
     }
+  };
+
+  const readMetrics = (): void => {
+    for (const engine of engines) readEngineMetrics(engine);
+  };
+
+  const onRescrape = (engine: SimEngine): void => {
+    engine.rescrapePending = false;
+    readEngineMetrics(engine);
+    schedulePump();
   };
 
   const finishProgram = (program: ProgramRun): void => {
@@ -642,6 +668,9 @@ export function simulate(config: SimulationConfig): SimulationResult {
         break;
       case SCRAPE:
         onScrape();
+        break;
+      case RESCRAPE:
+        onRescrape(event.engine);
         break;
       case WAKE:
         schedulePump();

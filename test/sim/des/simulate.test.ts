@@ -92,6 +92,30 @@ describe("one engine, hand-checked timing", () => {
   });
 });
 
+describe("metrics scrapes, as the pool's engine monitor", () => {
+  // A 2,000-token prefill runs 440 → ~500.5 ms; ten short calls sent at 480 ms wait in the
+  // engine behind it, so the scrape at 500 ms reads 10 waiting (over 4: saturated), though
+  // the next step takes them all. A call arriving at 505 ms is held in the pool until a
+  // reading says otherwise.
+  const programs = [
+    programSpec(0, 440, [callSpec(0, { newPromptTokens: 2_000, outputTokens: 200 })]),
+    ...Array.from({ length: 10 }, (_, i) => programSpec(1 + i, 480, [callSpec(0, { outputTokens: 50 })])),
+    programSpec(11, 505, [callSpec(0)]),
+  ];
+  const heldCall = (saturatedMetricsIntervalMs?: number) =>
+    simulate({ programs, policy: "agentix", engines: 1, recordCalls: true, ...(saturatedMetricsIntervalMs === undefined ? {} : { saturatedMetricsIntervalMs }) }).calls?.find(
+      (c) => c.programId === "prog_test011",
+    );
+
+  it("re-reads a saturated engine after 50 ms, releasing the held call then", () => {
+    expect(heldCall()?.dispatchMs).toBe(550);
+  });
+
+  it("without the early re-read, holds it until the next regular scrape", () => {
+    expect(heldCall(500)?.dispatchMs).toBe(1_000);
+  });
+});
+
 describe("program accounting", () => {
   it("ATLAS value of a fan-out program equals its critical path; PLAS value is the sum", () => {
     const calls = [
@@ -240,6 +264,7 @@ describe("input validation", () => {
     [{ ...ok, programs: [ok.programs[0], ok.programs[0]] }, /duplicate/],
     [{ ...ok, programs: [programSpec(0, 0, [callSpec(0, { dependsOn: [0] })])] }, /depends/],
     [{ ...ok, tenantWeights: { ten_a: 0 } }, /weight/],
+    [{ ...ok, saturatedMetricsIntervalMs: 0 }, /saturatedMetricsIntervalMs/],
   ])("rejects a bad config (%#)", (config, message) => {
     expect(() => simulate(config as Parameters<typeof simulate>[0])).toThrow(message);
   });
