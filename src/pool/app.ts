@@ -33,6 +33,15 @@ export interface PoolAppDeps {
 export function createPoolApp(deps: PoolAppDeps): Hono<ForwardedEnv> {
   const { config, dispatcher, metrics, clock } = deps;
   const app = new Hono<ForwardedEnv>();
+  /** A body over maxSize is refused (413, counted) before its signature is checked. */
+  const limitBody = (maxSize: number, message: string) =>
+    bodyLimit({
+      maxSize,
+      onError: () => {
+        metrics.reject("body_too_large");
+        return openAIErrorResponse(413, message, { code: "body_too_large" });
+      },
+    });
 
   app.onError((error) => {
     if (error instanceof HTTPException) return error.getResponse();
@@ -73,13 +82,7 @@ export function createPoolApp(deps: PoolAppDeps): Hono<ForwardedEnv> {
 
   app.post(
     "/v1/events",
-    bodyLimit({
-      maxSize: Math.min(config.maxBodyBytes, MAX_EVENT_BODY_BYTES),
-      onError: () => {
-        metrics.reject("body_too_large");
-        return openAIErrorResponse(413, "Tool event batch too large", { code: "body_too_large" });
-      },
-    }),
+    limitBody(Math.min(config.maxBodyBytes, MAX_EVENT_BODY_BYTES), "Tool event batch too large"),
     verifyForwardedToolEvents({
       secret: config.signingSecret,
       timestampWindowMs: config.timestampWindowMs,
@@ -97,13 +100,7 @@ export function createPoolApp(deps: PoolAppDeps): Hono<ForwardedEnv> {
 
   app.post(
     "/v1/chat/completions",
-    bodyLimit({
-      maxSize: config.maxBodyBytes,
-      onError: () => {
-        metrics.reject("body_too_large");
-        return openAIErrorResponse(413, `Request body exceeds ${config.maxBodyBytes} bytes`, { code: "body_too_large" });
-      },
-    }),
+    limitBody(config.maxBodyBytes, `Request body exceeds ${config.maxBodyBytes} bytes`),
     verifyForwardedCall({
       secret: config.signingSecret,
       timestampWindowMs: config.timestampWindowMs,
