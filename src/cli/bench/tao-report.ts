@@ -7,7 +7,7 @@ import type { ReadinessErrorReport, ReadinessSource } from "../../core/tao/readi
 import type { PolicyName } from "../../sim/des/policies.js";
 import type { TaoRunStats } from "../../sim/des/tao-placement.js";
 import type { PlanTiming, RunMetrics } from "./tao-metrics.js";
-import type { TaoBenchWorkload } from "./tao-options.js";
+import type { TaoBenchOptions, TaoBenchWorkload } from "./tao-options.js";
 
 export interface TaoPlannerFigures extends Omit<TaoRunStats, "planner"> {
   planTime: PlanTiming;
@@ -55,18 +55,12 @@ export interface TaoLoss {
 export interface TaoBenchReport {
   createdAt: string;
   command: string;
-  config: {
-    workloads: TaoBenchWorkload[];
-    policies: PolicyName[];
-    engines: number;
-    seed: number;
+  /** The options the runs used (holdMs: JSON writes Infinity, hold until promoted, as null). */
+  config: Omit<TaoBenchOptions, "programs" | "rates" | "outDir"> & {
+    /** Of the workloads run only. */
     programs: Record<string, number>;
     rates: Record<string, number[]>;
-    replanMs: number;
-    /** JSON writes Infinity (hold until promoted) as null. */
-    holdMs: number[];
     engineProfile: string;
-    quick: boolean;
   };
   runs: TaoBenchRun[];
   /** Every metric and load where agentix-tao is more than LOSS_MARGIN worse than the best other policy. */
