@@ -1,5 +1,4 @@
 import { Hono } from "hono";
-import { bodyLimit } from "hono/body-limit";
 import { HTTPException } from "hono/http-exception";
 import type { Clock } from "../core/clock.js";
 import { openAIError, openAIErrorResponse } from "../protocol/errors.js";
@@ -11,7 +10,7 @@ import type { PoolMetrics } from "./metrics.js";
 import { ReplayGuard } from "./replay-guard.js";
 import { type ForwardedEnv, verifyForwardedCall, verifyForwardedToolEvents } from "./verify-forward.js";
 
-/** A forwarded event batch is at most 64 small events; this bounds what is read before the signature is checked. */
+/** A forwarded event batch is at most 64 small events; this bounds what is read before the MAC is checked. */
 const MAX_EVENT_BODY_BYTES = 4 * 1024 * 1024;
 
 export interface PoolAppDeps {
@@ -33,15 +32,16 @@ export interface PoolAppDeps {
 export function createPoolApp(deps: PoolAppDeps): Hono<ForwardedEnv> {
   const { config, dispatcher, metrics, clock } = deps;
   const app = new Hono<ForwardedEnv>();
-  /** A body over maxSize is refused (413, counted) before its signature is checked. */
-  const limitBody = (maxSize: number, message: string) =>
-    bodyLimit({
-      maxSize,
-      onError: () => {
-        metrics.reject("body_too_large");
-        return openAIErrorResponse(413, message, { code: "body_too_large" });
-      },
-    });
+  /** Signature headers before the body, the body bounded as it streams in (verify-forward.ts). */
+  const verifyOptions = (maxBodyBytes: number) => ({
+    secret: config.signingSecret,
+    timestampWindowMs: config.timestampWindowMs,
+    replay: new ReplayGuard(config.replayWindowMs, config.replayCapacity),
+    clock,
+    metrics,
+    retryAfterSeconds: config.retryAfterSeconds,
+    maxBodyBytes,
+  });
 
   app.onError((error) => {
     if (error instanceof HTTPException) return error.getResponse();
@@ -82,15 +82,7 @@ export function createPoolApp(deps: PoolAppDeps): Hono<ForwardedEnv> {
 
   app.post(
     "/v1/events",
-    limitBody(Math.min(config.maxBodyBytes, MAX_EVENT_BODY_BYTES), "Tool event batch too large"),
-    verifyForwardedToolEvents({
-      secret: config.signingSecret,
-      timestampWindowMs: config.timestampWindowMs,
-      replay: new ReplayGuard(config.replayWindowMs, config.replayCapacity),
-      clock,
-      metrics,
-      retryAfterSeconds: config.retryAfterSeconds,
-    }),
+    verifyForwardedToolEvents(verifyOptions(Math.min(config.maxBodyBytes, MAX_EVENT_BODY_BYTES))),
     (c) => {
       const { fields, batch } = c.get("toolEvents");
       const accepted: ToolEventsAccepted = { accepted: dispatcher.toolEvents(fields.program, batch.events, fields.ts) };
@@ -100,15 +92,7 @@ export function createPoolApp(deps: PoolAppDeps): Hono<ForwardedEnv> {
 
   app.post(
     "/v1/chat/completions",
-    limitBody(config.maxBodyBytes, `Request body exceeds ${config.maxBodyBytes} bytes`),
-    verifyForwardedCall({
-      secret: config.signingSecret,
-      timestampWindowMs: config.timestampWindowMs,
-      replay: new ReplayGuard(config.replayWindowMs, config.replayCapacity),
-      clock,
-      metrics,
-      retryAfterSeconds: config.retryAfterSeconds,
-    }),
+    verifyForwardedCall(verifyOptions(config.maxBodyBytes)),
     (c) => dispatcher.submit({ ...c.get("forwarded"), signal: c.req.raw.signal }),
   );
 

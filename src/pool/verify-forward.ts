@@ -4,7 +4,8 @@ import type { Clock } from "../core/clock.js";
 import { ChatCompletionRequest } from "../protocol/chat.js";
 import { invalidRequest, openAIError } from "../protocol/errors.js";
 import type { ForwardFields } from "../protocol/forward.js";
-import { verifyForward } from "../protocol/signing.js";
+import { parseSignedForwardHeaders, verifyForwardMac } from "../protocol/signing.js";
+import { readBoundedBody } from "./bounded-body.js";
 import { ToolEventBatch } from "../protocol/tool-events.js";
 import type { PoolMetrics, RejectReason } from "./metrics.js";
 import type { ReplayGuard } from "./replay-guard.js";
@@ -33,6 +34,8 @@ export interface VerifyForwardedCallOptions {
   clock: Clock;
   metrics: PoolMetrics;
   retryAfterSeconds: number;
+  /** Largest body read (bytes); a larger one is refused with 413 as soon as it passes this. */
+  maxBodyBytes: number;
 }
 
 function signatureRejectReason(reason: string): RejectReason {
@@ -42,9 +45,18 @@ function signatureRejectReason(reason: string): RejectReason {
 }
 
 /**
- * Checks the HMAC over the exact body bytes, the timestamp window and ID replay (all
- * 401), then the body's JSON against `schema` (400). The signature is checked first
- * so unsigned traffic never touches the replay set. What: "call" or "event batch", for messages.
+ * In this order, so that nothing the edge did not sign costs more than its headers:
+ *
+ * 1. before any body byte is read: the signature header is present and well formed,
+ *    every field parses, and the timestamp is within the window (401);
+ * 2. the body, counted as it arrives: 413 at the chunk that passes maxBodyBytes,
+ *    hashed as it streams in;
+ * 3. the HMAC over the fields and that hash (401);
+ * 4. only then the call ID against the replay set (401, or 503 when the set is
+ *    full), so unsigned traffic never touches it;
+ * 5. the body's JSON against `schema` (400).
+ *
+ * What: "call" or "event batch", for messages.
  */
 async function verifySigned<T extends z.ZodType>(
   c: Context<ForwardedEnv>,
@@ -52,18 +64,23 @@ async function verifySigned<T extends z.ZodType>(
   schema: T,
   what: string,
 ): Promise<{ fields: ForwardFields; data: z.output<T> }> {
-  const { secret, timestampWindowMs, replay, clock, metrics } = options;
-  const reject = (reason: RejectReason, status: 400 | 401 | 503, message: string, headers?: Record<string, string>) => {
+  const { secret, timestampWindowMs, replay, clock, metrics, maxBodyBytes } = options;
+  const reject = (reason: RejectReason, status: 400 | 401 | 413 | 503, message: string, headers?: Record<string, string>) => {
     metrics.reject(reason);
     return openAIError(status, message, { code: reason, headers });
   };
-  const bytes = await c.req.arrayBuffer();
-  const now = clock.now();
-  const verified = await verifyForward(secret, c.req.raw.headers, bytes, { now, windowMs: timestampWindowMs });
-  if (!verified.ok) {
-    throw reject(signatureRejectReason(verified.reason), 401, `Unauthenticated pool ${what}: ${verified.reason}`);
+  const signed = parseSignedForwardHeaders(c.req.raw.headers);
+  if (!signed.ok) throw reject(signatureRejectReason(signed.reason), 401, `Unauthenticated pool ${what}: ${signed.reason}`);
+  if (Math.abs(clock.now() - signed.fields.ts) > timestampWindowMs) {
+    throw reject("stale_timestamp", 401, `Unauthenticated pool ${what}: stale timestamp`);
   }
-  const seen = replay.check(verified.fields.call, now);
+
+  const body = await readBoundedBody(c.req.raw, maxBodyBytes);
+  if (!body.ok) throw reject("body_too_large", 413, `Request body exceeds ${maxBodyBytes} bytes`);
+  if (!(await verifyForwardMac(secret, signed.fields, signed.mac, body.sha256Hex))) {
+    throw reject("invalid_signature", 401, `Unauthenticated pool ${what}: bad signature`);
+  }
+  const seen = replay.check(signed.fields.call, clock.now());
   if (seen === "replayed") throw reject("replayed_call", 401, `Unauthenticated pool ${what}: ${what} ID already seen`);
   if (seen === "full") {
     throw reject("replay_cache_full", 503, `Pool is overloaded: too many recent ${what}s`, {
@@ -73,7 +90,7 @@ async function verifySigned<T extends z.ZodType>(
 
   let json: unknown;
   try {
-    json = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(bytes));
+    json = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(body.bytes));
   } catch {
     metrics.reject("invalid_request");
     throw openAIError(400, "Invalid request: body is not valid JSON", { code: "invalid_json" });
@@ -83,7 +100,7 @@ async function verifySigned<T extends z.ZodType>(
     metrics.reject("invalid_request");
     throw invalidRequest(parsed.error);
   }
-  return { fields: verified.fields, data: parsed.data };
+  return { fields: signed.fields, data: parsed.data };
 }
 
 /** Admits only calls the edge signed (see verifySigned). */

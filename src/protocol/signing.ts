@@ -35,8 +35,13 @@ export async function sha256Hex(body: BodyBytes): Promise<string> {
 }
 
 export async function canonicalString(fields: ForwardFields, body: BodyBytes): Promise<string> {
+  return canonicalStringOfDigest(fields, await sha256Hex(body));
+}
+
+/** The canonical string when the body's SHA-256 (hex) is already known, e.g. hashed as it streamed in. */
+function canonicalStringOfDigest(fields: ForwardFields, bodySha256Hex: string): string {
   const values = FORWARD_FIELD_ORDER.map((key) => String(fields[key]));
-  return [SIGNATURE_VERSION, ...values, await sha256Hex(body)].join("\n");
+  return [SIGNATURE_VERSION, ...values, bodySha256Hex].join("\n");
 }
 
 type HmacKey = Awaited<ReturnType<typeof crypto.subtle.importKey>>;
@@ -86,6 +91,37 @@ export interface VerifyOptions {
   windowMs: number;
 }
 
+export type SignedForwardHeaders =
+  | { ok: true; fields: ForwardFields; mac: Uint8Array<ArrayBuffer> }
+  | { ok: false; reason: string };
+
+/**
+ * What can be checked of a signed forward before its body is read: the signature
+ * header is present and well formed, and every field parses. The MAC itself covers
+ * the body's hash, so it is checked afterwards (verifyForwardMac).
+ */
+export function parseSignedForwardHeaders(headers: Headers): SignedForwardHeaders {
+  const signature = headers.get(Header.signature);
+  if (!signature) return { ok: false, reason: "missing signature" };
+  const [version, hex] = signature.split("=", 2);
+  const mac = hex ? fromHex(hex) : undefined;
+  if (version !== SIGNATURE_VERSION || !mac) return { ok: false, reason: "malformed signature" };
+  const parsed = parseForwardHeaders(headers);
+  if (!parsed.ok) return parsed;
+  return { ok: true, fields: parsed.fields, mac };
+}
+
+/** Checks a MAC (constant time, by WebCrypto) against the fields and the body's SHA-256 in hex. */
+export async function verifyForwardMac(
+  secret: string,
+  fields: ForwardFields,
+  mac: Uint8Array<ArrayBuffer>,
+  bodySha256Hex: string,
+): Promise<boolean> {
+  const key = await hmacKey(secret);
+  return crypto.subtle.verify("HMAC", key, mac, utf8(canonicalStringOfDigest(fields, bodySha256Hex)));
+}
+
 /**
  * Checks the signature (constant time, by WebCrypto) and the timestamp window.
  * Replay of a call ID is the caller's check: it needs state.
@@ -96,16 +132,9 @@ export async function verifyForward(
   body: BodyBytes,
   options: VerifyOptions,
 ): Promise<VerifiedForward> {
-  const signature = headers.get(Header.signature);
-  if (!signature) return { ok: false, reason: "missing signature" };
-  const [version, hex] = signature.split("=", 2);
-  const mac = hex ? fromHex(hex) : undefined;
-  if (version !== SIGNATURE_VERSION || !mac) return { ok: false, reason: "malformed signature" };
-  const parsed = parseForwardHeaders(headers);
-  if (!parsed.ok) return parsed;
-  const key = await hmacKey(secret);
-  const data = utf8(await canonicalString(parsed.fields, body));
-  if (!(await crypto.subtle.verify("HMAC", key, mac, data))) return { ok: false, reason: "bad signature" };
-  if (Math.abs(options.now - parsed.fields.ts) > options.windowMs) return { ok: false, reason: "stale timestamp" };
-  return parsed;
+  const signed = parseSignedForwardHeaders(headers);
+  if (!signed.ok) return signed;
+  if (!(await verifyForwardMac(secret, signed.fields, signed.mac, await sha256Hex(body)))) return { ok: false, reason: "bad signature" };
+  if (Math.abs(options.now - signed.fields.ts) > options.windowMs) return { ok: false, reason: "stale timestamp" };
+  return { ok: true, fields: signed.fields };
 }

@@ -1,9 +1,10 @@
+import { type ClientRequest, request as httpRequest } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { OpenAIErrorBody } from "../../src/protocol/errors.js";
 import { Header } from "../../src/protocol/headers.js";
 import { type PoolHandle, startPool } from "../../src/pool/server.js";
 import { type FakeEngine, startFakeEngine } from "./fake-engine.js";
-import { chatBody, SECRET, signedCall, testConfig } from "./helpers.js";
+import { chatBody, metricValue, SECRET, signedCall, testConfig } from "./helpers.js";
 
 let engine: FakeEngine;
 let pool: PoolHandle;
@@ -103,5 +104,104 @@ describe("verification of forwarded calls", () => {
   it("answers an oversized body 413", async () => {
     const call = await signedCall({ body: chatBody({ messages: [{ role: "user", content: "x".repeat(65 * 1024) }] }) });
     await expectError(await post(call.headers, call.body), 413, "body_too_large");
+  });
+});
+
+/**
+ * Over a real socket: sends the headers and `firstBytes` of a chunked body and leaves
+ * the body open. Resolves with the answer the pool gives while the body is still
+ * being sent (rejects if none comes within 3 s, e.g. because the pool waits for the
+ * rest of the body).
+ */
+function openBody(headers: Record<string, string>, firstBytes: string | undefined): { answer: Promise<{ status: number; body: string }>; req: ClientRequest } {
+  const req = httpRequest(`${pool.url}/v1/chat/completions`, { method: "POST", headers });
+  const answer = new Promise<{ status: number; body: string }>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error("no answer while the body was still open")), 3_000);
+    req.on("error", (error) => {
+      clearTimeout(timer);
+      reject(error);
+    });
+    req.on("response", (res) => {
+      let body = "";
+      res.setEncoding("utf8");
+      res.on("data", (chunk: string) => (body += chunk));
+      res.on("end", () => {
+        clearTimeout(timer);
+        resolve({ status: res.statusCode ?? 0, body });
+      });
+    });
+  });
+  if (firstBytes === undefined) req.flushHeaders();
+  else req.write(firstBytes);
+  return { answer, req };
+}
+
+const codeOf = (body: string) => OpenAIErrorBody.parse(JSON.parse(body)).error.code;
+const rejectedCount = async (reason: string) =>
+  metricValue(await pool.metrics.registry.metrics(), `agentix_pool_rejected_requests_total{reason="${reason}"}`) ?? 0;
+
+describe("signature headers before the body, and the body bounded as it streams in (real sockets)", () => {
+  it.each([
+    ["no signature", (h: Record<string, string>) => { delete h[Header.signature]; }, "missing_signature"],
+    ["a malformed signature", (h: Record<string, string>) => { h[Header.signature] = "v2=abc"; }, "invalid_signature"],
+    ["a missing field", (h: Record<string, string>) => { delete h[Header.tenant]; }, "invalid_signature"],
+    ["a stale timestamp", (h: Record<string, string>) => { h[Header.ts] = String(Date.now() - 60_000); }, "stale_timestamp"],
+  ])("answers a call with %s 401 before reading its body", async (_what, tamper, code) => {
+    const call = await signedCall();
+    const headers = { ...call.headers };
+    tamper(headers);
+    const { answer, req } = openBody(headers, "x".repeat(1024));
+    try {
+      const { status, body } = await answer;
+      expect(status).toBe(401);
+      expect(codeOf(body)).toBe(code);
+    } finally {
+      req.destroy();
+    }
+  });
+
+  it("answers 413 at the chunk that passes the limit, while the rest of the body is still coming", async () => {
+    const before = await rejectedCount("body_too_large");
+    const call = await signedCall();
+    const { answer, req } = openBody(call.headers, "x".repeat(64 * 1024 + 1));
+    try {
+      const { status, body } = await answer;
+      expect(status).toBe(413);
+      expect(codeOf(body)).toBe("body_too_large");
+    } finally {
+      req.destroy();
+    }
+    expect(await rejectedCount("body_too_large")).toBe(before + 1);
+  });
+
+  it("answers 413 to a declared Content-Length over the limit before any body byte", async () => {
+    const call = await signedCall();
+    const { answer, req } = openBody({ ...call.headers, "content-length": String(64 * 1024 + 1) }, undefined);
+    try {
+      expect((await answer).status).toBe(413);
+    } finally {
+      req.destroy();
+    }
+  });
+
+  it("checks replay only after the MAC: a forged call does not burn its call ID", async () => {
+    const forged = await signedCall({ secret: "not-the-pool-secret-at-all" });
+    await expectError(await post(forged.headers, forged.body), 401, "invalid_signature");
+    const genuine = await signedCall({ fields: { call: forged.fields.call } });
+    expect((await post(genuine.headers, genuine.body)).status).toBe(200);
+  });
+});
+
+describe("body limit default", () => {
+  it("accepts a 6 MiB long-context call under the default 16 MiB limit", async () => {
+    const big = await startPool(testConfig({ engines: [{ id: "e1", url: engine.url }] }));
+    try {
+      expect(big.config.maxBodyBytes).toBe(16 * 1024 * 1024);
+      const call = await signedCall({ body: chatBody({ messages: [{ role: "user", content: "x".repeat(6 * 1024 * 1024) }] }) });
+      const res = await fetch(`${big.url}/v1/chat/completions`, { method: "POST", headers: call.headers, body: call.body });
+      expect(res.status).toBe(200);
+    } finally {
+      await big.close();
+    }
   });
 });
