@@ -43,6 +43,8 @@ export interface LocalStackOptions {
 export const LocalCredentials = z.object({
   adminToken: z.string().min(16),
   signingSecret: z.string().min(16),
+  /** Bearer token of the pool's /metrics, /tao/* and /health detail (absent from older files: generated then). */
+  poolOperatorToken: z.string().min(32).optional(),
   tenantId: z.string().optional(),
   devKey: z.string().optional(),
   edgeUrl: z.string().optional(),
@@ -52,6 +54,8 @@ export type LocalCredentials = z.infer<typeof LocalCredentials>;
 export interface LocalStack {
   edgeUrl: string;
   poolUrl: string;
+  /** `Authorization: Bearer …` of the pool's operator endpoints. */
+  poolOperatorToken: string;
   engineUrls: string[];
   model: string;
   adminToken: string;
@@ -64,15 +68,20 @@ export interface LocalStack {
 
 export const credentialsPath = (stateDir: string) => path.join(stateDir, "credentials.json");
 
-async function loadOrCreateCredentials(stateDir: string): Promise<LocalCredentials> {
+const newPoolOperatorToken = (): string => `pop_${randomToken(44)}`;
+
+async function loadOrCreateCredentials(stateDir: string): Promise<LocalCredentials & { poolOperatorToken: string }> {
+  let credentials: LocalCredentials;
   try {
-    return LocalCredentials.parse(JSON.parse(await readFile(credentialsPath(stateDir), "utf8")));
+    credentials = LocalCredentials.parse(JSON.parse(await readFile(credentialsPath(stateDir), "utf8")));
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
-    const fresh = { adminToken: `adm_${randomToken(40)}`, signingSecret: randomToken(48) };
-    await saveCredentials(stateDir, fresh);
-    return fresh;
+    credentials = { adminToken: `adm_${randomToken(40)}`, signingSecret: randomToken(48) };
   }
+  if (credentials.poolOperatorToken !== undefined) return { ...credentials, poolOperatorToken: credentials.poolOperatorToken };
+  const withToken = { ...credentials, poolOperatorToken: newPoolOperatorToken() };
+  await saveCredentials(stateDir, withToken);
+  return withToken;
 }
 
 async function saveCredentials(stateDir: string, credentials: LocalCredentials): Promise<void> {
@@ -145,6 +154,7 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
       parsePoolConfig({
         port: options.poolPort,
         signingSecret: credentials.signingSecret,
+        operatorToken: credentials.poolOperatorToken,
         engines: engines.map((e) => ({
           id: e.engineId,
           url: e.url,
@@ -197,6 +207,7 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
     return {
       edgeUrl,
       poolUrl: pool.url,
+      poolOperatorToken: credentials.poolOperatorToken,
       engineUrls: engines.map((e) => e.url),
       model: DEFAULT_SIM_MODEL,
       adminToken: credentials.adminToken,

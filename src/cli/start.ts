@@ -23,7 +23,8 @@ function banner(stack: LocalStack): string {
   return `
 Agentix is running.
   edge (OpenAI-compatible API)  ${stack.edgeUrl}/v1
-  pool core                     ${stack.poolUrl}   (/metrics, /health)
+  pool core                     ${stack.poolUrl}   (/health; /metrics and /tao/* with the operator token)
+  pool operator token           ${stack.poolOperatorToken}
   simulated engines             ${stack.engineUrls.join("  ")}
   dev tenant                    ${stack.tenantId}
   dev API key                   ${stack.devKey}
@@ -44,6 +45,9 @@ const res = await client.chat.completions.create(
 ).withResponse();
 console.log(res.response.headers.get("${Header.program}"), res.data.usage);
 // Pass that program ID back as the "${Header.program}" header to keep one program.
+
+# The pool's Prometheus metrics (operator token):
+curl -s ${stack.poolUrl}/metrics -H "Authorization: Bearer ${stack.poolOperatorToken}"
 
 Ctrl-C stops everything.
 `;

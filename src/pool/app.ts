@@ -1,5 +1,6 @@
-import { Hono } from "hono";
+import { Hono, type MiddlewareHandler } from "hono";
 import { HTTPException } from "hono/http-exception";
+import { z } from "zod";
 import type { Clock } from "../core/clock.js";
 import { openAIError, openAIErrorResponse } from "../protocol/errors.js";
 import { PROGRAM_ID } from "../protocol/ids.js";
@@ -7,6 +8,7 @@ import type { ToolEventsAccepted } from "../protocol/tool-events.js";
 import type { PoolConfig } from "./config.js";
 import type { Dispatcher } from "./dispatcher.js";
 import type { PoolMetrics } from "./metrics.js";
+import { operatorAccess } from "./operator-auth.js";
 import { ReplayGuard } from "./replay-guard.js";
 import { type ForwardedEnv, verifyForwardedCall, verifyForwardedToolEvents } from "./verify-forward.js";
 
@@ -20,14 +22,21 @@ export interface PoolAppDeps {
   clock: Clock;
 }
 
+/** What /health tells anyone (a load balancer): "ok" (200) while an engine is healthy, else "degraded" (503). */
+export const PoolHealthStatus = z.strictObject({ status: z.enum(["ok", "degraded"]) });
+export type PoolHealthStatus = z.infer<typeof PoolHealthStatus>;
+
 /**
  * The pool's HTTP surface. `POST /v1/chat/completions` takes only calls the edge
  * signed, `POST /v1/events` only tool-event batches it signed (same checks; a replay
- * set of their own, so a flood of events cannot fill the calls' one). `GET /health`,
- * `GET /metrics` and `GET /tao/programs/{id}` (what the readiness predictor and the
- * cache-credit ledger know about a program) are open: the pool listens on a private
- * network next to its engines. /health answers 503 when no engine is healthy, so a
- * balancer (or the edge) can steer away from a pool that cannot serve anything.
+ * set of their own, so a flood of events cannot fill the calls' one).
+ *
+ * Operator endpoints need `Authorization: Bearer <operatorToken>`: `GET /metrics`,
+ * `GET /tao/*` (`/tao/programs/{id}`: what the readiness predictor and the
+ * cache-credit ledger know about a program), and the detail of `GET /health` (queue,
+ * engines). Without the token /health says only `{"status":"ok"|"degraded"}`, with
+ * 503 when no engine is healthy, so a balancer (or the edge) can steer away from a
+ * pool that cannot serve anything.
  */
 export function createPoolApp(deps: PoolAppDeps): Hono<ForwardedEnv> {
   const { config, dispatcher, metrics, clock } = deps;
@@ -49,13 +58,40 @@ export function createPoolApp(deps: PoolAppDeps): Hono<ForwardedEnv> {
   });
   app.notFound((c) => openAIErrorResponse(404, `No route for ${c.req.method} ${c.req.path}`, { code: "not_found" }));
 
+  /*
+   * A pool without an operator token has no operators: its operator endpoints answer
+   * 403, not 404. Hiding them would protect nothing (the routes are the same in every
+   * pool, the code is public), and 403 with its reason tells the operator who scrapes
+   * an unconfigured pool what to set, where a 404 would look like a wrong URL. Not 401:
+   * no credential can succeed.
+   */
+  const requireOperator: MiddlewareHandler<ForwardedEnv> = async (c, next) => {
+    const access = operatorAccess(config.operatorToken, c.req.header("authorization"));
+    if (access === "disabled") {
+      throw openAIError(403, "Operator endpoints are disabled on this pool: set operatorToken (or AGENTIX_POOL_OPERATOR_TOKEN)", {
+        code: "operator_endpoints_disabled",
+      });
+    }
+    if (access === "denied") {
+      throw openAIError(401, "This endpoint needs the pool's operator token (Authorization: Bearer …)", {
+        code: "invalid_operator_token",
+        headers: { "WWW-Authenticate": 'Bearer realm="agentix-pool"' },
+      });
+    }
+    await next();
+  };
+
   app.get("/health", (c) => {
     const engines = dispatcher.engineSnapshots();
     const ok = engines.some((engine) => engine.healthy);
-    return c.json({ ok, queued: dispatcher.queuedCount, running: dispatcher.runningCount, engines }, ok ? 200 : 503);
+    const status: PoolHealthStatus = { status: ok ? "ok" : "degraded" };
+    if (operatorAccess(config.operatorToken, c.req.header("authorization")) !== "granted") return c.json(status, ok ? 200 : 503);
+    return c.json({ ...status, ok, queued: dispatcher.queuedCount, running: dispatcher.runningCount, engines }, ok ? 200 : 503);
   });
 
-  app.get("/metrics", async (c) => {
+  app.use("/tao/*", requireOperator);
+
+  app.get("/metrics", requireOperator, async (c) => {
     const text = await metrics.registry.metrics();
     return c.body(text, 200, { "content-type": metrics.registry.contentType });
   });

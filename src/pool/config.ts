@@ -10,8 +10,9 @@ import { type PlacementSettings, PlacementPolicyConfig, TaoConfig } from "./tao/
 
 /*
  * The pool's configuration: a JSON file (path from the CLI or AGENTIX_POOL_CONFIG)
- * with PORT and POOL_SIGNING_SECRET from the environment taking precedence. Unknown
- * keys are errors, so a misspelt knob is caught instead of silently defaulted.
+ * with PORT, POOL_SIGNING_SECRET and AGENTIX_POOL_OPERATOR_TOKEN from the
+ * environment taking precedence. Unknown keys are errors, so a misspelt knob is
+ * caught instead of silently defaulted.
  * Scheduling knobs override the core's defaults field by field; their ranges are
  * checked by the core's own validators (one source of truth for the rules).
  */
@@ -118,6 +119,11 @@ export const PoolConfig = z
     port: z.int().min(0).max(65_535).default(8100),
     /** Shared with the edge; HMAC key of every forwarded call. */
     signingSecret: z.string().min(16, "signingSecret must be at least 16 characters"),
+    /**
+     * Bearer token of the operator endpoints: /metrics, /health's detail, /tao/*.
+     * Unset: they answer 403 and /health only says ok or degraded.
+     */
+    operatorToken: z.string().min(32, "operatorToken must be at least 32 characters").optional(),
     /** Largest accepted |now − x-agentix-ts|. */
     timestampWindowMs: z.int().positive().default(DEFAULT_TIMESTAMP_WINDOW_MS),
     /** How long a call ID is remembered; at least 2 × timestampWindowMs (default exactly that). */
@@ -190,7 +196,7 @@ export interface LoadPoolConfigOptions {
   env?: Readonly<Record<string, string | undefined>>;
 }
 
-/** File, then PORT and POOL_SIGNING_SECRET from the environment on top. */
+/** File, then PORT, POOL_SIGNING_SECRET and AGENTIX_POOL_OPERATOR_TOKEN from the environment on top. */
 export async function loadPoolConfig(options: LoadPoolConfigOptions = {}): Promise<PoolConfig> {
   const env = options.env ?? process.env;
   const path = options.path ?? env.AGENTIX_POOL_CONFIG;
@@ -218,5 +224,6 @@ export async function loadPoolConfig(options: LoadPoolConfigOptions = {}): Promi
     merged.port = port;
   }
   if (env.POOL_SIGNING_SECRET) merged.signingSecret = env.POOL_SIGNING_SECRET;
+  if (env.AGENTIX_POOL_OPERATOR_TOKEN) merged.operatorToken = env.AGENTIX_POOL_OPERATOR_TOKEN;
   return parsePoolConfig(merged, path ? `pool config ${path}` : "pool config (from environment)");
 }

@@ -12,6 +12,9 @@ async function main(): Promise<void> {
   const config = await loadPoolConfig({ path: values.config });
   const pool = await startPool(config);
   console.log(`agentix pool listening on ${pool.url} with ${config.engines.length} engine(s): ${config.engines.map((e) => `${e.id}=${e.url}`).join(", ")}`);
+  if (config.operatorToken === undefined) {
+    console.warn("agentix pool: no operatorToken (or AGENTIX_POOL_OPERATOR_TOKEN): /metrics and /tao/* answer 403, /health only ok or degraded");
+  }
 
   let stopping = false;
   const shutdown = (signal: NodeJS.Signals) => {

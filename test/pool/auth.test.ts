@@ -4,7 +4,7 @@ import { OpenAIErrorBody } from "../../src/protocol/errors.js";
 import { Header } from "../../src/protocol/headers.js";
 import { type PoolHandle, startPool } from "../../src/pool/server.js";
 import { type FakeEngine, startFakeEngine } from "./fake-engine.js";
-import { chatBody, metricValue, SECRET, signedCall, testConfig } from "./helpers.js";
+import { chatBody, metricValue, operatorHeaders, SECRET, signedCall, testConfig } from "./helpers.js";
 
 let engine: FakeEngine;
 let pool: PoolHandle;
@@ -92,7 +92,7 @@ describe("verification of forwarded calls", () => {
     const call = await signedCall({ secret: "another-wrong-secret!" });
     await post(call.headers, call.body);
     expect(engine.calls.length).toBe(before);
-    const text = await (await pool.app.request("/metrics")).text();
+    const text = await (await pool.app.request("/metrics", { headers: operatorHeaders() })).text();
     expect(text).toMatch(/agentix_pool_rejected_requests_total\{reason="invalid_signature"\} [1-9]/);
     expect(text).toMatch(/agentix_pool_rejected_requests_total\{reason="replayed_call"\} [1-9]/);
   });

@@ -5,6 +5,9 @@ import type { ToolEventInput } from "../../src/protocol/tool-events.js";
 import { parsePoolConfig, type PoolConfig, type PoolConfigInput } from "../../src/pool/config.js";
 
 export const SECRET = "test-pool-signing-secret";
+/** The test pools' operator token (testConfig sets it): /metrics, /tao/* and /health's detail need it. */
+export const OPERATOR_TOKEN = "test-pool-operator-token-0123456789abcdef";
+export const operatorHeaders = (): Record<string, string> => ({ authorization: `Bearer ${OPERATOR_TOKEN}` });
 
 export interface SignedCall {
   fields: ForwardFields;
@@ -50,6 +53,9 @@ export async function signedEvents(
   });
 }
 
+/** GET of a pool operator endpoint (/metrics, /tao/…, /health's detail) with the operator token, over the pool's socket. */
+export const operatorGet = (poolUrl: string, path: string): Promise<Response> => fetch(`${poolUrl}${path}`, { headers: operatorHeaders() });
+
 /** One Prometheus sample's value from the pool's /metrics text, or undefined when absent. */
 export function metricValue(text: string, series: string): number | undefined {
   const line = text.split("\n").find((l) => l.startsWith(`${series} `));
@@ -57,7 +63,7 @@ export function metricValue(text: string, series: string): number | undefined {
 }
 
 export function testConfig(input: Partial<PoolConfigInput> & Pick<PoolConfigInput, "engines">): PoolConfig {
-  return parsePoolConfig({ port: 0, signingSecret: SECRET, metricsIntervalMs: 50, ...input });
+  return parsePoolConfig({ port: 0, signingSecret: SECRET, operatorToken: OPERATOR_TOKEN, metricsIntervalMs: 50, ...input });
 }
 
 export async function waitFor(predicate: () => boolean | Promise<boolean>, what: string, timeoutMs = 5_000): Promise<void> {

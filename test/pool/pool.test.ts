@@ -8,7 +8,7 @@ import { parseStatsEvent, statsFromHeaders } from "../../src/protocol/stats.js";
 import type { PoolConfigInput } from "../../src/pool/config.js";
 import { type PoolHandle, startPool } from "../../src/pool/server.js";
 import { type FakeBehavior, type FakeEngine, refusedUrl, startFakeEngine } from "./fake-engine.js";
-import { chatBody, type SignedCall, signedCall, testConfig, waitFor } from "./helpers.js";
+import { chatBody, operatorGet, type SignedCall, signedCall, testConfig, waitFor } from "./helpers.js";
 
 type EngineInput = PoolConfigInput["engines"][number];
 
@@ -123,7 +123,7 @@ describe("client disconnect", () => {
     expect((await nextRes).status).toBe(200);
     expect(callIdAt(engine, 1)).toBe(next.fields.call);
     expect(engine.calls).toHaveLength(2);
-    expect(await (await fetch(`${p.url}/metrics`)).text()).toMatch(/agentix_pool_cancelled_calls_total\{stage="queued"\} 1/);
+    expect(await (await operatorGet(p.url, "/metrics")).text()).toMatch(/agentix_pool_cancelled_calls_total\{stage="queued"\} 1/);
   });
 
   it("aborts a running engine request and frees its slot", async () => {
@@ -174,7 +174,7 @@ describe("retry before the first byte", () => {
     expect(failing.calls).toHaveLength(1);
     expect(good.calls).toHaveLength(1);
     expect(inFlightOn(p, "a-failing")).toBe(0);
-    expect(await (await fetch(`${p.url}/metrics`)).text()).toMatch(/agentix_pool_retries_total\{engine="a-failing"\} 1/);
+    expect(await (await operatorGet(p.url, "/metrics")).text()).toMatch(/agentix_pool_retries_total\{engine="a-failing"\} 1/);
   });
 
   it("moves a call to another engine when the first refuses the connection, and takes that engine out", async () => {
@@ -304,13 +304,13 @@ describe("health, metrics and shutdown", () => {
   it("reports engines on /health and answers 503 when none is healthy", async () => {
     const engine = await fakeEngine();
     const p = await pool([{ id: "e1", url: engine.url }], { unhealthyAfterFailures: 2, noHealthyEngineGraceMs: 0 });
-    const ok = await fetch(`${p.url}/health`);
+    const ok = await operatorGet(p.url, "/health");
     expect(ok.status).toBe(200);
     expect(await ok.json()).toMatchObject({ ok: true, engines: [{ id: "e1", kind: "vllm", healthy: true }] });
 
     engine.setHealthy(false);
     await waitFor(() => !p.dispatcher.hasHealthyEngine(), "engine marked unhealthy");
-    const down = await fetch(`${p.url}/health`);
+    const down = await operatorGet(p.url, "/health");
     expect(down.status).toBe(503);
     expect(await down.json()).toMatchObject({ ok: false });
 
@@ -324,7 +324,7 @@ describe("health, metrics and shutdown", () => {
     const engine = await fakeEngine();
     const p = await pool([{ id: "e1", url: engine.url }]);
     expect((await send(p, await signedCall())).status).toBe(200);
-    const res = await fetch(`${p.url}/metrics`);
+    const res = await operatorGet(p.url, "/metrics");
     expect(res.headers.get("content-type")).toContain("text/plain");
     const text = await res.text();
     for (const series of [

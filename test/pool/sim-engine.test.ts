@@ -5,7 +5,7 @@ import { eventData, isDoneEvent, SseEventSplitter } from "../../src/protocol/sse
 import { parseStatsEvent, statsFromHeaders } from "../../src/protocol/stats.js";
 import { type PoolHandle, startPool } from "../../src/pool/server.js";
 import { DEFAULT_SIM_MODEL, type SimEngineHandle, startSimEngine } from "../../src/sim/engine-server.js";
-import { chatBody, type SignedCall, signedCall, testConfig } from "./helpers.js";
+import { chatBody, operatorGet, type SignedCall, signedCall, testConfig } from "./helpers.js";
 
 // The pool in front of the project's simulated vLLM engines (fast-forwarded time).
 let engines: SimEngineHandle[];
@@ -55,6 +55,6 @@ describe("pool with simulated vLLM engines", () => {
     const res = await send(await signedCall({ body: body() }));
     expect(res.status).toBe(200);
     expect(res.headers.get(Header.engine)).toBe("sim1");
-    expect(await (await fetch(`${pool.url}/metrics`)).text()).toContain('agentix_pool_retries_total{engine="sim0"} 1');
+    expect(await (await operatorGet(pool.url, "/metrics")).text()).toContain('agentix_pool_retries_total{engine="sim0"} 1');
   });
 });

@@ -6,7 +6,7 @@ import type { PoolConfigInput } from "../../src/pool/config.js";
 import { type PoolHandle, startPool } from "../../src/pool/server.js";
 import { DEFAULT_SIM_MODEL, type SimEngineHandle, startSimEngine } from "../../src/sim/engine-server.js";
 import { type FakeBehavior, type FakeEngine, startFakeEngine } from "./fake-engine.js";
-import { chatBody, metricValue, type SignedCall, signedCall, signedEvents, testConfig, waitFor } from "./helpers.js";
+import { chatBody, metricValue, operatorGet, type SignedCall, signedCall, signedEvents, testConfig, waitFor } from "./helpers.js";
 
 const cleanups: (() => Promise<void>)[] = [];
 afterEach(async () => {
@@ -36,7 +36,7 @@ async function fakeEngine(behave?: (index: number) => FakeBehavior): Promise<Fak
 }
 
 const send = (p: PoolHandle, call: SignedCall) => fetch(`${p.url}/v1/chat/completions`, { method: "POST", headers: call.headers, body: call.body });
-const metricsOf = async (p: PoolHandle) => (await fetch(`${p.url}/metrics`)).text();
+const metricsOf = async (p: PoolHandle) => (await operatorGet(p.url, "/metrics")).text();
 const engineOf = (p: PoolHandle, id: string) => p.dispatcher.engineSnapshots().find((e) => e.id === id);
 
 /** A long-context call of the program: ~10k tokens of history, with no affinity hint from the edge. */
@@ -98,7 +98,7 @@ describe("placement: tao, end to end", () => {
       const other = warm === "e1" ? "e2" : "e1";
       const warmIndex = warm === "e1" ? 0 : 1;
       if (placement === "tao") {
-        const seen = (await (await fetch(`${p.url}/tao/programs/${program}`)).json()) as { cache_credit_tokens: Record<string, number> };
+        const seen = (await (await operatorGet(p.url, `/tao/programs/${program}`)).json()) as { cache_credit_tokens: Record<string, number> };
         expect(seen.cache_credit_tokens[warm]).toBeGreaterThan(10_000);
       }
 

@@ -6,7 +6,7 @@ import { ToolEventsAccepted } from "../../src/protocol/tool-events.js";
 import type { PoolConfigInput } from "../../src/pool/config.js";
 import { type PoolHandle, startPool } from "../../src/pool/server.js";
 import { type FakeAnswer, type FakeEngine, startFakeEngine } from "./fake-engine.js";
-import { chatBody, metricValue, type SignedCall, signedCall, signedEvents, testConfig, waitFor } from "./helpers.js";
+import { chatBody, metricValue, operatorHeaders, type SignedCall, signedCall, signedEvents, testConfig, waitFor } from "./helpers.js";
 
 const cleanups: (() => Promise<void>)[] = [];
 afterEach(async () => {
@@ -23,7 +23,7 @@ async function setup(answer?: () => FakeAnswer, extra: Partial<PoolConfigInput> 
 
 const postEvents = (pool: PoolHandle, signed: SignedCall) => pool.app.request("/v1/events", { method: "POST", headers: signed.headers, body: signed.body });
 const postCall = (pool: PoolHandle, signed: SignedCall) => pool.app.request("/v1/chat/completions", { method: "POST", headers: signed.headers, body: signed.body });
-const metricsOf = async (pool: PoolHandle) => (await pool.app.request("/metrics")).text();
+const metricsOf = async (pool: PoolHandle) => (await pool.app.request("/metrics", { headers: operatorHeaders() })).text();
 
 interface Inspection {
   program_id: string;
@@ -35,7 +35,7 @@ interface Inspection {
 }
 
 async function inspect(pool: PoolHandle, programId: string): Promise<Inspection> {
-  const res = await pool.app.request(`/tao/programs/${programId}`);
+  const res = await pool.app.request(`/tao/programs/${programId}`, { headers: operatorHeaders() });
   expect(res.status).toBe(200);
   return (await res.json()) as Inspection;
 }
@@ -85,7 +85,7 @@ describe("POST /v1/events: verified exactly like calls", () => {
     );
     await expectError(await postEvents(pool, { ...signed, headers: { ...signed.headers, [Header.program]: "prog_someoneelse1" } }), 401, "invalid_signature");
     await expectError(await postEvents(pool, await signedEvents({ fields: { program, ts: Date.now() - 31_000 } })), 401, "stale_timestamp");
-    expect((await pool.app.request(`/tao/programs/${program}`)).status).toBe(404);
+    expect((await pool.app.request(`/tao/programs/${program}`, { headers: operatorHeaders() })).status).toBe(404);
 
     expect((await postEvents(pool, signed)).status).toBe(202);
     await expectError(await postEvents(pool, signed), 401, "replayed_call");
@@ -174,7 +174,7 @@ describe("signals from the pool's own call lifecycle (a client that sends no eve
 
   it("answers 404 for a program it knows nothing of, 400 for a malformed ID", async () => {
     const { pool } = await setup();
-    expect((await pool.app.request("/tao/programs/prog_unknown00001")).status).toBe(404);
-    expect((await pool.app.request("/tao/programs/nope")).status).toBe(400);
+    expect((await pool.app.request("/tao/programs/prog_unknown00001", { headers: operatorHeaders() })).status).toBe(404);
+    expect((await pool.app.request("/tao/programs/nope", { headers: operatorHeaders() })).status).toBe(400);
   });
 });
