@@ -54,6 +54,7 @@ export function createPoolApp(deps: PoolAppDeps): Hono<ForwardedEnv> {
 
   app.onError((error) => {
     if (error instanceof HTTPException) return error.getResponse();
+    console.error("agentix pool: unhandled error", error);
     return openAIErrorResponse(500, "Internal pool error", { code: "internal_error" });
   });
   app.notFound((c) => openAIErrorResponse(404, `No route for ${c.req.method} ${c.req.path}`, { code: "not_found" }));

@@ -6,11 +6,11 @@ import type { EngineState } from "../core/engines.js";
 import { ProgramQueue, type QueuedCall } from "../core/queue.js";
 import { chooseEngine } from "../core/routing.js";
 import type { ChatCompletionRequest } from "../protocol/chat.js";
-import { openAIError, openAIErrorResponse } from "../protocol/errors.js";
 import type { ForwardFields } from "../protocol/forward.js";
 import { estimatePromptTokens } from "../protocol/tokens.js";
 import type { ToolEvent } from "../protocol/tool-events.js";
 import { READINESS_SOURCES } from "../core/tao/readiness.js";
+import { CALL_ERROR_MESSAGES, callError, callErrorResponse } from "./call-errors.js";
 import { DEFAULT_KV_CAPACITY_TOKENS, type EngineConfig } from "./config.js";
 import { adapterFor } from "./engines/index.js";
 import type { EngineReading } from "./engine-monitor.js";
@@ -210,12 +210,12 @@ export class Dispatcher {
     const now = clock.now();
     const unavailable = (reason: "queue_full" | "no_healthy_engine" | "shutting_down", message: string) => {
       metrics.reject(reason);
-      return openAIError(503, message, { code: reason, headers: this.#retryAfter() });
+      return callError(503, message, fields.call, { code: reason, headers: this.#retryAfter() });
     };
     if (this.#closed) throw unavailable("shutting_down", "The pool is shutting down");
     if (this.queue.size >= this.#options.maxQueuedCalls) throw unavailable("queue_full", "The pool queue is full");
     if (this.#noHealthyEngineTooLong(now)) throw unavailable("no_healthy_engine", "No healthy engine in this pool");
-    if (this.#calls.has(fields.call)) throw openAIError(409, `Call ${fields.call} is already in progress`, { code: "duplicate_call" });
+    if (this.#calls.has(fields.call)) throw callError(409, "This call is already in progress", fields.call, { code: "duplicate_call" });
 
     const call: QueuedCall = {
       callId: fields.call,
@@ -237,7 +237,7 @@ export class Dispatcher {
     });
     if (signal.aborted) {
       metrics.cancelled.inc({ stage: "queued" });
-      resolve(clientClosedResponse());
+      resolve(clientClosedResponse(call.callId));
       return response;
     }
     try {
@@ -245,7 +245,7 @@ export class Dispatcher {
     } catch (error) {
       // The core validates the call (e.g. a value that overflowed to Infinity): the edge sent bad figures.
       metrics.reject("invalid_request");
-      throw openAIError(400, `Invalid forwarded call: ${error instanceof Error ? error.message : String(error)}`, {
+      throw callError(400, `Invalid forwarded call: ${error instanceof Error ? error.message : String(error)}`, call.callId, {
         code: "invalid_forward_headers",
       });
     }
@@ -437,8 +437,9 @@ export class Dispatcher {
       (start) => this.#attemptStarted(pending, slot, start),
       (error: unknown) => {
         // relayToEngine handles its own failures; this is a bug guard, not a path.
+        console.error(`agentix pool: call ${pending.call.callId}: relay to engine ${slot.state.id} threw`, error);
         if (pending.stage !== "done") this.#release(slot, "failed", pending);
-        this.#finish(pending, openAIErrorResponse(500, `Internal pool error: ${String(error)}`, { code: "internal_error" }));
+        this.#finish(pending, callErrorResponse(500, CALL_ERROR_MESSAGES.internal_error, pending.call.callId, { code: "internal_error" }));
         this.pump();
       },
     );
@@ -460,12 +461,14 @@ export class Dispatcher {
       pending.resolve(start.response);
       return;
     }
+    const callId = pending.call.callId;
     if (start.kind === "aborted") {
-      this.#finish(pending, this.#closed ? shuttingDownResponse(this.#retryAfter()) : clientClosedResponse());
+      this.#finish(pending, this.#closed ? shuttingDownResponse(callId, this.#retryAfter()) : clientClosedResponse(callId));
       return;
     }
     // Failed before the first byte: the engine did no work for the call, nothing is charged.
     const engineId = slot.state.id;
+    console.warn(`agentix pool: call ${callId}: attempt failed before the first byte: ${start.reason}`);
     pending.failedEngines.add(engineId);
     if (start.connectionFailed) {
       slot.state.healthy = false;
@@ -474,17 +477,12 @@ export class Dispatcher {
     }
     this.#release(slot, "engine_error", pending);
     if (this.#closed) {
-      this.#finish(pending, shuttingDownResponse(this.#retryAfter()));
+      this.#finish(pending, shuttingDownResponse(callId, this.#retryAfter()));
     } else if (pending.signal.aborted) {
-      this.#finish(pending, clientClosedResponse());
+      this.#finish(pending, clientClosedResponse(callId));
     } else if (pending.retriesLeft <= 0) {
-      const attempts = this.#options.retries + 1;
-      this.#finish(
-        pending,
-        openAIErrorResponse(502, `No engine could serve the call after ${attempts} attempt(s); last: ${start.reason}`, {
-          code: "engine_unavailable",
-        }),
-      );
+      console.error(`agentix pool: call ${callId}: no engine could serve it after ${this.#options.retries + 1} attempt(s); last: ${start.reason}`);
+      this.#finish(pending, callErrorResponse(502, CALL_ERROR_MESSAGES.engine_unavailable, callId, { code: "engine_unavailable" }));
     } else {
       pending.retriesLeft -= 1;
       this.#options.metrics.retries.inc({ engine: engineId });
@@ -521,7 +519,7 @@ export class Dispatcher {
     if (pending.stage === "queued") {
       this.queue.remove(pending.call.callId);
       metrics.cancelled.inc({ stage: "queued" });
-      this.#finish(pending, clientClosedResponse());
+      this.#finish(pending, clientClosedResponse(pending.call.callId));
     } else if (pending.stage === "running") {
       metrics.cancelled.inc({ stage: "running" });
       // The relay sees the abort, ends the attempt, and #attemptEnded frees the slot.
@@ -534,7 +532,7 @@ export class Dispatcher {
       if (pending.stage !== "queued") continue;
       this.queue.remove(pending.call.callId);
       this.#options.metrics.reject(code);
-      this.#finish(pending, openAIErrorResponse(status, message, { code, headers: this.#retryAfter() }));
+      this.#finish(pending, callErrorResponse(status, message, pending.call.callId, { code, headers: this.#retryAfter() }));
     }
   }
 
@@ -573,10 +571,10 @@ export class Dispatcher {
 }
 
 /** Never read by anyone (the client is gone); 499 as nginx logs it. */
-function clientClosedResponse(): Response {
-  return openAIErrorResponse(499 as UnofficialStatusCode, "Client closed the request", { code: "client_closed" });
+function clientClosedResponse(callId: string): Response {
+  return callErrorResponse(499 as UnofficialStatusCode, "Client closed the request", callId, { code: "client_closed" });
 }
 
-function shuttingDownResponse(headers: Record<string, string>): Response {
-  return openAIErrorResponse(503, "The pool is shutting down", { code: "shutting_down", headers });
+function shuttingDownResponse(callId: string, headers: Record<string, string>): Response {
+  return callErrorResponse(503, "The pool is shutting down", callId, { code: "shutting_down", headers });
 }

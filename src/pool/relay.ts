@@ -1,8 +1,9 @@
 import { type Dispatcher, fetch } from "undici";
 import type { Clock } from "../core/clock.js";
-import { openAIErrorBody, openAIErrorResponse } from "../protocol/errors.js";
+import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { dataEvent, formatEvent, isDoneEvent, SseEventSplitter } from "../protocol/sse.js";
 import { type PoolCallStats, statsCommentEvent, statsHeaders } from "../protocol/stats.js";
+import { CALL_ERROR_MESSAGES, callErrorBody, callErrorResponse, engineRequestErrorResponse } from "./call-errors.js";
 import { type CallFacts, factsFromJsonBytes, StreamFactsCollector } from "./call-facts.js";
 import { CHAT_COMPLETIONS_PATH, type EngineAdapter } from "./engines/adapter.js";
 import type { CallOutcome } from "./metrics.js";
@@ -19,7 +20,14 @@ import type { CallOutcome } from "./metrics.js";
  *   before `data: [DONE]`. If the engine breaks off mid-stream the client gets an
  *   OpenAI-shaped `data: {"error":…}` event, then the stats comment, and the stream
  *   ends WITHOUT `data: [DONE]`, so a client can tell it was cut short.
- * - 4xx: relayed as is (status and body), not retried: the request is at fault.
+ * - 4xx about the request (a prompt over the context, an unknown model): its status,
+ *   code and message (redacted and capped: call-errors.ts), not retried, since the
+ *   request is at fault. 401/403/407 (the engine refused the pool's credentials) and
+ *   429 (the engine is rate-limiting the pool) are not the request's fault: they fail
+ *   the attempt like a 5xx, and are retried elsewhere.
+ *
+ * What a tenant reads of a failure is a fixed message with the call's ID; the details
+ * (engine, errno, the engine's text) go to the log with that ID (call-errors.ts).
  *
  * A completed attempt also reports what the answer said about the call (usage, tool
  * calls: call-facts.ts), read from the body it holds or from the events as they pass.
@@ -96,6 +104,11 @@ function describe(error: unknown): string {
 
 const round = (ms: number): number => Math.max(0, Math.round(ms));
 
+/** Engine answers that are the pool's problem, not the request's: credentials refused, rate limited. */
+const REFUSED_THE_POOL = new Set([401, 403, 407, 429]);
+/** Characters of an engine's error text kept for the log. */
+const LOGGED_TEXT_CHARS = 500;
+
 const PASSED_RESPONSE_HEADERS = ["content-type"];
 
 export async function relayToEngine(req: RelayRequest): Promise<RelayStart> {
@@ -141,9 +154,9 @@ export async function relayToEngine(req: RelayRequest): Promise<RelayStart> {
     };
   }
 
-  if (upstream.status >= 500) {
+  if (!upstream.ok && (upstream.status >= 500 || upstream.status < 400 || REFUSED_THE_POOL.has(upstream.status))) {
     const detail = await upstream.text().then(
-      (text) => text.slice(0, 200),
+      (text) => text.slice(0, LOGGED_TEXT_CHARS),
       () => "",
     );
     return {
@@ -169,9 +182,10 @@ export async function relayToEngine(req: RelayRequest): Promise<RelayStart> {
     }
     const serviceMs = clock.now() - req.dispatchedAt;
     end("failed", serviceMs);
+    console.error(`agentix pool: call ${req.callId}: engine ${engine.id} broke off its response (${describe(error)})`);
     return {
       kind: "response",
-      response: openAIErrorResponse(502, `Engine ${engine.id} broke off its response (${describe(error)})`, {
+      response: callErrorResponse(502, CALL_ERROR_MESSAGES.engine_response_error, req.callId, {
         code: "engine_response_error",
         headers: statsHeaders(stats(serviceMs)),
       }),
@@ -179,6 +193,15 @@ export async function relayToEngine(req: RelayRequest): Promise<RelayStart> {
   }
   const serviceMs = clock.now() - req.dispatchedAt;
   end(upstream.ok ? "completed" : "client_error", serviceMs, upstream.ok ? factsFromJsonBytes(bytes) : undefined);
+  if (!upstream.ok) {
+    // A 4xx about the request: its message is the tenant's, redacted; the engine's own text goes to the log.
+    const text = new TextDecoder().decode(bytes);
+    console.warn(`agentix pool: call ${req.callId}: engine ${engine.id} refused the request with ${upstream.status}: ${text.slice(0, LOGGED_TEXT_CHARS)}`);
+    return {
+      kind: "response",
+      response: engineRequestErrorResponse(upstream.status as ContentfulStatusCode, text, req.callId, statsHeaders(stats(serviceMs))),
+    };
+  }
   const responseHeaders = new Headers(statsHeaders(stats(serviceMs)));
   for (const name of PASSED_RESPONSE_HEADERS) {
     const value = upstream.headers.get(name);
@@ -212,11 +235,11 @@ function relayEventStream(
         next = await events.read();
       } catch (error) {
         const aborted = req.signal.aborted;
-        const message = aborted
-          ? `Call aborted: ${String(req.signal.reason ?? "aborted")}`
-          : `Engine ${req.engine.id} broke off the stream (${describe(error)})`;
+        if (!aborted) console.error(`agentix pool: call ${req.callId}: engine ${req.engine.id} broke off the stream (${describe(error)})`);
+        // The edge relays this event as is: a fixed message and the call's ID, nothing of the engine.
+        const message = `${aborted ? CALL_ERROR_MESSAGES.call_cancelled : CALL_ERROR_MESSAGES.engine_stream_error} (request ${req.callId})`;
         try {
-          controller.enqueue(encoder.encode(dataEvent(openAIErrorBody(502, message, { code: "engine_stream_error" }))));
+          controller.enqueue(encoder.encode(dataEvent(callErrorBody(502, message, req.callId, { code: "engine_stream_error" }))));
           writeStats(controller);
           controller.close();
         } catch {

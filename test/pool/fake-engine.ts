@@ -16,8 +16,10 @@ export type FakeBehavior =
    * with `breakAfterFirst` the connection is cut at release instead.
    */
   | { kind: "stream"; breakAfterFirst?: boolean }
-  /** An immediate error answer with this status. */
-  | { kind: "status"; status: number };
+  /** An immediate error answer with this status; `body` replaces the default OpenAI-shaped one. */
+  | { kind: "status"; status: number; body?: string }
+  /** A 200 JSON answer whose body breaks off after its first bytes (the connection is cut). */
+  | { kind: "broken-json" };
 
 export interface FakeCall {
   index: number;
@@ -150,7 +152,21 @@ export async function startFakeEngine(options: FakeEngineOptions = {}): Promise<
     const model = body.model;
     if (behavior.kind === "status") {
       settle("finished");
+      if (behavior.body !== undefined) return c.body(behavior.body, behavior.status as 400, { "content-type": "application/json" });
       return c.json({ error: { message: `fake ${behavior.status}`, type: "server_error", code: null, param: null } }, behavior.status as 400);
+    }
+    if (behavior.kind === "broken-json") {
+      const partial = new ReadableStream<Uint8Array>({
+        start(controller) {
+          controller.enqueue(new TextEncoder().encode('{"id":"chatcmpl-fake","object":'));
+          // Cut the connection once the headers and the first bytes are out.
+          setTimeout(() => {
+            settle("finished");
+            c.env.outgoing.destroy();
+          }, 20);
+        },
+      });
+      return c.body(partial, 200, { "content-type": "application/json" });
     }
     if (behavior.kind === "json") {
       if (behavior.hold) await Promise.race([released, aborted]);

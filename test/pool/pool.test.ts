@@ -198,7 +198,7 @@ describe("retry before the first byte", () => {
     expect(flaky.calls[1]?.headers.get("x-request-id")).toBe(flaky.calls[0]?.headers.get("x-request-id"));
   });
 
-  it("relays an engine 4xx as is, without retrying", async () => {
+  it("relays an engine 4xx's status and message, without retrying", async () => {
     const rejecting = await fakeEngine(() => ({ kind: "status", status: 400 }));
     const other = await fakeEngine();
     const p = await pool([
