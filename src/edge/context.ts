@@ -12,6 +12,8 @@ export interface AuthenticatedTenant {
   planId: string;
   /** The plan's limits with the tenant's overrides applied. */
   limits: TenantLimits;
+  /** Engine extensions the tenant may send beyond OpenAI's fields (its override, else its plan's). */
+  allowedExtensions: readonly string[];
 }
 
 /** Hono's environment for every edge route. */

@@ -133,6 +133,16 @@ describe("agentix admin tenants", () => {
     const none = await run(["tenants", "override", "ten_1"]);
     expect(none.code).toBe(2);
     expect(seen).toHaveLength(1);
+
+    const extras = await run([
+      "tenants", "override", "ten_1", "--max-output-tokens", "2048", "--tool-events-per-minute", "inherit", "--allowed-extensions", "min_tokens",
+    ]);
+    expect(extras.code).toBe(0);
+    expect(seen[1]?.body).toEqual({ max_output_tokens: 2048, tool_events_per_minute: null, allowed_extensions: ["min_tokens"] });
+    await run(["tenants", "override", "ten_1", "--allowed-extensions", "inherit"]);
+    expect(seen[2]?.body).toEqual({ allowed_extensions: null });
+    await run(["tenants", "override", "ten_1", "--allowed-extensions", "none"]);
+    expect(seen[3]?.body).toEqual({ allowed_extensions: [] });
   });
 
   it("shows the edge's OpenAI error message and exits 1 on an HTTP error", async () => {
@@ -182,11 +192,38 @@ describe("agentix admin plans", () => {
     ]);
     expect(created.code).toBe(0);
     expect(seen[0]?.body).toEqual({ id: "team", name: "Team", rpm: 120, tpm: 1000, max_concurrent: 8, max_active_programs: 20, monthly_token_budget: null, default_max_tokens: 512, weight: 2 });
-    expect(created.stdout).toMatch(/team\s+Team\s+120\s+1000\s+8\s+20\s+none\s+512\s+2/);
+    expect(created.stdout).toMatch(/team\s+Team\s+120\s+1000\s+8\s+20\s+none\s+512\s+-\s+2/);
 
     const updated = await run(["plans", "update", "team", "--rpm", "240"]);
     expect(updated.code).toBe(0);
     expect(seen[1]).toMatchObject({ method: "PATCH", url: "/admin/plans/team", body: { rpm: 240 } });
+  });
+
+  it("sets the output cap, allowed extensions and tool-event rate; shows them in the table", async () => {
+    reply = () => ({ status: 200, body: { ...plan, max_output_tokens: 4096, allowed_extensions: ["ignore_eos", "min_tokens"], tool_events_per_minute: 600 } });
+    const updated = await run([
+      "plans", "update", "team", "--max-output-tokens", "4096", "--allowed-extensions", "min_tokens, ignore_eos", "--tool-events-per-minute", "600",
+    ]);
+    expect(updated.code).toBe(0);
+    expect(seen[0]?.body).toEqual({ max_output_tokens: 4096, allowed_extensions: ["min_tokens", "ignore_eos"], tool_events_per_minute: 600 });
+    expect(updated.stdout).toMatch(/^ID\s+NAME.*DEFAULT MAX TOKENS\s+MAX OUTPUT\s+WEIGHT\s+TOOL EVENTS\/MIN\s+EXTENSIONS$/m);
+    expect(updated.stdout).toMatch(/512\s+4096\s+2\s+600\s+ignore_eos,min_tokens$/m);
+
+    reply = () => ({ status: 200, body: { ...plan, max_output_tokens: null, allowed_extensions: [], tool_events_per_minute: 6000 } });
+    const cleared = await run(["plans", "update", "team", "--max-output-tokens", "none", "--allowed-extensions", "none"]);
+    expect(cleared.code).toBe(0);
+    expect(seen[1]?.body).toEqual({ max_output_tokens: null, allowed_extensions: [] });
+    expect(cleared.stdout).toMatch(/512\s+none\s+2\s+6000\s+none$/m);
+
+    // An edge from before these fields: its plans still print.
+    reply = () => ({ status: 200, body: { object: "list", data: [plan] } });
+    const old = await run(["plans", "list"]);
+    expect(old.code).toBe(0);
+    expect(old.stdout).toMatch(/512\s+-\s+2\s+-\s+-$/m);
+
+    const badList = await run(["plans", "update", "team", "--allowed-extensions", "a,,b"]);
+    expect(badList.code).toBe(2);
+    expect(seen).toHaveLength(3);
   });
 
   it("refuses bad numbers and missing fields before sending anything", async () => {

@@ -24,11 +24,11 @@ afterEach(() => {
 });
 
 describe("POST /v1/chat/completions (non-streaming)", () => {
-  it("forwards the exact body with signed headers and relays the pool's JSON", async () => {
+  it("forwards the allowed body with its limit set, signed, and relays the pool's JSON", async () => {
     const pool = mockPool(() => poolJson({ content: "Hi there", usage: { prompt: 20, completion: 4, cached: 8 } }));
     const tenant = await newTenant(2.5);
-    // Odd spacing and key order: the pool must get these exact bytes.
-    const body = '{ "messages": [{"role":"user","content":"héllo"}],   "model":"test-model", "extra_field": {"kept": true} }';
+    // Odd spacing and key order: the pool gets the re-serialised request with the plan's default limit (free: 1,024).
+    const body = '{ "messages": [{"role":"user","content":"héllo"}],   "model":"test-model" }';
     const res = await chat(tenant, body, { [Header.thread]: "planner" });
 
     expect(res.status).toBe(200);
@@ -43,7 +43,7 @@ describe("POST /v1/chat/completions (non-streaming)", () => {
     const forwarded = pool[0]!;
     expect(forwarded.request.url).toBe(POOL_CHAT_URL);
     expect(forwarded.request.method).toBe("POST");
-    expect(new TextDecoder().decode(forwarded.body)).toBe(body);
+    expect(JSON.parse(new TextDecoder().decode(forwarded.body))).toEqual({ ...JSON.parse(body), max_tokens: 1_024 });
     const h = forwarded.request.headers;
     expect(h.get(Header.tenant)).toBe(tenant.id);
     expect(h.get(Header.program)).toBe(programId);

@@ -1,7 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { adjust, fullBucket, msUntil, msUntilFull, refill } from "../../src/edge/limits/bucket";
 import { parseDay, parsePeriod, periodOf } from "../../src/edge/limits/period";
-import { effectiveLimits, effectiveWeight, reservationFor } from "../../src/edge/limits/plan-limits";
+import { decideOutputTokens, defaultOutputTokens } from "../../src/edge/limits/max-tokens";
+import { effectiveExtensions, effectiveLimits, effectiveWeight } from "../../src/edge/limits/plan-limits";
 import { formatResetDuration, retryAfterSeconds } from "../../src/edge/limits/reset-duration";
 import { csvField, csvLine } from "../../src/edge/usage/csv";
 
@@ -44,7 +45,16 @@ describe("billing periods", () => {
 });
 
 describe("plan limits", () => {
-  const plan = { rpm: 60, tpm: 1_000, maxConcurrent: 4, maxActivePrograms: 10, monthlyTokenBudget: 5_000, defaultMaxTokens: 256 };
+  const plan = {
+    rpm: 60,
+    tpm: 1_000,
+    maxConcurrent: 4,
+    maxActivePrograms: 10,
+    monthlyTokenBudget: 5_000,
+    defaultMaxTokens: 256,
+    maxOutputTokens: 2_000,
+    toolEventsPerMinute: 600,
+  };
   const none = {
     rpmOverride: null,
     tpmOverride: null,
@@ -52,6 +62,9 @@ describe("plan limits", () => {
     maxActiveProgramsOverride: null,
     monthlyTokenBudgetOverride: null,
     defaultMaxTokensOverride: null,
+    maxOutputTokensOverride: null,
+    allowedExtensionsOverride: null,
+    toolEventsPerMinuteOverride: null,
   };
 
   it("take overrides over the plan", () => {
@@ -63,9 +76,57 @@ describe("plan limits", () => {
     });
   });
 
-  it("reserve the prompt estimate plus max tokens, or the plan default", () => {
-    expect(reservationFor(30, 100, plan)).toBe(130);
-    expect(reservationFor(30, undefined, plan)).toBe(286);
+  it("take a tenant's extension list over the plan's, even an empty one", () => {
+    expect(effectiveExtensions({ allowedExtensions: ["min_tokens"] }, { allowedExtensionsOverride: null })).toEqual(["min_tokens"]);
+    expect(effectiveExtensions({ allowedExtensions: ["min_tokens"] }, { allowedExtensionsOverride: [] })).toEqual([]);
+    expect(effectiveLimits(plan, { ...none, maxOutputTokensOverride: 64, toolEventsPerMinuteOverride: 100 })).toMatchObject({
+      maxOutputTokens: 64,
+      toolEventsPerMinute: 100,
+    });
+  });
+});
+
+describe("a call's completion limit", () => {
+  const limits = { defaultMaxTokens: 256, maxOutputTokens: 2_000, monthlyTokenBudget: 5_000 };
+  const call = (requested: number | undefined, settled = 0, held = 0, promptTokens = 30) =>
+    decideOutputTokens({ promptTokens, requested, limits, settled, held });
+
+  it("is the request's, else the plan default, never above the plan's maximum", () => {
+    expect(call(100)).toEqual({ ok: true, maxTokens: 100 });
+    expect(call(undefined)).toEqual({ ok: true, maxTokens: 256 });
+    expect(call(2_000)).toEqual({ ok: true, maxTokens: 2_000 });
+    expect(call(2_001)).toEqual({ ok: false, reason: "max_tokens_above_plan", limit: 2_000, requested: 2_001 });
+    expect(defaultOutputTokens({ defaultMaxTokens: 256, maxOutputTokens: 100 })).toBe(100);
+    expect(defaultOutputTokens({ defaultMaxTokens: 256, maxOutputTokens: null })).toBe(256);
+    const uncapped = { ...limits, maxOutputTokens: null, monthlyTokenBudget: null };
+    expect(decideOutputTokens({ promptTokens: 30, requested: 50_000, limits: uncapped, settled: 0, held: 0 })).toEqual({
+      ok: true,
+      maxTokens: 50_000,
+    });
+  });
+
+  it("is clamped to what the budget holds when the client set none; refused only when not one token fits", () => {
+    // 5,000 budget, 4,800 settled: 200 left, 30 of them the prompt.
+    expect(call(undefined, 4_800)).toEqual({ ok: true, maxTokens: 170 });
+    expect(call(undefined, 4_969)).toEqual({ ok: true, maxTokens: 1 });
+    expect(call(undefined, 4_970)).toMatchObject({ ok: false, reason: "budget_exhausted", available: 30, fits: 0 });
+    // Held by calls in flight, not spent: a short retry, not the end of the month.
+    expect(call(undefined, 4_000, 970)).toMatchObject({ ok: false, reason: "budget_held", available: 30, held: 970 });
+  });
+
+  it("refuses a requested limit the budget cannot hold: 400 when it can never fit, held when it may", () => {
+    expect(call(170, 4_800)).toEqual({ ok: true, maxTokens: 170 });
+    expect(call(171, 4_800)).toEqual({
+      ok: false,
+      reason: "max_tokens_exceeds_budget",
+      limit: 5_000,
+      requested: 171,
+      available: 200,
+      held: 0,
+      fits: 170,
+    });
+    expect(call(500, 4_000, 800)).toMatchObject({ ok: false, reason: "budget_held", available: 200, held: 800, fits: 170 });
+    expect(call(100, 4_980)).toMatchObject({ ok: false, reason: "budget_exhausted", available: 20, fits: 0 });
   });
 
   it("combine weights without exponent forms", () => {

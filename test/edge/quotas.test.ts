@@ -208,7 +208,7 @@ describe("concurrency", () => {
     const limiter = tenantLimiter(env, tenant.id);
 
     // An edge admits a call and dies before settling it.
-    const dead = await limiter.admitCall({ callId: "call_dead", now: clock.now(), limits, reserveTokens: 100 });
+    const dead = await limiter.admitCall({ callId: "call_dead", now: clock.now(), limits, promptTokens: 0, maxTokens: 100 });
     expect(dead).toMatchObject({ ok: true, leaseExpiresAt: clock.now() + LEASE_MS });
     const blocked = await chat(tenant);
     expect((await expectOpenAIError(blocked, 429)).error.code).toBe("concurrency_limit_exceeded");
@@ -258,8 +258,8 @@ describe("settling", () => {
     const tenant = await newLimitedTenant({ tpm: 10_000, max_concurrent: 2 });
     const limits = await limitsOf(tenant);
     const limiter = tenantLimiter(env, tenant.id);
-    await limiter.admitCall({ callId: "call_a", now: clock.now(), limits, reserveTokens: 1_000 });
-    await limiter.admitCall({ callId: "call_b", now: clock.now(), limits, reserveTokens: 1_000 });
+    await limiter.admitCall({ callId: "call_a", now: clock.now(), limits, promptTokens: 0, maxTokens: 1_000 });
+    await limiter.admitCall({ callId: "call_b", now: clock.now(), limits, promptTokens: 0, maxTokens: 1_000 });
     expect(await limiter.settleLease({ callId: "call_a", tokens: 300, finishedAt: clock.now() })).toEqual({
       settled: true,
       expired: false,
@@ -288,34 +288,56 @@ describe("settling", () => {
 });
 
 describe("token budget", () => {
-  it("never lets a burst of parallel calls overspend; afterwards 429 budget_exhausted until the period ends", async () => {
+  it("never lets a burst of parallel calls overspend, with an engine that runs to any limit it is not given", async () => {
     const clock = frozenClock();
-    const maxTokens = 100;
-    const reserve = PROMPT_ESTIMATE + maxTokens;
+    const defaultMaxTokens = 100;
     const budget = 2_000;
-    // The engine uses what was reserved: any over-admission would show as overspend.
-    mockPool(async () => {
+    // Like a real engine: it generates up to the max_tokens (or max_completion_tokens) it is
+    // sent, and without one runs on to its context length. Only the limit the edge sends
+    // bounds it, so an edge that reserves a limit but does not send it overspends here.
+    const CONTEXT_LENGTH = 8_192;
+    const sentLimits: (number | undefined)[] = [];
+    mockPool(async ({ body }) => {
+      const sent = JSON.parse(new TextDecoder().decode(body)) as { max_tokens?: number; max_completion_tokens?: number };
+      const limit = sent.max_completion_tokens ?? sent.max_tokens;
+      sentLimits.push(limit);
       await new Promise((resolve) => setTimeout(resolve, 5));
-      return poolJson({ usage: { prompt: PROMPT_ESTIMATE, completion: maxTokens } });
+      return poolJson({ usage: { prompt: PROMPT_ESTIMATE, completion: limit ?? CONTEXT_LENGTH - PROMPT_ESTIMATE } });
     });
-    const tenant = await newLimitedTenant({ monthly_token_budget: budget, max_concurrent: 100, rpm: 1_000, tpm: 1_000_000 });
+    const tenant = await newLimitedTenant({
+      monthly_token_budget: budget,
+      default_max_tokens: defaultMaxTokens,
+      max_concurrent: 100,
+      rpm: 1_000,
+      tpm: 1_000_000,
+    });
     const programId = await newProgram(tenant);
-    const body = chatBody({ messages: PROMPT, max_tokens: maxTokens });
+    // No max_tokens: the plan default bounds each call, and the last one is clamped to what the budget still holds.
+    const body = chatBody({ messages: PROMPT });
 
     const burst = await Promise.all(
       Array.from({ length: 40 }, (_, i) => chat(tenant, body, { [Header.program]: programId, [Header.thread]: `b${i}` })),
     );
     await drain();
     const statuses = burst.map((r) => r.status);
-    const admitted = Math.floor(budget / reserve);
+    const reserve = PROMPT_ESTIMATE + defaultMaxTokens;
+    const full = Math.floor(budget / reserve);
+    const clampedLimit = budget - full * reserve - PROMPT_ESTIMATE;
+    const admitted = full + (clampedLimit >= 1 ? 1 : 0);
     expect(statuses.filter((s) => s === 200)).toHaveLength(admitted);
     expect(statuses.filter((s) => s === 429)).toHaveLength(40 - admitted);
+    expect(sentLimits).toHaveLength(admitted);
+    expect([...sentLimits].sort((a, b) => (b ?? 0) - (a ?? 0))).toEqual([
+      ...Array.from({ length: full }, () => defaultMaxTokens),
+      ...(clampedLimit >= 1 ? [clampedLimit] : []),
+    ]);
 
     const rows = await tenantUsageRows(tenant.id);
     const spent = rows.reduce((sum, r) => sum + Number(r.prompt_tokens) + Number(r.completion_tokens), 0);
     expect(rows).toHaveLength(admitted);
-    expect(spent).toBeLessThanOrEqual(budget + reserve);
-    expect(spent).toBeGreaterThan(budget - reserve);
+    // The engine produced exactly what it was allowed, and that was what admission reserved: no overspend at all.
+    expect(spent).toBeLessThanOrEqual(budget);
+    expect(budget - spent).toBeLessThan(PROMPT_ESTIMATE + 1);
 
     const after = await chat(tenant, body, { [Header.program]: programId });
     const error = await expectOpenAIError(after, 429, "insufficient_quota");

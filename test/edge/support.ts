@@ -229,6 +229,9 @@ export interface LimitOverrides {
   max_active_programs?: number | null;
   monthly_token_budget?: number | null;
   default_max_tokens?: number | null;
+  max_output_tokens?: number | null;
+  allowed_extensions?: string[] | null;
+  tool_events_per_minute?: number | null;
 }
 
 /** Sets a tenant's limit overrides through the admin API. */
@@ -259,6 +262,8 @@ export async function limitsOf(tenant: TestTenant) {
       max_active_programs: number;
       monthly_token_budget: number | null;
       default_max_tokens: number;
+      max_output_tokens: number | null;
+      tool_events_per_minute: number;
     };
   };
   return {
@@ -268,6 +273,8 @@ export async function limitsOf(tenant: TestTenant) {
     maxActivePrograms: limits.max_active_programs,
     monthlyTokenBudget: limits.monthly_token_budget,
     defaultMaxTokens: limits.default_max_tokens,
+    maxOutputTokens: limits.max_output_tokens,
+    toolEventsPerMinute: limits.tool_events_per_minute,
   };
 }
 

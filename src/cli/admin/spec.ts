@@ -54,6 +54,21 @@ export function nullableIntOption(values: OptionValues, name: string, nullWords:
   return intOption(values, name, min);
 }
 
+/**
+ * A comma-separated list of names from a flag ("min_tokens,ignore_eos"); "" or
+ * "none" is the empty list, one of `nullWords` (e.g. "inherit") null; undefined when
+ * the flag is absent. The edge checks the names themselves.
+ */
+export function listOption(values: OptionValues, name: string, nullWords: string[] = []): string[] | null | undefined {
+  const raw = stringOption(values, name);
+  if (raw === undefined) return undefined;
+  if (nullWords.includes(raw)) return null;
+  if (raw.trim() === "" || raw === "none") return [];
+  const items = raw.split(",").map((item) => item.trim());
+  if (items.some((item) => item === "")) throw new UsageError(`--${name} takes names separated by commas, not "${raw}".`);
+  return items;
+}
+
 export function numberOption(values: OptionValues, name: string): number | undefined {
   const raw = stringOption(values, name);
   if (raw === undefined) return undefined;

@@ -16,6 +16,10 @@ export const PlanView = z.looseObject({
   max_active_programs: z.number(),
   monthly_token_budget: nullableInt,
   default_max_tokens: z.number(),
+  // Optional: an edge from before these fields still answers.
+  max_output_tokens: nullableInt.optional(),
+  allowed_extensions: z.array(z.string()).optional(),
+  tool_events_per_minute: z.number().optional(),
   weight: z.number(),
 });
 export type PlanView = z.infer<typeof PlanView>;

@@ -71,6 +71,8 @@ const ADMIN_OVERRIDES = {
   max_concurrent: 1_000_000,
   max_active_programs: 1_000_000_000,
   monthly_token_budget: 1_000_000_000_000_000,
+  // The workload sends ignore_eos, an engine extension the edge forwards only when allowed.
+  allowed_extensions: ["ignore_eos"],
 };
 
 const RAM_DISK = "/dev/shm";

@@ -1,3 +1,4 @@
+import { sql } from "drizzle-orm";
 import { index, integer, real, sqliteTable, text } from "drizzle-orm/sqlite-core";
 
 /*
@@ -28,8 +29,29 @@ export const plans = sqliteTable("plans", {
   maxActivePrograms: integer("max_active_programs").notNull(),
   /** Tokens (prompt + completion) per calendar month (UTC); null: no budget. */
   monthlyTokenBudget: integer("monthly_token_budget"),
-  /** Completion tokens reserved for a call that sets neither max_tokens nor max_completion_tokens. */
+  /**
+   * The completion limit of a call that sets neither max_tokens nor
+   * max_completion_tokens: reserved at admission and sent to the engine (never above
+   * max_output_tokens).
+   */
   defaultMaxTokens: integer("default_max_tokens").notNull(),
+  /**
+   * The largest max_tokens / max_completion_tokens a call may ask for (more: 400);
+   * null: no cap of the plan's own (tpm and the budget still bound a call). Added by
+   * migration 0003.
+   */
+  maxOutputTokens: integer("max_output_tokens"),
+  /**
+   * Engine extensions the plan's tenants may send (JSON array of names): top-level
+   * request fields beyond OpenAI's (e.g. "min_tokens") or "messages.<key>" for a
+   * message field. Anything else outside the OpenAI subset is refused. Added by 0003.
+   */
+  allowedExtensions: text("allowed_extensions", { mode: "json" })
+    .$type<string[]>()
+    .notNull()
+    .default(sql`'[]'`),
+  /** Tool events per minute across all of a tenant's programs. Added by 0003. */
+  toolEventsPerMinute: integer("tool_events_per_minute").notNull().default(6000),
   /** Scheduling weight for fair sharing in the pool (x-agentix-weight). */
   weight: real("weight").notNull().default(1),
   createdAt: integer("created_at").notNull(),
@@ -59,6 +81,10 @@ export const tenants = sqliteTable("tenants", {
   maxActiveProgramsOverride: integer("max_active_programs_override"),
   monthlyTokenBudgetOverride: integer("monthly_token_budget_override"),
   defaultMaxTokensOverride: integer("default_max_tokens_override"),
+  /* Added by migration 0003. A JSON array replaces the plan's extensions; null: the plan's. */
+  maxOutputTokensOverride: integer("max_output_tokens_override"),
+  allowedExtensionsOverride: text("allowed_extensions_override", { mode: "json" }).$type<string[]>(),
+  toolEventsPerMinuteOverride: integer("tool_events_per_minute_override"),
 });
 
 export const apiKeys = sqliteTable(
@@ -108,8 +134,19 @@ export const programs = sqliteTable(
   (t) => [index("programs_tenant_created_idx").on(t.tenantId, t.createdAt)],
 );
 
-export const CALL_STATUSES = ["ok", "error", "cancelled"] as const;
+/** How a call ended: "timeout" is the edge's own deadline (CALL_TIMEOUT_MS), "cancelled" the client leaving. */
+export const CALL_STATUSES = ["ok", "error", "cancelled", "timeout"] as const;
 export type CallStatus = (typeof CALL_STATUSES)[number];
+
+/**
+ * Where a ledger row's token counts come from: the engine's whole report; the
+ * engine's per-chunk report up to the last chunk relayed (a stream cut short);
+ * the edge's estimate (prompt estimate + output chunks, no engine figure); none
+ * (nothing reached an engine); lost (the call's edge vanished and the program
+ * reaped the call: the figures are unknown).
+ */
+export const USAGE_SOURCES = ["engine", "engine_partial", "estimate", "none", "lost"] as const;
+export type UsageSource = (typeof USAGE_SOURCES)[number];
 
 /** The usage ledger: one row per call, keyed by the call ID so settling twice cannot bill twice. */
 export const usage = sqliteTable(
@@ -137,6 +174,8 @@ export const usage = sqliteTable(
     finishedAt: integer("finished_at").notNull(),
     /** The pool that took the call (POOL_NAME, or POOL_URL's host); added by migration 0001. */
     pool: text("pool").notNull().default(""),
+    /** Where the token counts come from (USAGE_SOURCES); rows from before the column say "engine". */
+    usageSource: text("usage_source", { enum: USAGE_SOURCES }).notNull().default("engine"),
   },
   (t) => [
     index("usage_tenant_finished_idx").on(t.tenantId, t.finishedAt),

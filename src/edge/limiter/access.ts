@@ -25,20 +25,57 @@ export function rateLimitHeaders(snapshot: LimiterSnapshot): Record<string, stri
 
 const periodEnd = (snapshot: LimiterSnapshot) => new Date(snapshot.budget.periodEndMs).toISOString();
 
-function describe(refusal: Refusal, snapshot: LimiterSnapshot): { message: string; code: string; quota: boolean } {
+/** How a refusal is answered: 400 (the request itself cannot be served as sent) or 429 (later, or never this period). */
+type Answer = { status: 400 | 429; message: string; code: string; quota: boolean };
+
+function describe(refusal: Refusal, snapshot: LimiterSnapshot, param: string): Answer {
   const seconds = retryAfterSeconds(refusal.retryAfterMs);
+  const prompt = refusal.promptTokens ?? 0;
+  const fits = refusal.fits ?? 0;
+  const fitsNow = fits >= 1 ? `${param} ≤ ${fits} fits now` : `no ${param} fits now`;
   switch (refusal.reason) {
+    case "max_tokens_above_plan":
+      return {
+        status: 400,
+        code: "max_tokens_above_plan_limit",
+        quota: false,
+        message: `${param} is ${refusal.requested ?? 0}, above your plan's maximum of ${refusal.limit} completion tokens. Lower ${param}.`,
+      };
+    case "max_tokens_exceeds_budget":
+      return {
+        status: 400,
+        code: "max_tokens_exceeds_budget",
+        quota: false,
+        message:
+          `${param} ${refusal.requested ?? 0} plus the prompt estimate ${prompt} exceeds what is left of the ` +
+          `${snapshot.budget.period} token budget: ${refusal.available ?? 0} of ${refusal.limit} tokens` +
+          ((refusal.held ?? 0) > 0 ? ` (${refusal.held} more held by calls in flight)` : "") +
+          `. ${fits >= 1 ? `Set ${param} ≤ ${fits} (what fits now)` : `No ${param} fits until calls in flight finish`}; ` +
+          `the budget resets at ${periodEnd(snapshot)}.`,
+      };
+    case "budget_held":
+      return {
+        status: 429,
+        code: "budget_held_by_calls_in_flight",
+        quota: false,
+        message:
+          `The ${snapshot.budget.period} token budget left (${refusal.available ?? 0} of ${refusal.limit} tokens) cannot hold this call ` +
+          `(prompt estimate ${prompt} + ${param} ${refusal.requested ?? 0}) while calls in flight hold ${refusal.held ?? 0}: ` +
+          `retry when they finish (they give back what they do not use), or lower ${param} (${fitsNow}).`,
+      };
     case "budget_exhausted":
       return {
+        status: 429,
         code: "budget_exhausted",
         quota: true,
         message:
           `Token budget exhausted for ${snapshot.budget.period}: limit ${refusal.limit}, available ${refusal.available ?? 0}, ` +
-          `this call reserves ${refusal.requested ?? 0} (prompt estimate + max tokens). ` +
-          `The budget resets at ${periodEnd(snapshot)}; lower max_tokens or upgrade the plan.`,
+          `not enough for the prompt estimate (${prompt}) and one completion token. ` +
+          `The budget resets at ${periodEnd(snapshot)}; upgrade the plan for more.`,
       };
     case "request_exceeds_tokens_per_minute":
       return {
+        status: 429,
         code: "request_exceeds_tokens_per_minute",
         quota: false,
         message:
@@ -47,12 +84,14 @@ function describe(refusal: Refusal, snapshot: LimiterSnapshot): { message: strin
       };
     case "concurrency_limit":
       return {
+        status: 429,
         code: "concurrency_limit_exceeded",
         quota: false,
         message: `Too many calls in flight: the limit is ${refusal.limit} at once. Retry when one finishes.`,
       };
     case "active_programs_limit":
       return {
+        status: 429,
         code: "active_programs_limit_exceeded",
         quota: false,
         message:
@@ -61,12 +100,14 @@ function describe(refusal: Refusal, snapshot: LimiterSnapshot): { message: strin
       };
     case "requests_per_minute":
       return {
+        status: 429,
         code: "rate_limit_exceeded",
         quota: false,
         message: `Rate limit reached for requests per minute: limit ${refusal.limit}. Retry in ${seconds}s.`,
       };
     case "tokens_per_minute":
       return {
+        status: 429,
         code: "rate_limit_exceeded",
         quota: false,
         message:
@@ -76,9 +117,17 @@ function describe(refusal: Refusal, snapshot: LimiterSnapshot): { message: strin
   }
 }
 
-/** A 429 in OpenAI's shape with Retry-After and the x-ratelimit-* headers. */
-export function limitExceeded(refusal: Refusal, snapshot: LimiterSnapshot): HTTPException {
-  const { message, code, quota } = describe(refusal, snapshot);
+/**
+ * An admission refusal in OpenAI's shape with the x-ratelimit-* headers: 429 with
+ * Retry-After for a limit, 400 invalid_request_error naming the completion-limit
+ * field (`maxTokensParam`, default max_tokens) when the request's own limit is what
+ * cannot be served (above the plan's maximum, or more than the budget has left).
+ */
+export function limitExceeded(refusal: Refusal, snapshot: LimiterSnapshot, maxTokensParam = "max_tokens"): HTTPException {
+  const { status, message, code, quota } = describe(refusal, snapshot, maxTokensParam);
+  if (status === 400) {
+    return openAIError(400, message, { code, param: maxTokensParam, headers: rateLimitHeaders(snapshot) });
+  }
   return openAIError(429, message, {
     type: quota ? "insufficient_quota" : "rate_limit_error",
     code,

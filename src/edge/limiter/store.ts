@@ -39,7 +39,8 @@ CREATE TABLE IF NOT EXISTS limits (
 );
 `;
 
-export type BucketName = "requests" | "tokens";
+/** requests / tokens: rpm and tpm; tool_events: the tenant-wide tool-event rate. */
+export type BucketName = "requests" | "tokens" | "tool_events";
 
 /**
  * active: holds a concurrency slot and its reservation. settled: actual usage

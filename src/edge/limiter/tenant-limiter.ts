@@ -6,13 +6,16 @@ import { programs } from "../db/schema.js";
 import type { Env } from "../env.js";
 import { adjust, type Bucket, fullBucket, msUntil, msUntilFull, RATE_WINDOW_MS, refill } from "../limits/bucket.js";
 import { periodOf } from "../limits/period.js";
+import { decideOutputTokens } from "../limits/max-tokens.js";
 import type { TenantLimits } from "../limits/plan-limits.js";
-import { LimiterStore } from "./store.js";
+import { type BucketName, LimiterStore } from "./store.js";
 import {
   AdmitCallInput,
   AdmitProgramInput,
   type AdmitProgramResult,
   type AdmitResult,
+  AdmitToolEventsInput,
+  type AdmitToolEventsResult,
   CancelLeaseInput,
   type CancelLeaseResult,
   type LimiterSnapshot,
@@ -44,8 +47,12 @@ const PURGE_EVERY_MS = 10 * 60_000;
 export const PROGRAM_GRACE_MS = 60_000;
 /** At most one D1 reconciliation of active programs this often. */
 const RECONCILE_EVERY_MS = 60_000;
-/** Retry hints where no exact time is known: a slot frees when any call ends; programs end or idle out in minutes. */
+/**
+ * Retry hints where no exact time is known: a slot frees when any call ends (and so
+ * does budget held by a call in flight); programs end or idle out in minutes.
+ */
 const CONCURRENCY_RETRY_MS = 1_000;
+const BUDGET_HELD_RETRY_MS = 1_000;
 const ACTIVE_PROGRAMS_RETRY_MS = 60_000;
 /** D1 binds at most 100 parameters a statement. */
 const D1_IN_CHUNK = 90;
@@ -53,11 +60,19 @@ const D1_IN_CHUNK = 90;
 interface Admission {
   now: number;
   limits: TenantLimits;
-  call?: { callId: string; reserveTokens: number };
+  call?: { callId: string; promptTokens: number; maxTokens: number | undefined };
   programId?: string;
 }
 
-type Decision = { ok: true; snapshot: LimiterSnapshot } | { ok: false; refusal: Refusal; snapshot: LimiterSnapshot };
+/** What an admitted call takes: its completion limit and its reservation (prompt + that limit). */
+interface Reservation {
+  maxTokens: number;
+  reserveTokens: number;
+}
+
+type Decision =
+  | { ok: true; snapshot: LimiterSnapshot; reservation: Reservation | undefined }
+  | { ok: false; refusal: Refusal; snapshot: LimiterSnapshot };
 
 /**
  * One per tenant (named by tenant ID): requests and tokens per minute (token
@@ -99,13 +114,42 @@ export class TenantLimiter extends DurableObject<Env> {
     const admission: Admission = {
       now: input.now,
       limits: input.limits,
-      call: { callId: input.callId, reserveTokens: input.reserveTokens },
+      call: { callId: input.callId, promptTokens: input.promptTokens, maxTokens: input.maxTokens },
       ...(input.newProgramId ? { programId: input.newProgramId } : {}),
     };
     const decision = await this.admitWithReconcile(admission);
     await this.scheduleAlarm();
     if (!decision.ok) return decision;
-    return { ok: true, snapshot: decision.snapshot, leaseExpiresAt: input.now + LEASE_MS };
+    if (!decision.reservation) throw new Error("admitCall: an admitted call without a reservation");
+    return {
+      ok: true,
+      snapshot: decision.snapshot,
+      leaseExpiresAt: input.now + LEASE_MS,
+      maxTokens: decision.reservation.maxTokens,
+      reservedTokens: decision.reservation.reserveTokens,
+    };
+  }
+
+  /**
+   * Takes `count` tool events from the tenant's bucket (toolEventsPerMinute, refilled
+   * over 60 s), all or none: the tenant-wide cap on tool events, on top of each
+   * program's own. One synchronous transaction; touches nothing else.
+   */
+  async admitToolEvents(raw: AdmitToolEventsInput): Promise<AdmitToolEventsResult> {
+    const parsed = AdmitToolEventsInput.safeParse(raw);
+    if (!parsed.success) return { ok: false, refusal: "invalid_input", detail: z.prettifyError(parsed.error) };
+    const { now, limits, count } = parsed.data;
+    const capacity = limits.toolEventsPerMinute;
+    return this.ctx.storage.transactionSync((): AdmitToolEventsResult => {
+      const bucket = refill(this.bucket("tool_events", capacity, now), capacity, now);
+      if (bucket.level < count) {
+        // A batch larger than the whole bucket waits for a full one (the admin API keeps capacity ≥ a batch).
+        return { ok: false, retryAfterMs: msUntil(bucket, capacity, Math.min(count, capacity)), limitPerMinute: capacity };
+      }
+      const after = adjust(bucket, capacity, -count);
+      this.store.writeBucket("tool_events", after);
+      return { ok: true, remaining: Math.floor(after.level) };
+    });
   }
 
   /** Admits a program created on its own (POST /v1/programs): only the active-programs limit applies. */
@@ -251,26 +295,27 @@ export class TenantLimiter extends DurableObject<Env> {
       if (this.limitsRow()?.json !== limitsJson) this.store.writeLimits(limits);
       const requests = refill(this.bucket("requests", limits.rpm, now), limits.rpm, now);
       const tokens = refill(this.bucket("tokens", limits.tpm, now), limits.tpm, now);
-      const refusal = this.firstRefusal(admission, requests, tokens);
-      if (refusal) return { ok: false, refusal, snapshot: this.snapshotOf(limits, now, requests, tokens) };
+      const checked = this.firstRefusal(admission, requests, tokens);
+      if (!checked.ok) return { ok: false, refusal: checked.refusal, snapshot: this.snapshotOf(limits, now, requests, tokens) };
+      const { reservation } = checked;
 
       let requestsAfter = requests;
       let tokensAfter = tokens;
-      if (call) {
+      if (call && reservation) {
         requestsAfter = adjust(requests, limits.rpm, -1);
-        tokensAfter = adjust(tokens, limits.tpm, -call.reserveTokens);
+        tokensAfter = adjust(tokens, limits.tpm, -reservation.reserveTokens);
         this.store.writeBucket("requests", requestsAfter);
         this.store.writeBucket("tokens", tokensAfter);
         this.store.addLease({
           callId: call.callId,
-          reserved: call.reserveTokens,
+          reserved: reservation.reserveTokens,
           period: periodOf(now).key,
           admittedAt: now,
           expiresAt: now + LEASE_MS,
         });
       }
       if (programId) this.store.addProgram(programId, now);
-      return { ok: true, snapshot: this.snapshotOf(limits, now, requestsAfter, tokensAfter) };
+      return { ok: true, snapshot: this.snapshotOf(limits, now, requestsAfter, tokensAfter), reservation };
     });
     // Only once committed: a transaction that threw was rolled back, the row with it.
     this.knownLimits = { json: limitsJson, limits };
@@ -290,52 +335,92 @@ export class TenantLimiter extends DurableObject<Env> {
     return this.knownLimits;
   }
 
-  private firstRefusal(admission: Admission, requests: Bucket, tokens: Bucket): Refusal | undefined {
+  /**
+   * Checks every limit in order: the completion limit against the plan's maximum and
+   * the budget (which also decides the call's effective limit), a reservation larger
+   * than the whole tpm, concurrency, active programs, rpm, tpm.
+   */
+  private firstRefusal(
+    admission: Admission,
+    requests: Bucket,
+    tokens: Bucket,
+  ): { ok: true; reservation: Reservation | undefined } | { ok: false; refusal: Refusal } {
     const { now, limits, call, programId } = admission;
+    let reservation: Reservation | undefined;
     if (call) {
-      const reserve = call.reserveTokens;
-      if (limits.monthlyTokenBudget !== null) {
-        const period = periodOf(now);
-        const committed = this.store.periodUsage(period.key) + this.store.reservedIn(period.key);
-        if (committed + reserve > limits.monthlyTokenBudget) {
-          return {
-            reason: "budget_exhausted",
-            retryAfterMs: period.endMs - now,
-            limit: limits.monthlyTokenBudget,
-            requested: reserve,
-            available: Math.max(0, limits.monthlyTokenBudget - committed),
-          };
+      const period = periodOf(now);
+      const budgeted = limits.monthlyTokenBudget !== null;
+      const output = decideOutputTokens({
+        promptTokens: call.promptTokens,
+        requested: call.maxTokens,
+        limits,
+        settled: budgeted ? this.store.periodUsage(period.key) : 0,
+        held: budgeted ? this.store.reservedIn(period.key) : 0,
+      });
+      if (!output.ok) {
+        if (output.reason === "max_tokens_above_plan") {
+          return { ok: false, refusal: { reason: output.reason, retryAfterMs: 0, limit: output.limit, requested: output.requested } };
         }
+        return {
+          ok: false,
+          refusal: {
+            reason: output.reason,
+            retryAfterMs: output.reason === "budget_exhausted" ? period.endMs - now : BUDGET_HELD_RETRY_MS,
+            limit: output.limit,
+            requested: output.requested,
+            available: Math.max(0, output.available),
+            promptTokens: call.promptTokens,
+            held: output.held,
+            fits: output.fits,
+          },
+        };
       }
+      reservation = { maxTokens: output.maxTokens, reserveTokens: call.promptTokens + output.maxTokens };
+      const reserve = reservation.reserveTokens;
       if (reserve > limits.tpm) {
-        return { reason: "request_exceeds_tokens_per_minute", retryAfterMs: RATE_WINDOW_MS, limit: limits.tpm, requested: reserve };
+        return {
+          ok: false,
+          refusal: { reason: "request_exceeds_tokens_per_minute", retryAfterMs: RATE_WINDOW_MS, limit: limits.tpm, requested: reserve },
+        };
       }
       const inFlight = this.store.activeLeaseCount();
       if (inFlight >= limits.maxConcurrent) {
-        return { reason: "concurrency_limit", retryAfterMs: CONCURRENCY_RETRY_MS, limit: limits.maxConcurrent, available: 0 };
-      }
-    }
-    if (programId && this.store.activeProgramCount() >= limits.maxActivePrograms) {
-      return { reason: "active_programs_limit", retryAfterMs: ACTIVE_PROGRAMS_RETRY_MS, limit: limits.maxActivePrograms, available: 0 };
-    }
-    if (call) {
-      if (requests.level < 1) {
-        return { reason: "requests_per_minute", retryAfterMs: msUntil(requests, limits.rpm, 1), limit: limits.rpm, available: 0 };
-      }
-      if (tokens.level < call.reserveTokens) {
         return {
-          reason: "tokens_per_minute",
-          retryAfterMs: msUntil(tokens, limits.tpm, call.reserveTokens),
-          limit: limits.tpm,
-          requested: call.reserveTokens,
-          available: Math.max(0, Math.floor(tokens.level)),
+          ok: false,
+          refusal: { reason: "concurrency_limit", retryAfterMs: CONCURRENCY_RETRY_MS, limit: limits.maxConcurrent, available: 0 },
         };
       }
     }
-    return undefined;
+    if (programId && this.store.activeProgramCount() >= limits.maxActivePrograms) {
+      return {
+        ok: false,
+        refusal: { reason: "active_programs_limit", retryAfterMs: ACTIVE_PROGRAMS_RETRY_MS, limit: limits.maxActivePrograms, available: 0 },
+      };
+    }
+    if (reservation) {
+      if (requests.level < 1) {
+        return {
+          ok: false,
+          refusal: { reason: "requests_per_minute", retryAfterMs: msUntil(requests, limits.rpm, 1), limit: limits.rpm, available: 0 },
+        };
+      }
+      if (tokens.level < reservation.reserveTokens) {
+        return {
+          ok: false,
+          refusal: {
+            reason: "tokens_per_minute",
+            retryAfterMs: msUntil(tokens, limits.tpm, reservation.reserveTokens),
+            limit: limits.tpm,
+            requested: reservation.reserveTokens,
+            available: Math.max(0, Math.floor(tokens.level)),
+          },
+        };
+      }
+    }
+    return { ok: true, reservation };
   }
 
-  private bucket(name: "requests" | "tokens", capacity: number, now: number): Bucket {
+  private bucket(name: BucketName, capacity: number, now: number): Bucket {
     return this.store.bucket(name) ?? fullBucket(capacity, now);
   }
 

@@ -15,8 +15,10 @@ export const AdmitCallInput = z.object({
   callId: id,
   now: ms,
   limits: TenantLimits,
-  /** Prompt estimate + max completion tokens: held against tpm and the budget until the call settles. */
-  reserveTokens: z.int().nonnegative(),
+  /** The prompt estimate (tokens). */
+  promptTokens: z.int().nonnegative(),
+  /** The completion limit the client asked for (max_completion_tokens ?? max_tokens); absent: none. */
+  maxTokens: z.int().positive().optional(),
   /** Set when this call also starts a program: checked against maxActivePrograms. */
   newProgramId: id.optional(),
 });
@@ -49,6 +51,14 @@ export const PeekInput = z.object({ now: ms, limits: TenantLimits });
 export type PeekInput = z.infer<typeof PeekInput>;
 
 export const ReleaseProgramInput = z.object({ programId: id });
+
+export const AdmitToolEventsInput = z.object({
+  now: ms,
+  limits: TenantLimits,
+  /** Events in the batch: taken from the tenant's tool-event bucket all at once, or not at all. */
+  count: z.int().positive(),
+});
+export type AdmitToolEventsInput = z.infer<typeof AdmitToolEventsInput>;
 export type ReleaseProgramInput = z.infer<typeof ReleaseProgramInput>;
 
 /** One rate limit as OpenAI's headers show it. */
@@ -75,7 +85,14 @@ export interface LimiterSnapshot {
 }
 
 export type RefusalReason =
+  /** The budget cannot hold even the prompt and one completion token, whatever settles: 429 until the period ends. */
   | "budget_exhausted"
+  /** The budget's rest is held by calls in flight; it may come back when they settle: 429, short Retry-After. */
+  | "budget_held"
+  /** The requested completion limit does not fit what is left of the budget (not even once calls in flight settle): 400. */
+  | "max_tokens_exceeds_budget"
+  /** The requested completion limit is above the plan's max_output_tokens: 400. */
+  | "max_tokens_above_plan"
   | "request_exceeds_tokens_per_minute"
   | "concurrency_limit"
   | "active_programs_limit"
@@ -90,13 +107,37 @@ export interface Refusal {
   limit: number;
   /** What the call asked for (tokens), where that matters. */
   requested?: number;
-  /** What was left (tokens or slots), where that matters. */
+  /** What was left (tokens or slots), where that matters; for the budget: what this call may reserve now. */
   available?: number;
+  /** The call's prompt estimate, for budget refusals. */
+  promptTokens?: number;
+  /** Budget tokens held by calls in flight, for budget refusals. */
+  held?: number;
+  /** The largest max_tokens that would be admitted now (0: none), for budget refusals. */
+  fits?: number;
 }
 
 export type AdmitResult =
-  | { ok: true; snapshot: LimiterSnapshot; leaseExpiresAt: number }
+  | {
+      ok: true;
+      snapshot: LimiterSnapshot;
+      leaseExpiresAt: number;
+      /**
+       * The call's effective completion limit, decided in the same transaction as its
+       * reservation: the request's, else the plan default (≤ max_output_tokens), clamped
+       * to what the budget still holds when the client set none. The edge sends exactly
+       * this to the engine, so the reservation covers what the engine may produce.
+       */
+      maxTokens: number;
+      /** promptTokens + maxTokens: held against tpm and the budget until the call settles. */
+      reservedTokens: number;
+    }
   | { ok: false; refusal: Refusal; snapshot: LimiterSnapshot }
+  | { ok: false; refusal: "invalid_input"; detail: string };
+
+export type AdmitToolEventsResult =
+  | { ok: true; remaining: number }
+  | { ok: false; retryAfterMs: number; limitPerMinute: number }
   | { ok: false; refusal: "invalid_input"; detail: string };
 
 export type AdmitProgramResult =

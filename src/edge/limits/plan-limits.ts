@@ -1,6 +1,12 @@
 import { z } from "zod";
 import type { Plan, Tenant } from "../db/schema.js";
 
+/**
+ * Tool events a tenant may send per minute across all its programs, when its
+ * plan row predates the column (the migration's default for existing plans).
+ */
+export const DEFAULT_TOOL_EVENTS_PER_MINUTE = 6_000;
+
 /** A tenant's effective limits: its plan's, with its own overrides applied. */
 export const TenantLimits = z.object({
   rpm: z.int().positive(),
@@ -9,13 +15,29 @@ export const TenantLimits = z.object({
   maxActivePrograms: z.int().positive(),
   /** Tokens per calendar month (UTC); null: no budget. */
   monthlyTokenBudget: z.int().nonnegative().nullable(),
+  /** Completion limit of a call that sets none (never above maxOutputTokens). */
   defaultMaxTokens: z.int().positive(),
+  /**
+   * Largest completion limit a call may ask for (max_tokens / max_completion_tokens);
+   * null: no cap of its own (tpm and the budget still bound it). Defaults keep limits
+   * rows written before the field existed readable.
+   */
+  maxOutputTokens: z.int().positive().nullable().default(null),
+  /** Tool events per minute across all the tenant's programs (a token bucket in its limiter). */
+  toolEventsPerMinute: z.int().positive().default(DEFAULT_TOOL_EVENTS_PER_MINUTE),
 });
 export type TenantLimits = z.infer<typeof TenantLimits>;
 
 export type PlanLimitFields = Pick<
   Plan,
-  "rpm" | "tpm" | "maxConcurrent" | "maxActivePrograms" | "monthlyTokenBudget" | "defaultMaxTokens"
+  | "rpm"
+  | "tpm"
+  | "maxConcurrent"
+  | "maxActivePrograms"
+  | "monthlyTokenBudget"
+  | "defaultMaxTokens"
+  | "maxOutputTokens"
+  | "toolEventsPerMinute"
 >;
 
 export type TenantOverrideFields = Pick<
@@ -26,6 +48,8 @@ export type TenantOverrideFields = Pick<
   | "maxActiveProgramsOverride"
   | "monthlyTokenBudgetOverride"
   | "defaultMaxTokensOverride"
+  | "maxOutputTokensOverride"
+  | "toolEventsPerMinuteOverride"
 >;
 
 /** A null override means "the plan's value" (so an override cannot lift a plan's budget to "none"). */
@@ -37,7 +61,21 @@ export function effectiveLimits(plan: PlanLimitFields, overrides: TenantOverride
     maxActivePrograms: overrides.maxActiveProgramsOverride ?? plan.maxActivePrograms,
     monthlyTokenBudget: overrides.monthlyTokenBudgetOverride ?? plan.monthlyTokenBudget,
     defaultMaxTokens: overrides.defaultMaxTokensOverride ?? plan.defaultMaxTokens,
+    maxOutputTokens: overrides.maxOutputTokensOverride ?? plan.maxOutputTokens,
+    toolEventsPerMinute: overrides.toolEventsPerMinuteOverride ?? plan.toolEventsPerMinute,
   };
+}
+
+/**
+ * The engine extensions a tenant may send (top-level request fields, or
+ * `messages.<key>` for a message field): the tenant's list when it has one (it
+ * replaces the plan's), else the plan's.
+ */
+export function effectiveExtensions(
+  plan: Pick<Plan, "allowedExtensions">,
+  overrides: Pick<Tenant, "allowedExtensionsOverride">,
+): string[] {
+  return overrides.allowedExtensionsOverride ?? plan.allowedExtensions;
 }
 
 const MIN_WEIGHT = 0.001;
@@ -50,9 +88,4 @@ const MIN_WEIGHT = 0.001;
  */
 export function effectiveWeight(planWeight: number, tenantMultiplier: number): number {
   return Math.max(MIN_WEIGHT, Math.round(planWeight * tenantMultiplier * 1000) / 1000);
-}
-
-/** Tokens reserved for a call at admission: its prompt estimate plus the completion it may produce. */
-export function reservationFor(promptEstimate: number, requestedMaxTokens: number | undefined, limits: TenantLimits): number {
-  return promptEstimate + (requestedMaxTokens ?? limits.defaultMaxTokens);
 }

@@ -6,7 +6,7 @@ import { database } from "../db/client.js";
 import { apiKeys, plans, tenants } from "../db/schema.js";
 import { bearerToken } from "../http/bearer.js";
 import { API_KEY_PATTERN, hashApiKey } from "../keys.js";
-import { effectiveLimits, effectiveWeight } from "../limits/plan-limits.js";
+import { effectiveExtensions, effectiveLimits, effectiveWeight } from "../limits/plan-limits.js";
 
 /** last_used_at is a hint, not an audit log: refresh it at most this often. */
 export const LAST_USED_GRANULARITY_MS = 60_000;
@@ -65,6 +65,7 @@ export function tenantAuth() {
       keyId: found.key.id,
       planId: plan.id,
       limits: effectiveLimits(plan, tenant),
+      allowedExtensions: effectiveExtensions(plan, tenant),
     });
     await next();
   });

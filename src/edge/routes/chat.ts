@@ -1,17 +1,15 @@
 import { Hono } from "hono";
-import { ChatCompletionRequest, requestedMaxTokens } from "../../protocol/chat.js";
-import { invalidRequest } from "../../protocol/errors.js";
 import { Header } from "../../protocol/headers.js";
 import { newCallId, newProgramId } from "../../protocol/ids.js";
 import { estimatePromptTokens } from "../../protocol/tokens.js";
+import { forwardBody, parseChatRequest } from "../chat/forward-body.js";
 import { forwardToPool } from "../chat/pool-client.js";
 import { type ForwardedCall, relayJson, relayPoolError, relayStream, unanswered } from "../chat/relay.js";
 import type { EdgeEnv } from "../context.js";
 import { poolNameOf } from "../env.js";
-import { parseJsonBytes, readBodyWithin } from "../http/body.js";
+import { readBodyWithin } from "../http/body.js";
 import { limiterMisuse, limitExceeded, tenantLimiter } from "../limiter/access.js";
 import { LEASE_RENEW_MS } from "../limiter/tenant-limiter.js";
-import { reservationFor } from "../limits/plan-limits.js";
 import { rateLimitHeadersOnResponse } from "../middleware/rate-limit-headers.js";
 import { beginRefusal, parseProgramId, programSession, threadFromHeaders } from "../program/access.js";
 import type { BeginCallResult, SettleCallInput } from "../program/types.js";
@@ -31,17 +29,15 @@ export function chatRoutes() {
 
   chat.post("/chat/completions", async (c) => {
     const { config, tenant } = c.var;
-    // Everything the client sent is checked before any state is touched.
-    const body = await readBodyWithin(c.req.raw, config.maxBodyBytes);
-    const parsed = ChatCompletionRequest.safeParse(parseJsonBytes(body));
-    if (!parsed.success) throw invalidRequest(parsed.error);
-    const request = parsed.data;
+    // Everything the client sent is checked before any state is touched: only OpenAI's fields and the plan's extensions pass.
+    const allowed = parseChatRequest(await readBodyWithin(c.req.raw, config.maxBodyBytes), tenant.allowedExtensions);
+    const { request } = allowed;
     const choice = threadFromHeaders(c.req.raw.headers);
     const requestedProgram = c.req.header(Header.program);
     const existingProgramId =
       requestedProgram === undefined ? undefined : parseProgramId(requestedProgram, Header.program);
 
-    // Admission reserves: a request, the prompt estimate + max tokens, a lease on a concurrency slot.
+    // Admission reserves: a request, the prompt estimate + the effective max tokens (decided by the limiter), a lease.
     const now = Date.now();
     const callId = newCallId();
     // Without the header the call starts a program: admitted against the active-programs limit, created by beginCall.
@@ -53,15 +49,18 @@ export function chatRoutes() {
       callId,
       now,
       limits: tenant.limits,
-      reserveTokens: reservationFor(promptEstimate, requestedMaxTokens(request), tenant.limits),
+      promptTokens: promptEstimate,
+      ...(allowed.requestedMaxTokens !== undefined ? { maxTokens: allowed.requestedMaxTokens } : {}),
       ...(createdProgramId ? { newProgramId: createdProgramId } : {}),
     });
     if (!admitted.ok) {
       if (admitted.refusal === "invalid_input") throw limiterMisuse(admitted.detail);
       c.set("rateLimit", admitted.snapshot);
-      throw limitExceeded(admitted.refusal, admitted.snapshot);
+      throw limitExceeded(admitted.refusal, admitted.snapshot, allowed.maxTokensField);
     }
     c.set("rateLimit", admitted.snapshot);
+    // The bytes signed and sent to the pool: the allowed fields, with the limit the reservation covers.
+    const body = forwardBody(request, admitted.maxTokens);
 
     // The lease is held from here: every path below either cancels it or settles it.
     const cancelAdmission = async (releaseProgramId?: string) => {

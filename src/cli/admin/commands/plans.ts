@@ -4,6 +4,7 @@ import {
   type CommandContext,
   type CommandSpec,
   intOption,
+  listOption,
   nullableIntOption,
   numberOption,
   type OptionValues,
@@ -13,7 +14,20 @@ import {
 } from "../spec.js";
 import { expectShape, listOf, PlanView } from "../views.js";
 
-const HEADERS = ["ID", "NAME", "RPM", "TPM", "CONCURRENT", "PROGRAMS", "MONTHLY BUDGET", "DEFAULT MAX TOKENS", "WEIGHT"];
+const HEADERS = [
+  "ID",
+  "NAME",
+  "RPM",
+  "TPM",
+  "CONCURRENT",
+  "PROGRAMS",
+  "MONTHLY BUDGET",
+  "DEFAULT MAX TOKENS",
+  "MAX OUTPUT",
+  "WEIGHT",
+  "TOOL EVENTS/MIN",
+  "EXTENSIONS",
+];
 
 const row = (p: PlanView) => [
   p.id,
@@ -24,7 +38,10 @@ const row = (p: PlanView) => [
   String(p.max_active_programs),
   formatCount(p.monthly_token_budget, "none"),
   String(p.default_max_tokens),
+  formatCount(p.max_output_tokens, p.max_output_tokens === null ? "none" : "-"),
   String(p.weight),
+  formatCount(p.tool_events_per_minute),
+  p.allowed_extensions === undefined ? "-" : p.allowed_extensions.join(",") || "none",
 ];
 
 const LIMIT_OPTIONS = {
@@ -35,12 +52,18 @@ const LIMIT_OPTIONS = {
   "max-active-programs": { type: "string" },
   "monthly-token-budget": { type: "string" },
   "default-max-tokens": { type: "string" },
+  "max-output-tokens": { type: "string" },
+  "allowed-extensions": { type: "string" },
+  "tool-events-per-minute": { type: "string" },
   weight: { type: "string" },
 } as const;
 
-/** The plan fields given on the command line; `--monthly-token-budget none` means no budget. */
-function planFields(values: OptionValues): Record<string, string | number | null> {
-  const fields: Record<string, string | number | null | undefined> = {
+/**
+ * The plan fields given on the command line; `--monthly-token-budget none` means no
+ * budget, `--max-output-tokens none` no cap, `--allowed-extensions none` (or "") none.
+ */
+function planFields(values: OptionValues): Record<string, string | number | string[] | null> {
+  const fields: Record<string, string | number | string[] | null | undefined> = {
     name: stringOption(values, "name"),
     rpm: intOption(values, "rpm"),
     tpm: intOption(values, "tpm"),
@@ -48,9 +71,15 @@ function planFields(values: OptionValues): Record<string, string | number | null
     max_active_programs: intOption(values, "max-active-programs"),
     monthly_token_budget: nullableIntOption(values, "monthly-token-budget", ["none"], 0),
     default_max_tokens: intOption(values, "default-max-tokens"),
+    max_output_tokens: nullableIntOption(values, "max-output-tokens", ["none"]),
+    allowed_extensions: listOption(values, "allowed-extensions"),
+    tool_events_per_minute: intOption(values, "tool-events-per-minute"),
     weight: numberOption(values, "weight"),
   };
-  return Object.fromEntries(Object.entries(fields).filter(([, v]) => v !== undefined)) as Record<string, string | number | null>;
+  return Object.fromEntries(Object.entries(fields).filter(([, v]) => v !== undefined)) as Record<
+    string,
+    string | number | string[] | null
+  >;
 }
 
 function printPlan(ctx: CommandContext, raw: unknown): void {
@@ -75,7 +104,8 @@ export const planCommands: Record<string, CommandSpec> = {
   create: {
     usage:
       "plans create --id ID --name NAME --rpm N --tpm N --max-concurrent N --max-active-programs N " +
-      "--monthly-token-budget N|none --default-max-tokens N [--weight W]",
+      "--monthly-token-budget N|none --default-max-tokens N [--max-output-tokens N|none] " +
+      "[--allowed-extensions NAME,…|none] [--tool-events-per-minute N] [--weight W]",
     summary: "create a plan",
     positionals: [],
     options: { id: { type: "string" }, ...LIMIT_OPTIONS },
@@ -88,7 +118,8 @@ export const planCommands: Record<string, CommandSpec> = {
   update: {
     usage:
       "plans update ID [--name NAME] [--rpm N] [--tpm N] [--max-concurrent N] [--max-active-programs N] " +
-      "[--monthly-token-budget N|none] [--default-max-tokens N] [--weight W]",
+      "[--monthly-token-budget N|none] [--default-max-tokens N] [--max-output-tokens N|none] " +
+      "[--allowed-extensions NAME,…|none] [--tool-events-per-minute N] [--weight W]",
     summary: "change a plan (applies to its tenants from their next request)",
     positionals: ["ID"],
     options: LIMIT_OPTIONS,

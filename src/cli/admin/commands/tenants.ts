@@ -2,6 +2,7 @@ import { formatCount, formatTable, formatTime } from "../table.js";
 import {
   type CommandContext,
   type CommandSpec,
+  listOption,
   nullableIntOption,
   numberOption,
   type OptionValues,
@@ -46,16 +47,24 @@ const OVERRIDE_FLAGS = {
   "max-active-programs": "max_active_programs",
   "monthly-token-budget": "monthly_token_budget",
   "default-max-tokens": "default_max_tokens",
+  "max-output-tokens": "max_output_tokens",
+  "tool-events-per-minute": "tool_events_per_minute",
 } as const;
+/** A list, not a number: replaces the plan's extensions ("none": no extensions), or "inherit". */
+const EXTENSIONS_FLAG = "allowed-extensions";
+const INHERIT = ["inherit", "plan"];
 
-function overridesBody(values: OptionValues): Record<string, number | null> {
-  const body: Record<string, number | null> = {};
+function overridesBody(values: OptionValues): Record<string, number | string[] | null> {
+  const body: Record<string, number | string[] | null> = {};
   for (const [flag, field] of Object.entries(OVERRIDE_FLAGS)) {
-    const value = nullableIntOption(values, flag, ["inherit", "plan"], flag === "monthly-token-budget" ? 0 : 1);
+    const value = nullableIntOption(values, flag, INHERIT, flag === "monthly-token-budget" ? 0 : 1);
     if (value !== undefined) body[field] = value;
   }
+  const extensions = listOption(values, EXTENSIONS_FLAG, INHERIT);
+  if (extensions !== undefined) body.allowed_extensions = extensions;
   if (Object.keys(body).length === 0) {
-    throw new UsageError(`Give at least one of ${Object.keys(OVERRIDE_FLAGS).map((f) => `--${f}`).join(", ")} (a number, or "inherit").`);
+    const flags = [...Object.keys(OVERRIDE_FLAGS), EXTENSIONS_FLAG].map((f) => `--${f}`).join(", ");
+    throw new UsageError(`Give at least one of ${flags} (a value, or "inherit").`);
   }
   return body;
 }
@@ -108,10 +117,11 @@ export const tenantCommands: Record<string, CommandSpec> = {
   override: {
     usage:
       "tenants override TENANT_ID [--rpm N] [--tpm N] [--max-concurrent N] [--max-active-programs N] " +
-      "[--monthly-token-budget N] [--default-max-tokens N]   (N or \"inherit\" to use the plan's)",
+      "[--monthly-token-budget N] [--default-max-tokens N] [--max-output-tokens N] [--tool-events-per-minute N] " +
+      "[--allowed-extensions NAME,…|none]   (each, or \"inherit\" to use the plan's)",
     summary: "override the plan's limits for one tenant",
     positionals: ["TENANT_ID"],
-    options: Object.fromEntries(Object.keys(OVERRIDE_FLAGS).map((flag) => [flag, { type: "string" as const }])),
+    options: Object.fromEntries([...Object.keys(OVERRIDE_FLAGS), EXTENSIONS_FLAG].map((flag) => [flag, { type: "string" as const }])),
     async run(ctx, [id], values) {
       const body = overridesBody(values);
       await showOne(ctx, await ctx.client.json("PATCH", `/admin/tenants/${encodeURIComponent(id ?? "")}/overrides`, body));

@@ -1,4 +1,7 @@
 import { z } from "zod";
+import { MESSAGE_EXTENSION_PREFIX, MESSAGE_FIELDS, REQUEST_FIELDS } from "../../../protocol/chat.js";
+import { MAX_TOOL_EVENTS_PER_BATCH } from "../../../protocol/tool-events.js";
+import { DEFAULT_TOOL_EVENTS_PER_MINUTE } from "../../limits/plan-limits.js";
 
 /** Admin bodies are tiny; this caps them independently of MAX_BODY_BYTES. */
 export const ADMIN_BODY_BYTES = 16 * 1024;
@@ -12,6 +15,27 @@ const weight = z.number().finite().min(0.001).max(1_000);
 const count = (max: number) => z.int().positive().max(max);
 const tokens = z.int().nonnegative().max(1e15);
 
+/** The pool sets these itself (it drops a client's `priority`); allowing them would mean nothing. */
+const POOL_OWNED_FIELDS = new Set(["priority"]);
+const EXTENSION_NAME = /^(messages\.)?[A-Za-z_][A-Za-z0-9_]{0,63}$/;
+
+/**
+ * Engine extensions a plan (or tenant) allows beyond OpenAI's fields: request field
+ * names (e.g. "min_tokens", "ignore_eos") or "messages.<key>" for a message field.
+ */
+const extensionName = z
+  .string()
+  .regex(EXTENSION_NAME, 'must be a field name (letters, digits, _), or "messages." and one')
+  .refine((name) => {
+    const message = name.startsWith(MESSAGE_EXTENSION_PREFIX);
+    const field = message ? name.slice(MESSAGE_EXTENSION_PREFIX.length) : name;
+    return !(message ? MESSAGE_FIELDS : REQUEST_FIELDS).has(field) && !POOL_OWNED_FIELDS.has(field);
+  }, "is already an OpenAI field (always allowed) or one the pool sets itself");
+const extensions = z
+  .array(extensionName)
+  .max(64)
+  .transform((names) => [...new Set(names)].sort());
+
 const LIMITS = {
   rpm: count(1e7),
   tpm: count(1e12),
@@ -19,12 +43,26 @@ const LIMITS = {
   max_active_programs: count(1e9),
   monthly_token_budget: tokens.nullable(),
   default_max_tokens: count(1e7),
+  /** null: no cap of the plan's own. */
+  max_output_tokens: count(1e7).nullable(),
+  allowed_extensions: extensions,
+  /** At least one whole batch, so a batch can always be taken once the bucket is full. */
+  tool_events_per_minute: z.int().min(MAX_TOOL_EVENTS_PER_BATCH).max(1e9),
 };
 
 export const CreatePlanBody = z.strictObject({
   id: planId,
   name,
-  ...LIMITS,
+  rpm: LIMITS.rpm,
+  tpm: LIMITS.tpm,
+  max_concurrent: LIMITS.max_concurrent,
+  max_active_programs: LIMITS.max_active_programs,
+  monthly_token_budget: LIMITS.monthly_token_budget,
+  default_max_tokens: LIMITS.default_max_tokens,
+  // Added after the others: optional so existing callers keep working.
+  max_output_tokens: LIMITS.max_output_tokens.default(null),
+  allowed_extensions: LIMITS.allowed_extensions.default([]),
+  tool_events_per_minute: LIMITS.tool_events_per_minute.default(DEFAULT_TOOL_EVENTS_PER_MINUTE),
   weight: weight.default(1),
 });
 
@@ -37,6 +75,9 @@ export const UpdatePlanBody = z
     max_active_programs: LIMITS.max_active_programs.optional(),
     monthly_token_budget: LIMITS.monthly_token_budget.optional(),
     default_max_tokens: LIMITS.default_max_tokens.optional(),
+    max_output_tokens: LIMITS.max_output_tokens.optional(),
+    allowed_extensions: LIMITS.allowed_extensions.optional(),
+    tool_events_per_minute: LIMITS.tool_events_per_minute.optional(),
     weight: weight.optional(),
   })
   .refine((body) => Object.keys(body).length > 0, "give at least one field to change");
@@ -60,6 +101,10 @@ export const TenantOverridesBody = z
     max_active_programs: LIMITS.max_active_programs.nullable().optional(),
     monthly_token_budget: tokens.nullable().optional(),
     default_max_tokens: LIMITS.default_max_tokens.nullable().optional(),
+    max_output_tokens: LIMITS.max_output_tokens.optional(),
+    /** A list replaces the plan's (an empty list allows none); null: the plan's. */
+    allowed_extensions: LIMITS.allowed_extensions.nullable().optional(),
+    tool_events_per_minute: LIMITS.tool_events_per_minute.nullable().optional(),
   })
   .refine((body) => Object.keys(body).length > 0, "give at least one override (a number, or null to clear)");
 

@@ -51,6 +51,9 @@ export function tenantRoutes() {
       maxActiveProgramsOverride: null,
       monthlyTokenBudgetOverride: null,
       defaultMaxTokensOverride: null,
+      maxOutputTokensOverride: null,
+      allowedExtensionsOverride: null,
+      toolEventsPerMinuteOverride: null,
     };
     await db.insert(tenants).values(tenant);
     return c.json(tenantView(tenant, plan), 201);
@@ -98,6 +101,9 @@ export function tenantRoutes() {
         ...(body.max_active_programs !== undefined ? { maxActiveProgramsOverride: body.max_active_programs } : {}),
         ...(body.monthly_token_budget !== undefined ? { monthlyTokenBudgetOverride: body.monthly_token_budget } : {}),
         ...(body.default_max_tokens !== undefined ? { defaultMaxTokensOverride: body.default_max_tokens } : {}),
+        ...(body.max_output_tokens !== undefined ? { maxOutputTokensOverride: body.max_output_tokens } : {}),
+        ...(body.allowed_extensions !== undefined ? { allowedExtensionsOverride: body.allowed_extensions } : {}),
+        ...(body.tool_events_per_minute !== undefined ? { toolEventsPerMinuteOverride: body.tool_events_per_minute } : {}),
       })
       .where(eq(tenants.id, id))
       .returning({ id: tenants.id });

@@ -1,5 +1,5 @@
 import type { ApiKey, Plan, Tenant } from "../../db/schema.js";
-import { effectiveLimits, effectiveWeight } from "../../limits/plan-limits.js";
+import { effectiveExtensions, effectiveLimits, effectiveWeight } from "../../limits/plan-limits.js";
 
 /** Admin API objects, snake_case like OpenAI's. */
 
@@ -13,6 +13,9 @@ export const planView = (p: Plan) => ({
   max_active_programs: p.maxActivePrograms,
   monthly_token_budget: p.monthlyTokenBudget,
   default_max_tokens: p.defaultMaxTokens,
+  max_output_tokens: p.maxOutputTokens,
+  allowed_extensions: p.allowedExtensions,
+  tool_events_per_minute: p.toolEventsPerMinute,
   weight: p.weight,
   created_at: p.createdAt,
   updated_at: p.updatedAt,
@@ -34,6 +37,9 @@ export const tenantView = (t: Tenant, plan: Plan | null) => ({
     max_active_programs: t.maxActiveProgramsOverride,
     monthly_token_budget: t.monthlyTokenBudgetOverride,
     default_max_tokens: t.defaultMaxTokensOverride,
+    max_output_tokens: t.maxOutputTokensOverride,
+    allowed_extensions: t.allowedExtensionsOverride,
+    tool_events_per_minute: t.toolEventsPerMinuteOverride,
   },
   limits: plan ? limitsView(t, plan) : null,
 });
@@ -47,6 +53,9 @@ function limitsView(t: Tenant, plan: Plan) {
     max_active_programs: limits.maxActivePrograms,
     monthly_token_budget: limits.monthlyTokenBudget,
     default_max_tokens: limits.defaultMaxTokens,
+    max_output_tokens: limits.maxOutputTokens,
+    allowed_extensions: effectiveExtensions(plan, t),
+    tool_events_per_minute: limits.toolEventsPerMinute,
     weight: effectiveWeight(plan.weight, t.weight),
   };
 }
