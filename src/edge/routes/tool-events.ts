@@ -7,6 +7,7 @@ import { parseToolEventsBody, type ToolEventBatch } from "../../protocol/tool-ev
 import { sendToolEventsToPool } from "../chat/pool-client.js";
 import type { EdgeEnv } from "../context.js";
 import { parseJsonBytes, readBodyWithin } from "../http/body.js";
+import { limiterMisuse, tenantLimiter } from "../limiter/access.js";
 import { retryAfterSeconds } from "../limits/reset-duration.js";
 import { parseProgramId, programNotFound, programSession } from "../program/access.js";
 import type { RecordToolEventsResult } from "../program/types.js";
@@ -35,6 +36,16 @@ function eventsRefusal(refusal: Refusal, programId: string): HTTPException {
   }
 }
 
+/** The tenant-wide cap (all programs together) refused the batch. */
+function tenantEventsRefusal(limitPerMinute: number, retryAfterMs: number): HTTPException {
+  return openAIError(
+    429,
+    `Too many tool events across your programs: your plan allows ${limitPerMinute} a minute in total. ` +
+      "Send fewer, or batch them.",
+    { code: "tool_events_rate_exceeded", headers: { [RateLimitHeader.retryAfter]: String(retryAfterSeconds(retryAfterMs)) } },
+  );
+}
+
 /**
  * POST /v1/programs/{id}/events: tool started / finished hints (protocol/tool-events.ts).
  * Mounted behind tenant auth. The program's object records them (bounded tool state,
@@ -42,6 +53,10 @@ function eventsRefusal(refusal: Refusal, programId: string): HTTPException {
  * from waitUntil, so the answer does not wait for it, and a pool that cannot be reached
  * costs the client nothing (events are hints). Events do not count toward the tenant's
  * rpm: they use no engine, and counting them would teach clients not to send them.
+ * They have a tenant-wide cap instead (toolEventsPerMinute, a bucket in the tenant's
+ * limiter), taken before the program's object is asked: one more Durable Object round
+ * trip per batch, no more. A batch the program then refuses still counts against it
+ * (as any attempt does: probing unknown programs is bounded too).
  */
 export function toolEventRoutes() {
   const routes = new Hono<EdgeEnv>();
@@ -53,6 +68,16 @@ export function toolEventRoutes() {
     const parsed = parseToolEventsBody(parseJsonBytes(await readBodyWithin(c.req.raw, config.maxBodyBytes)));
     if (!parsed.success) throw invalidRequest(parsed.error);
     const batch: ToolEventBatch = parsed.data;
+
+    const taken = await tenantLimiter(c.env, tenant.id).admitToolEvents({
+      now: Date.now(),
+      limits: tenant.limits,
+      count: batch.events.length,
+    });
+    if (!taken.ok) {
+      if ("refusal" in taken) throw limiterMisuse(taken.detail);
+      throw tenantEventsRefusal(taken.limitPerMinute, taken.retryAfterMs);
+    }
 
     const recorded = await programSession(c.env, tenant.id, programId).recordToolEvents({ events: batch.events, now: Date.now() });
     if (!recorded.ok) throw eventsRefusal(recorded, programId);
