@@ -17,7 +17,8 @@ export default defineConfig(async () => {
               miniflare: {
                 bindings: {
                   TEST_MIGRATIONS: migrations,
-                  ADMIN_TOKEN: "test-admin-token",
+                  // The edge refuses admin tokens under 32 characters (test/edge/support.ts ADMIN_TOKEN).
+                  ADMIN_TOKEN: "test-admin-token-0123456789abcdef",
                   POOL_SIGNING_SECRET: "test-signing-secret",
                   POOL_URL: "http://pool.test",
                 },

@@ -11,7 +11,7 @@ export interface Env {
   /** The pool's name in the usage ledger; unset: POOL_URL's host. */
   POOL_NAME?: string;
   POOL_SIGNING_SECRET?: string;
-  /** Unset: the admin API is disabled. */
+  /** Unset: the admin API is disabled. Under 32 characters (or too few distinct ones): refused at use. */
   ADMIN_TOKEN?: string;
   PROGRAM_IDLE_TTL_MS?: string;
   MAX_BODY_BYTES?: string;
@@ -24,6 +24,8 @@ export const EdgeConfig = z.object({
   poolUrl: z.url({ protocol: /^https?$/ }).transform((url) => url.replace(/\/+$/, "")),
   poolName: z.string().trim().min(1).max(100).optional(),
   poolSigningSecret: z.string().min(16, "must be at least 16 characters"),
+  // Its strength is checked where it is used (middleware/admin-auth.ts), so a weak one
+  // disables the admin API, not the tenants' traffic.
   adminToken: z.string().min(1).optional(),
   programIdleTtlMs: positiveInt.default(900_000),
   maxBodyBytes: positiveInt.default(1_048_576),
@@ -35,7 +37,10 @@ export function poolNameOf(config: EdgeConfig): string {
   return config.poolName ?? new URL(config.poolUrl).host;
 }
 
-/** Names the offending var (never its value) so a misconfigured deployment says what to fix. */
+/**
+ * Names the offending var (never its value) so a misconfigured deployment says what
+ * to fix: in the operator's log only; callers get a generic 500 (middleware/config.ts).
+ */
 export class ConfigError extends Error {
   override readonly name = "ConfigError";
 }

@@ -1,6 +1,6 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { adminFetch, edge, expectOpenAIError, newTenant } from "./support";
+import { ADMIN_TOKEN, adminFetch, edge, expectOpenAIError, newTenant } from "./support";
 
 describe("admin API", () => {
   it("refuses a missing or wrong admin token with 401 in OpenAI's shape", async () => {
@@ -8,7 +8,7 @@ describe("admin API", () => {
     const missingBody = await expectOpenAIError(missing, 401, "authentication_error");
     expect(missingBody.error.code).toBe("invalid_admin_token");
 
-    const wrong = await edge("/admin/tenants", { headers: { authorization: "Bearer test-admin-tokenX" } });
+    const wrong = await edge("/admin/tenants", { headers: { authorization: `Bearer ${ADMIN_TOKEN}X` } });
     await expectOpenAIError(wrong, 401, "authentication_error");
 
     // A tenant key is not an admin token.
@@ -17,15 +17,15 @@ describe("admin API", () => {
     await expectOpenAIError(asTenant, 401, "authentication_error");
   });
 
-  it("is disabled, with a clear 403, when ADMIN_TOKEN is unset", async () => {
+  it("is disabled, with a 403 that names no variable, when ADMIN_TOKEN is unset", async () => {
     const res = await edge(
       "/admin/tenants",
-      { headers: { authorization: "Bearer test-admin-token" } },
+      { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } },
       { ...env, ADMIN_TOKEN: undefined },
     );
     const body = await expectOpenAIError(res, 403, "permission_error");
     expect(body.error.code).toBe("admin_disabled");
-    expect(body.error.message).toMatch(/ADMIN_TOKEN/);
+    expect(body.error.message).not.toMatch(/ADMIN_TOKEN/);
   });
 
   it("creates and lists tenants, weight defaulting to 1", async () => {

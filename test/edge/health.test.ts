@@ -14,16 +14,21 @@ describe("edge basics", () => {
     expect(body.error.code).toBe("unknown_route");
   });
 
-  it("names the misconfigured var (never its value) with 500", async () => {
+  it("answers a generic 500 to the caller and names the misconfigured var (never its value) in the log only", async () => {
     const logged = vi.spyOn(console, "error").mockImplementation(() => undefined);
     const broken = { ...env, POOL_URL: "not a url", POOL_SIGNING_SECRET: "short" };
-    const res = await edge("/v1/programs", { method: "POST", headers: { authorization: "Bearer x" } }, broken);
-    const body = await expectOpenAIError(res, 500, "server_error");
-    expect(body.error.code).toBe("edge_misconfigured");
-    expect(body.error.message).toContain("POOL_URL");
-    expect(body.error.message).toContain("POOL_SIGNING_SECRET");
-    expect(body.error.message).not.toContain("not a url");
-    expect(logged).toHaveBeenCalledOnce();
+    for (const path of ["/v1/programs", "/admin/tenants"]) {
+      logged.mockClear();
+      const res = await edge(path, { method: "POST", headers: { authorization: "Bearer x" } }, broken);
+      const body = await expectOpenAIError(res, 500, "server_error");
+      expect(body.error.code).toBe("edge_misconfigured");
+      for (const leak of ["POOL_URL", "POOL_SIGNING_SECRET", "not a url", "short"]) expect(body.error.message).not.toContain(leak);
+      expect(logged).toHaveBeenCalledOnce();
+      const line = String(logged.mock.calls[0]?.[0]);
+      expect(line).toContain("POOL_URL");
+      expect(line).toContain("POOL_SIGNING_SECRET");
+      expect(line).not.toContain("not a url");
+    }
     logged.mockRestore();
   });
 });

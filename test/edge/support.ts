@@ -12,7 +12,8 @@ import worker from "../../src/edge/index";
  * assertions), admin shortcuts, and a fake pool behind vi.spyOn(fetch).
  */
 
-export const ADMIN_TOKEN = "test-admin-token";
+/** As vitest.config.ts binds it: at least 32 characters, as the edge requires. */
+export const ADMIN_TOKEN = "test-admin-token-0123456789abcdef";
 export const SIGNING_SECRET = "test-signing-secret";
 export const POOL_CHAT_URL = "http://pool.test/v1/chat/completions";
 
