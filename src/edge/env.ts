@@ -28,7 +28,8 @@ export const EdgeConfig = z.object({
   // disables the admin API, not the tenants' traffic.
   adminToken: z.string().min(1).optional(),
   programIdleTtlMs: positiveInt.default(900_000),
-  maxBodyBytes: positiveInt.default(1_048_576),
+  /** 16 MiB: long agent contexts (tool outputs, files) must fit; counted as the bytes arrive. */
+  maxBodyBytes: positiveInt.default(16_777_216),
 });
 export type EdgeConfig = z.infer<typeof EdgeConfig>;
 
