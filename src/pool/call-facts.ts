@@ -7,9 +7,13 @@ import { eventData } from "../protocol/sse.js";
  * model asked for (names, ids and arguments: the readiness predictor's evidence).
  *
  * Non-streaming: read from the JSON body the relay holds anyway. Streaming: each event
- * is looked at as it passes, never held back; only events that can carry usage or
- * tool-call deltas are parsed (a cheap text test first), and tool-call arguments,
- * which arrive in fragments, are the only thing accumulated, capped.
+ * is looked at as it passes, never held back; only events that can carry tool-call
+ * deltas are parsed (a cheap text test first), and tool-call arguments, which arrive
+ * in fragments, are the only thing accumulated, capped. Usage is the latest an event
+ * carried: the final usage chunk of a whole stream, or, from an engine asked for
+ * `continuous_usage_stats` (usage on every chunk), the count up to the last chunk of
+ * a stream cut short, so a call the client abandoned still says what the engine did.
+ * Only that latest usage event is kept, as text, and parsed when the facts are read.
  */
 
 export interface CallUsage {
@@ -88,6 +92,18 @@ export function factsFromJsonBytes(bytes: ArrayBuffer): CallFacts {
   }
 }
 
+/** The JSON object of an event's data, or undefined when it has none. */
+function chunkOf(event: string): JsonRecord | undefined {
+  const data = eventData(event);
+  if (data === undefined || data === "[DONE]") return undefined;
+  try {
+    const chunk: unknown = JSON.parse(data);
+    return isRecord(chunk) ? chunk : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 interface PartialToolCall {
   id?: string;
   name?: string;
@@ -96,25 +112,16 @@ interface PartialToolCall {
 
 /** Collects facts from a stream's events as they pass (see the top of this file). */
 export class StreamFactsCollector {
-  #usage: CallUsage | undefined;
+  /** The latest event that carried a usage object (parsed only when the facts are read). */
+  #usageEvent: string | undefined;
   readonly #calls = new Map<string, PartialToolCall>();
 
   /** One SSE event (without its blank line). */
   observe(event: string): void {
-    const hasUsage = USAGE_OBJECT.test(event);
-    const hasToolCalls = TOOL_CALLS_ARRAY.test(event);
-    if (!hasUsage && !hasToolCalls) return;
-    const data = eventData(event);
-    if (data === undefined || data === "[DONE]") return;
-    let chunk: unknown;
-    try {
-      chunk = JSON.parse(data);
-    } catch {
-      return;
-    }
-    if (!isRecord(chunk)) return;
-    if (hasUsage) this.#usage = usageOf(chunk.usage) ?? this.#usage;
-    if (!hasToolCalls) return;
+    if (USAGE_OBJECT.test(event)) this.#usageEvent = event;
+    if (!TOOL_CALLS_ARRAY.test(event)) return;
+    const chunk = chunkOf(event);
+    if (chunk === undefined) return;
     for (const choice of Array.isArray(chunk.choices) ? chunk.choices : []) {
       if (!isRecord(choice) || !isRecord(choice.delta) || !Array.isArray(choice.delta.tool_calls)) continue;
       const choiceIndex = typeof choice.index === "number" ? choice.index : 0;
@@ -122,9 +129,11 @@ export class StreamFactsCollector {
     }
   }
 
+  /** What the events seen so far say: at the end of a stream, or when it was cut short. */
   facts(): CallFacts {
     const facts: CallFacts = {};
-    if (this.#usage !== undefined) facts.usage = this.#usage;
+    const usage = this.#usageEvent === undefined ? undefined : usageOf(chunkOf(this.#usageEvent)?.usage);
+    if (usage !== undefined) facts.usage = usage;
     if (this.#calls.size > 0) {
       facts.toolCalls = [...this.#calls.values()].map((partial) => {
         const call: CallToolCall = { args: partial.args };

@@ -447,10 +447,21 @@ export class Dispatcher {
 
   #attemptEnded(pending: PendingCall, slot: EngineSlot, end: RelayEnd): void {
     const { metrics, clock } = this.#options;
+    const engine = slot.state.id;
     this.#release(slot, end.outcome, pending);
     this.queue.chargeTenant(pending.call.tenantId, end.serviceMs, clock.now());
-    metrics.serviceSeconds.observe({ engine: slot.state.id }, end.serviceMs / 1000);
-    if (end.outcome === "completed") metrics.cacheObservations.inc({ engine: slot.state.id, usage: end.facts?.usage ? "reported" : "estimated" });
+    metrics.serviceSeconds.observe({ engine }, end.serviceMs / 1000);
+    if (end.outcome === "completed") metrics.cacheObservations.inc({ engine, usage: end.facts?.usage ? "reported" : "estimated" });
+    const usage = end.facts?.usage;
+    if (usage !== undefined) {
+      metrics.engineTokens.inc({ engine, kind: "prompt", outcome: end.outcome }, usage.promptTokens);
+      metrics.engineTokens.inc({ engine, kind: "completion", outcome: end.outcome }, usage.completionTokens);
+    }
+    if (end.outcome === "aborted" || end.outcome === "failed") {
+      // The engine's work for a call nobody received in full: on record here, whatever the edge could settle.
+      const work = usage === undefined ? "no usage reported" : `engine reported ${usage.promptTokens} prompt + ${usage.completionTokens} completion tokens`;
+      console.info(`agentix pool: call ${pending.call.callId} ${end.outcome} on engine ${engine} after ${end.serviceMs} ms; ${work}`);
+    }
     pending.stage = "done";
     this.#forget(pending, end);
     this.pump();

@@ -84,6 +84,12 @@ export class PoolMetrics {
     labelNames: ["engine", "outcome"] as const,
     registers: [this.registry],
   });
+  readonly engineTokens = new Counter({
+    name: "agentix_pool_engine_tokens_total",
+    help: "Tokens engines reported (usage) for finished calls, by engine, kind (prompt, completion) and call outcome: aborted and failed streams count what the engine had produced when they ended.",
+    labelNames: ["engine", "kind", "outcome"] as const,
+    registers: [this.registry],
+  });
   readonly queueSeconds = new Histogram({
     name: "agentix_pool_queue_seconds",
     help: "Time from enqueue to dispatch.",

@@ -45,7 +45,11 @@ export interface RelayEnd {
   /** Wall time from dispatch to the engine's last byte (or to the abort), ms. */
   serviceMs: number;
   outcome: CallOutcome;
-  /** Usage and tool calls of a completed answer, as far as the engine reported them. */
+  /**
+   * Usage and tool calls as far as the engine reported them: of a completed answer, or
+   * of a stream cut short (client gone, engine broke off), whose usage is then the
+   * engine's count up to the last chunk read (engines asked for continuous usage).
+   */
   facts?: CallFacts;
 }
 
@@ -245,7 +249,7 @@ function relayEventStream(
         } catch {
           // The client is already gone; nothing left to tell it.
         }
-        end(aborted ? "aborted" : "failed", lastByteMs);
+        end(aborted ? "aborted" : "failed", lastByteMs, facts.facts());
         return;
       }
       if (next.done) {
@@ -260,7 +264,8 @@ function relayEventStream(
       controller.enqueue(encoder.encode(formatEvent(next.value)));
     },
     async cancel(reason) {
-      end("aborted");
+      // The edge went away mid-stream: what the engine had reported so far is its work for the call.
+      end("aborted", undefined, facts.facts());
       await events.cancel(reason).catch(() => undefined);
     },
   });

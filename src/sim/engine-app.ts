@@ -12,7 +12,7 @@ import type { GenerationObserver, RealTimeEngineDriver } from "./engine-driver.j
 import type { FaultInjector } from "./engine-faults.js";
 import type { EngineMetrics } from "./engine-metrics.js";
 import { type EngineRequest, EngineRequestError, type FinishedEvent } from "./engine-model.js";
-import { chatFormat, completionFormat, type ResponseFormat } from "./openai-responses.js";
+import { chatFormat, chunkUsage, completionFormat, type ResponseFormat } from "./openai-responses.js";
 import { outputText, outputTokenText } from "./output-text.js";
 import { COMPLETIONS_DEFAULT_MAX_TOKENS, SimChatRequest, SimCompletionRequest } from "./request-schemas.js";
 
@@ -43,7 +43,15 @@ interface Generation {
   request: EngineRequest;
   stream: boolean;
   includeUsage: boolean;
+  /** vLLM's `continuous_usage_stats`, honoured only with `include_usage` (as vLLM does). */
+  continuousUsage: boolean;
   format: ResponseFormat;
+}
+
+/** What a request's stream_options ask for. */
+function usageOptions(options: { include_usage?: boolean | null; continuous_usage_stats?: boolean | null } | null | undefined) {
+  const includeUsage = options?.include_usage === true;
+  return { includeUsage, continuousUsage: includeUsage && options?.continuous_usage_stats === true };
 }
 
 export function createSimEngineApp(deps: SimEngineAppDeps): Hono<SimEnv> {
@@ -96,7 +104,7 @@ export function createSimEngineApp(deps: SimEngineAppDeps): Hono<SimEnv> {
         priority: body.priority ?? 0,
       },
       stream: body.stream === true,
-      includeUsage: body.stream_options?.include_usage === true,
+      ...usageOptions(body.stream_options),
       format: chatFormat({ id: `chatcmpl-${id}`, created: nowSeconds(), model: modelName }),
     });
   });
@@ -118,7 +126,7 @@ export function createSimEngineApp(deps: SimEngineAppDeps): Hono<SimEnv> {
         priority: body.priority ?? 0,
       },
       stream: body.stream === true,
-      includeUsage: body.stream_options?.include_usage === true,
+      ...usageOptions(body.stream_options),
       format: completionFormat({ id: `cmpl-${id}`, created: nowSeconds(), model: modelName }),
     });
   });
@@ -153,10 +161,13 @@ export function createSimEngineApp(deps: SimEngineAppDeps): Hono<SimEnv> {
     let seed = 0;
     let open = true;
     let controller: ReadableStreamDefaultController<Uint8Array> | undefined;
+    // vLLM's continuous usage: the prompt and the tokens so far on every chunk.
+    const promptTokens = g.request.promptTokens.length;
+    const soFar = (completionTokens: number) => (g.continuousUsage ? chunkUsage(promptTokens, completionTokens) : undefined);
     const body = new ReadableStream<Uint8Array>({
       start(ctrl) {
         controller = ctrl;
-        for (const chunk of g.format.openingChunks()) ctrl.enqueue(encoder.encode(dataEvent(chunk)));
+        for (const chunk of g.format.openingChunks(soFar(0))) ctrl.enqueue(encoder.encode(dataEvent(chunk)));
       },
       // The client went away (node-server cancels the body): free the KV blocks.
       cancel() {
@@ -168,9 +179,9 @@ export function createSimEngineApp(deps: SimEngineAppDeps): Hono<SimEnv> {
       if (open) controller?.enqueue(encoder.encode(text));
     };
     seed = submit(g.request, {
-      onToken: (index) => send(dataEvent(g.format.tokenChunk(outputTokenText(seed, index)))),
+      onToken: (index) => send(dataEvent(g.format.tokenChunk(outputTokenText(seed, index), soFar(index + 1)))),
       onFinished: (event) => {
-        send(dataEvent(g.format.finalChunk(event.finishReason)));
+        send(dataEvent(g.format.finalChunk(event.finishReason, soFar(event.usage.completionTokens))));
         if (g.includeUsage) send(dataEvent(g.format.usageChunk(event.usage)));
         send(formatEvent(DONE_EVENT));
         if (open) controller?.close();

@@ -14,6 +14,17 @@ export interface WireUsage {
   prompt_tokens_details: { cached_tokens: number };
 }
 
+/** The usage vLLM puts on every chunk under `continuous_usage_stats`: counts so far, no details. */
+export interface ChunkUsage {
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+}
+
+export function chunkUsage(promptTokens: number, completionTokens: number): ChunkUsage {
+  return { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens };
+}
+
 export function wireUsage(usage: RequestUsage): WireUsage {
   return {
     prompt_tokens: usage.promptTokens,
@@ -23,16 +34,23 @@ export function wireUsage(usage: RequestUsage): WireUsage {
   };
 }
 
+/**
+ * Stream chunks take the usage so far when the request asked for continuous usage
+ * (vLLM: the role chunk with 0 completion tokens, each token chunk and the finish
+ * chunk with the count up to it).
+ */
 export interface ResponseFormat {
   /** Chunks sent before the first token (chat: the assistant role). */
-  openingChunks(): unknown[];
-  tokenChunk(text: string): unknown;
-  finalChunk(reason: FinishReason): unknown;
+  openingChunks(usage?: ChunkUsage): unknown[];
+  tokenChunk(text: string, usage?: ChunkUsage): unknown;
+  finalChunk(reason: FinishReason, usage?: ChunkUsage): unknown;
   /** The extra chunk of stream_options.include_usage: no choices, only usage. */
   usageChunk(usage: RequestUsage): unknown;
   /** The whole non-streaming response. */
   completeBody(text: string, reason: FinishReason, usage: RequestUsage): unknown;
 }
+
+const usageField = (usage: ChunkUsage | undefined): Record<string, unknown> => (usage === undefined ? {} : { usage });
 
 interface Identity {
   id: string;
@@ -50,11 +68,12 @@ export function chatFormat({ id, created, model }: Identity): ResponseFormat {
     ...extra,
   });
   return {
-    openingChunks: () => [
-      chunk([{ index: 0, delta: { role: "assistant", content: "" }, logprobs: null, finish_reason: null }]),
+    openingChunks: (usage) => [
+      chunk([{ index: 0, delta: { role: "assistant", content: "" }, logprobs: null, finish_reason: null }], usageField(usage)),
     ],
-    tokenChunk: (text) => chunk([{ index: 0, delta: { content: text }, logprobs: null, finish_reason: null }]),
-    finalChunk: (reason) => chunk([{ index: 0, delta: {}, logprobs: null, finish_reason: reason, stop_reason: null }]),
+    tokenChunk: (text, usage) => chunk([{ index: 0, delta: { content: text }, logprobs: null, finish_reason: null }], usageField(usage)),
+    finalChunk: (reason, usage) =>
+      chunk([{ index: 0, delta: {}, logprobs: null, finish_reason: reason, stop_reason: null }], usageField(usage)),
     usageChunk: (usage) => chunk([], { usage: wireUsage(usage) }),
     completeBody: (text, reason, usage) => ({
       id,
@@ -86,8 +105,9 @@ export function completionFormat({ id, created, model }: Identity): ResponseForm
   });
   return {
     openingChunks: () => [],
-    tokenChunk: (text) => chunk([{ index: 0, text, logprobs: null, finish_reason: null, stop_reason: null }]),
-    finalChunk: (reason) => chunk([{ index: 0, text: "", logprobs: null, finish_reason: reason, stop_reason: null }]),
+    tokenChunk: (text, usage) => chunk([{ index: 0, text, logprobs: null, finish_reason: null, stop_reason: null }], usageField(usage)),
+    finalChunk: (reason, usage) =>
+      chunk([{ index: 0, text: "", logprobs: null, finish_reason: reason, stop_reason: null }], usageField(usage)),
     usageChunk: (usage) => chunk([], { usage: wireUsage(usage) }),
     completeBody: (text, reason, usage) => ({
       id,

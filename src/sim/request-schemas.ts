@@ -6,7 +6,17 @@ import { ChatCompletionRequest } from "../protocol/chat.js";
  * sampling extras, and the legacy completions request (prompt string only).
  */
 
+/**
+ * vLLM's stream options: `continuous_usage_stats` (with `include_usage`) puts the
+ * usage so far on every chunk.
+ */
+const StreamOptions = z.looseObject({
+  include_usage: z.boolean().nullish(),
+  continuous_usage_stats: z.boolean().nullish(),
+});
+
 const VllmExtras = {
+  stream_options: StreamOptions.nullish(),
   /** vLLM: lower runs first; only allowed with priority scheduling. */
   priority: z.int().nullish(),
   min_tokens: z.int().nonnegative().nullish(),
@@ -20,7 +30,6 @@ export const SimCompletionRequest = z.looseObject({
   model: z.string().min(1),
   prompt: z.union([z.string(), z.tuple([z.string()])]),
   stream: z.boolean().nullish(),
-  stream_options: z.looseObject({ include_usage: z.boolean().optional() }).nullish(),
   /** vLLM and OpenAI default to 16 for legacy completions. */
   max_tokens: z.int().positive().nullish(),
   n: z.literal(1).nullish(),

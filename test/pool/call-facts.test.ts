@@ -78,6 +78,19 @@ describe("facts of a stream", () => {
     });
   });
 
+  it("keeps the latest usage: per-chunk usage of a stream cut short, then the final usage chunk", () => {
+    const collector = new StreamFactsCollector();
+    const soFar = (completion: number) => ({ prompt_tokens: 900, completion_tokens: completion, total_tokens: 900 + completion });
+    collector.observe(event(chunk({ role: "assistant", content: "" }, { usage: soFar(0) })));
+    expect(collector.facts()).toEqual({ usage: { promptTokens: 900, completionTokens: 0, cachedTokens: 0 } });
+    for (let i = 1; i <= 3; i++) collector.observe(event(chunk({ content: `t${i}` }, { usage: soFar(i) })));
+    // Cut here (client gone): the engine's count up to the last chunk read.
+    expect(collector.facts()).toEqual({ usage: { promptTokens: 900, completionTokens: 3, cachedTokens: 0 } });
+    collector.observe(event(chunk({ content: "t4" }, { usage: null })));
+    collector.observe(event({ ...chunk({}), choices: [], usage: { ...soFar(40), prompt_tokens_details: { cached_tokens: 512 } } }));
+    expect(collector.facts()).toEqual({ usage: { promptTokens: 900, completionTokens: 40, cachedTokens: 512 } });
+  });
+
   it("ignores content chunks, comments and broken JSON", () => {
     const collector = new StreamFactsCollector();
     collector.observe(event(chunk({ content: "the word usage and tool_calls in text" })));

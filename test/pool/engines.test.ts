@@ -30,7 +30,17 @@ describe("engine adapters", () => {
   it("forces include_usage on streams, keeping other stream options", () => {
     const streaming = { ...body, stream: true, stream_options: { include_usage: false, other: 1 } };
     expect(adapterFor("openai").buildBody(streaming, position).stream_options).toEqual({ include_usage: true, other: 1 });
-    expect(adapterFor("vllm").buildBody({ ...body, stream: true }, position).stream_options).toEqual({ include_usage: true });
     expect(adapterFor("vllm").buildBody(body, position)).not.toHaveProperty("stream_options");
+  });
+
+  it("asks vLLM and SGLang, not a plain OpenAI server, for usage on every chunk", () => {
+    const streaming = { ...body, stream: true };
+    for (const kind of ["vllm", "sglang"] as const) {
+      expect(adapterFor(kind).continuousUsage).toBe(true);
+      expect(adapterFor(kind).buildBody(streaming, position).stream_options).toEqual({ include_usage: true, continuous_usage_stats: true });
+      expect(adapterFor(kind).buildBody(body, position)).not.toHaveProperty("stream_options");
+    }
+    expect(adapterFor("openai").continuousUsage).toBe(false);
+    expect(adapterFor("openai").buildBody(streaming, position).stream_options).toEqual({ include_usage: true });
   });
 });

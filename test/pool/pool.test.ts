@@ -238,7 +238,7 @@ describe("relay", () => {
     expect(first.value).toContain('"Hel"');
     // The engine has not finished: the first chunk came through on its own.
     expect(engine.calls[0]?.isFinished()).toBe(false);
-    expect(engine.calls[0]?.body.stream_options).toEqual({ include_usage: true });
+    expect(engine.calls[0]?.body.stream_options).toEqual({ include_usage: true, continuous_usage_stats: true });
 
     engine.calls[0]?.release();
     const rest: string[] = [];

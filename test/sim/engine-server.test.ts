@@ -136,6 +136,47 @@ describe("simulated engine over HTTP", () => {
     expect(events).toHaveLength(1 + 2 + 1 + 1);
   });
 
+  it("honours continuous_usage_stats as vLLM does: the usage so far on every chunk, with include_usage only", async () => {
+    const prompt = [{ role: "user" as const, content: "count the tokens as you go" }];
+    const promptCount = countTokens(renderPrompt({ messages: prompt }));
+    const res = await post(fast, "/v1/chat/completions", {
+      model: MODEL,
+      messages: prompt,
+      max_tokens: 4,
+      stream: true,
+      stream_options: { include_usage: true, continuous_usage_stats: true },
+    });
+    const events = await sseEvents(res);
+    expect(isDoneEvent(events.at(-1) ?? "")).toBe(true);
+    const chunks = events.slice(0, -1).map((e) => ChatCompletionChunk.parse(JSON.parse(eventData(e) ?? "")));
+    // Role chunk, 4 token chunks, the finish chunk, then the usage chunk.
+    expect(chunks).toHaveLength(1 + 4 + 1 + 1);
+    expect(chunks.slice(0, 6).map((c) => c.usage)).toEqual(
+      [0, 1, 2, 3, 4, 4].map((completion) => ({ prompt_tokens: promptCount, completion_tokens: completion, total_tokens: promptCount + completion })),
+    );
+    expect(chunks[6]?.choices).toEqual([]);
+    expect(chunks[6]?.usage).toMatchObject({ prompt_tokens: promptCount, completion_tokens: 4, prompt_tokens_details: { cached_tokens: expect.any(Number) } });
+
+    // Without include_usage vLLM ignores it: no usage anywhere.
+    const without = await sseEvents(
+      await post(fast, "/v1/chat/completions", { model: MODEL, messages: prompt, max_tokens: 2, stream: true, stream_options: { continuous_usage_stats: true } }),
+    );
+    expect(without.filter((e) => e.includes('"usage"'))).toEqual([]);
+
+    // Legacy completions too.
+    const legacy = await sseEvents(
+      await post(fast, "/v1/completions", {
+        model: MODEL,
+        prompt: "Once upon a time",
+        max_tokens: 3,
+        stream: true,
+        stream_options: { include_usage: true, continuous_usage_stats: true },
+      }),
+    );
+    const legacyUsage = legacy.slice(0, -1).map((e) => (JSON.parse(eventData(e) ?? "") as { usage?: { completion_tokens: number } }).usage?.completion_tokens);
+    expect(legacyUsage).toEqual([1, 2, 3, 3, 3]);
+  });
+
   it("serves legacy /v1/completions with vLLM's default of 16 tokens", async () => {
     const res = await post(fast, "/v1/completions", { model: MODEL, prompt: "Once upon a time", ignore_eos: true });
     expect(res.status).toBe(200);

@@ -2,8 +2,9 @@ import type { Sample } from "../prometheus-text.js";
 
 /*
  * What differs between engine kinds: the request's priority field, the names of the
- * load gauges on /metrics, and where health is probed. Everything else is the
- * OpenAI-compatible chat-completions surface they all share.
+ * load gauges on /metrics, where health is probed, and whether a stream can report
+ * usage on every chunk. Everything else is the OpenAI-compatible chat-completions
+ * surface they all share.
  */
 
 export const ENGINE_KINDS = ["vllm", "sglang", "openai"] as const;
@@ -35,6 +36,12 @@ export interface EngineAdapter {
   readonly metricsPath: string | undefined;
   /** The engine's KV-cache capacity in tokens, read from its metrics; undefined when they do not say. */
   kvCapacityTokens?(samples: readonly Sample[]): number | undefined;
+  /**
+   * Whether the engine takes `stream_options.continuous_usage_stats` (vLLM, SGLang):
+   * usage on every chunk, so a stream cut short still says how many tokens the engine
+   * had produced. OpenAI's own API does not know the field.
+   */
+  readonly continuousUsage: boolean;
   /** The JSON body sent to the engine for this client body. */
   buildBody(clientBody: Readonly<Record<string, unknown>>, options: UpstreamOptions): Record<string, unknown>;
 }
@@ -47,21 +54,23 @@ function isRecord(value: unknown): value is Record<string, unknown> {
  * The client body with the pool's changes: the engine's model name, the engine's
  * priority (a client-sent `priority` is dropped: the pool's queue decides order), and
  * for streams `stream_options.include_usage: true`, because the edge meters every
- * call; the edge drops the extra usage chunk when its client did not ask for it.
+ * call; the edge drops the extra usage chunk when its client did not ask for it. An
+ * engine with `continuousUsage` is also asked for `continuous_usage_stats: true`
+ * (usage on every chunk; the edge takes it out of the chunks its client reads).
  */
 export function buildUpstreamBody(
-  priorityFor: EngineAdapter["priorityFor"],
+  adapter: Pick<EngineAdapter, "priorityFor" | "continuousUsage">,
   clientBody: Readonly<Record<string, unknown>>,
   options: UpstreamOptions,
 ): Record<string, unknown> {
   const { priority: _clientPriority, ...rest } = clientBody;
   const body: Record<string, unknown> = { ...rest };
   if (options.model !== undefined) body.model = options.model;
-  const priority = priorityFor(options);
+  const priority = adapter.priorityFor(options);
   if (priority !== undefined) body.priority = priority;
   if (body.stream === true) {
     const streamOptions = isRecord(body.stream_options) ? body.stream_options : {};
-    body.stream_options = { ...streamOptions, include_usage: true };
+    body.stream_options = { ...streamOptions, include_usage: true, ...(adapter.continuousUsage ? { continuous_usage_stats: true } : {}) };
   }
   return body;
 }

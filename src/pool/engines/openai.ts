@@ -5,7 +5,8 @@ export const openaiAdapter: EngineAdapter = {
   kind: "openai",
   priorityFor: () => undefined,
   metricNames: { waiting: [], kvUsage: [] },
+  continuousUsage: false,
   healthPath: "/v1/models",
   metricsPath: undefined,
-  buildBody: (clientBody, options) => buildUpstreamBody(openaiAdapter.priorityFor, clientBody, options),
+  buildBody: (clientBody, options) => buildUpstreamBody(openaiAdapter, clientBody, options),
 };

@@ -13,6 +13,7 @@ export const sglangAdapter: EngineAdapter = {
     waiting: ["sglang:num_queue_reqs"],
     kvUsage: ["sglang:token_usage"],
   },
+  continuousUsage: true,
   healthPath: "/health",
   // Present only with --enable-metrics; a missing endpoint reads as zero load.
   metricsPath: "/metrics",
@@ -20,5 +21,5 @@ export const sglangAdapter: EngineAdapter = {
     const tokens = valuesOf(samples, ["sglang:max_total_num_tokens"]).reduce((sum, v) => sum + v, 0);
     return tokens > 0 ? tokens : undefined;
   },
-  buildBody: (clientBody, options) => buildUpstreamBody(sglangAdapter.priorityFor, clientBody, options),
+  buildBody: (clientBody, options) => buildUpstreamBody(sglangAdapter, clientBody, options),
 };

@@ -10,6 +10,7 @@ export const vllmAdapter: EngineAdapter = {
     // vLLM V0 called the KV gauge gpu_cache_usage_perc.
     kvUsage: ["vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"],
   },
+  continuousUsage: true,
   healthPath: "/health",
   metricsPath: "/metrics",
   // vLLM states its cache layout as labels of an info gauge: num_gpu_blocks × block_size, summed over ranks.
@@ -23,5 +24,5 @@ export const vllmAdapter: EngineAdapter = {
     }
     return tokens > 0 ? tokens : undefined;
   },
-  buildBody: (clientBody, options) => buildUpstreamBody(vllmAdapter.priorityFor, clientBody, options),
+  buildBody: (clientBody, options) => buildUpstreamBody(vllmAdapter, clientBody, options),
 };
