@@ -226,29 +226,50 @@ describe("retry before the first byte", () => {
 });
 
 describe("relay", () => {
-  it("relays a stream as it arrives, with the stats comment just before [DONE]", async () => {
-    const engine = await fakeEngine(() => ({ kind: "stream" }));
-    const p = await pool([{ id: "e1", url: engine.url }]);
-    const res = await send(p, await signedCall({ body: chatBody({ stream: true }) }));
+  it("relays a stream as it arrives, with the stats comment just before [DONE]: the queue and service times it caused", async () => {
+    // Call 0 holds the only slot; the stream (call 1) waits in the queue until the test releases it.
+    const engine = await fakeEngine((index) => (index === 0 ? held : { kind: "stream" }));
+    const p = await pool([{ id: "e1", url: engine.url, maxInFlight: 1 }]);
+    const blocker = send(p, await signedCall());
+    await engine.call(0);
+
+    const sentAt = Date.now();
+    const response = send(p, await signedCall({ body: chatBody({ stream: true }) }));
+    await waitFor(() => p.dispatcher.queuedCount === 1, "stream queued behind the blocker");
+    const queuedBy = Date.now();
+    await new Promise((resolve) => setTimeout(resolve, 150));
+    const releasedAt = Date.now();
+    engine.calls[0]?.release();
+    expect((await blocker).status).toBe(200);
+
+    const res = await response;
     expect(res.status).toBe(200);
     expect(res.headers.get("content-type")).toContain("text/event-stream");
-
     const events = res.body!.pipeThrough(new SseEventSplitter()).getReader();
     const first = await events.read();
+    const firstAt = Date.now();
     expect(first.value).toContain('"Hel"');
     // The engine has not finished: the first chunk came through on its own.
-    expect(engine.calls[0]?.isFinished()).toBe(false);
-    expect(engine.calls[0]?.body.stream_options).toEqual({ include_usage: true, continuous_usage_stats: true });
+    expect(engine.calls[1]?.isFinished()).toBe(false);
+    expect(engine.calls[1]?.body.stream_options).toEqual({ include_usage: true, continuous_usage_stats: true });
 
-    engine.calls[0]?.release();
+    // The engine holds the rest of its answer for 100 ms.
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const restReleasedAt = Date.now();
+    engine.calls[1]?.release();
     const rest: string[] = [];
     for (let next = await events.read(); !next.done; next = await events.read()) rest.push(next.value);
-    const doneAt = rest.findIndex(isDoneEvent);
-    expect(doneAt).toBe(rest.length - 1);
-    const stats = parseStatsEvent(rest[doneAt - 1] ?? "");
+    const doneAt = Date.now();
+    const doneIndex = rest.findIndex(isDoneEvent);
+    expect(doneIndex).toBe(rest.length - 1);
+    const stats = parseStatsEvent(rest[doneIndex - 1] ?? "");
     expect(stats).toMatchObject({ engine: "e1" });
-    expect(stats?.queueMs).toBeGreaterThanOrEqual(0);
-    expect(stats?.serviceMs).toBeGreaterThanOrEqual(0);
+    // Queued from before `queuedBy` until after `releasedAt`, dispatched before the first chunk arrived (ms rounding: ±1).
+    expect(stats?.queueMs).toBeGreaterThanOrEqual(releasedAt - queuedBy - 1);
+    expect(stats?.queueMs).toBeLessThanOrEqual(firstAt - sentAt + 1);
+    // Dispatched before the first chunk, last byte after the engine's hold; dispatched after the blocker's release.
+    expect(stats?.serviceMs).toBeGreaterThanOrEqual(restReleasedAt - firstAt - 1);
+    expect(stats?.serviceMs).toBeLessThanOrEqual(doneAt - releasedAt + 1);
     await waitFor(() => inFlightOn(p, "e1") === 0, "slot freed");
   });
 

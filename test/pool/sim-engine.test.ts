@@ -5,7 +5,7 @@ import { eventData, isDoneEvent, SseEventSplitter } from "../../src/protocol/sse
 import { parseStatsEvent, statsFromHeaders } from "../../src/protocol/stats.js";
 import { type PoolHandle, startPool } from "../../src/pool/server.js";
 import { DEFAULT_SIM_MODEL, type SimEngineHandle, startSimEngine } from "../../src/sim/engine-server.js";
-import { chatBody, operatorGet, type SignedCall, signedCall, testConfig } from "./helpers.js";
+import { chatBody, operatorGet, type SignedCall, signedCall, testConfig, waitFor } from "./helpers.js";
 
 // The pool in front of the project's simulated vLLM engines (fast-forwarded time).
 let engines: SimEngineHandle[];
@@ -25,8 +25,36 @@ const send = (call: SignedCall) =>
 const body = (extra: Record<string, unknown> = {}) => chatBody({ model: DEFAULT_SIM_MODEL, max_tokens: 8, ...extra });
 
 describe("pool with simulated vLLM engines", () => {
-  it("reads the engines' metrics and health", () => {
-    expect(pool.dispatcher.engineSnapshots().every((e) => e.healthy)).toBe(true);
+  it("reads an engine's load from its vLLM metrics, and its health, as they change", async () => {
+    // An engine of its own, in real time and one sequence at a time, so requests wait inside it.
+    const busy = await startSimEngine({ timeScale: 1, maxNumSeqs: 1 });
+    const watcher = await startPool(testConfig({ engines: [{ id: "busy", url: busy.url }], metricsIntervalMs: 20, unhealthyAfterFailures: 1 }));
+    const reading = () => watcher.dispatcher.engineSnapshots()[0];
+    const client = new AbortController();
+    try {
+      expect(reading()).toMatchObject({ healthy: true, waiting: 0, kvUsage: 0 });
+      // Three long generations sent straight to the engine: one runs, two wait. Only its /metrics tells the pool.
+      const direct = [0, 1, 2].map(() =>
+        fetch(`${busy.url}/v1/chat/completions`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify(body({ max_tokens: 5_000, ignore_eos: true, stream: true })),
+          signal: client.signal,
+        }).catch(() => undefined),
+      );
+      await waitFor(() => reading()?.waiting === 2 && (reading()?.kvUsage ?? 0) > 0, "two requests waiting and KV in use, read from /metrics");
+
+      client.abort();
+      await Promise.all(direct);
+      await waitFor(() => reading()?.waiting === 0 && reading()?.kvUsage === 0, "the engine drained");
+
+      await busy.close();
+      await waitFor(() => reading()?.healthy === false, "the closed engine marked unhealthy");
+    } finally {
+      client.abort();
+      await watcher.close();
+      await busy.close();
+    }
   });
 
   it("relays a non-streaming completion with usage and stats headers", async () => {
