@@ -1,6 +1,7 @@
 import { type Dispatcher, fetch } from "undici";
 import type { Clock } from "../core/clock.js";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
+import { Header } from "../protocol/headers.js";
 import { dataEvent, formatEvent, isDoneEvent, SseEventSplitter } from "../protocol/sse.js";
 import { type PoolCallStats, statsCommentEvent, statsHeaders } from "../protocol/stats.js";
 import { CALL_ERROR_MESSAGES, callErrorBody, callErrorResponse, engineRequestErrorResponse } from "./call-errors.js";
@@ -17,7 +18,8 @@ import type { CallOutcome } from "./metrics.js";
  * - non-streaming: the whole body is read, then relayed with the stats headers;
  *   a body that breaks off becomes a 502.
  * - streaming: events are relayed as they arrive; the stats comment goes just
- *   before `data: [DONE]`. If the engine breaks off mid-stream the client gets an
+ *   before `data: [DONE]` (the engine and queue time are also headers of the
+ *   response, known from its start, for a stream cut before the comment). If the engine breaks off mid-stream the client gets an
  *   OpenAI-shaped `data: {"error":…}` event, then the stats comment, and the stream
  *   ends WITHOUT `data: [DONE]`, so a client can tell it was cut short.
  * - 4xx about the request (a prompt over the context, an unknown model): its status,
@@ -272,6 +274,12 @@ function relayEventStream(
 
   return new Response(stream, {
     status: 200,
-    headers: { "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache" },
+    headers: {
+      "content-type": "text/event-stream; charset=utf-8",
+      "cache-control": "no-cache",
+      // Known from the start, so a stream cut before its stats comment still says where it ran.
+      [Header.engine]: req.engine.id,
+      [Header.queueMs]: String(round(req.queueMs)),
+    },
   });
 }

@@ -264,6 +264,9 @@ describe("relay", () => {
     expect(doneIndex).toBe(rest.length - 1);
     const stats = parseStatsEvent(rest[doneIndex - 1] ?? "");
     expect(stats).toMatchObject({ engine: "e1" });
+    // Engine and queue time are headers from the start too (for a stream cut before the comment).
+    expect(res.headers.get(Header.engine)).toBe("e1");
+    expect(res.headers.get(Header.queueMs)).toBe(String(stats?.queueMs));
     // Queued from before `queuedBy` until after `releasedAt`, dispatched before the first chunk arrived (ms rounding: ±1).
     expect(stats?.queueMs).toBeGreaterThanOrEqual(releasedAt - queuedBy - 1);
     expect(stats?.queueMs).toBeLessThanOrEqual(firstAt - sentAt + 1);
