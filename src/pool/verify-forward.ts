@@ -5,8 +5,8 @@ import { ChatCompletionRequest } from "../protocol/chat.js";
 import { invalidRequest, openAIError } from "../protocol/errors.js";
 import type { ForwardFields } from "../protocol/forward.js";
 import { parseSignedForwardHeaders, verifyForwardMac } from "../protocol/signing.js";
-import { readBoundedBody } from "./bounded-body.js";
 import { ToolEventBatch } from "../protocol/tool-events.js";
+import { readBoundedBody } from "./bounded-body.js";
 import type { PoolMetrics, RejectReason } from "./metrics.js";
 import type { ReplayGuard } from "./replay-guard.js";
 
