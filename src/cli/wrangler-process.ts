@@ -26,8 +26,17 @@ function wranglerEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
   };
 }
 
-function forwardLines(child: ChildProcess, onOutput?: (line: string) => void): void {
-  if (!onOutput) return;
+/** Passes the child's output lines to onOutput; without one, reads and drops them. */
+export function forwardLines(child: ChildProcess, onOutput?: (line: string) => void): void {
+  if (!onOutput) {
+    // Read and drop. A pipe nobody reads fills up (a few hundred kB of warnings, e.g. a
+    // burst of logged errors); wrangler then blocks in a synchronous write to it, stops
+    // reading workerd's output, workerd blocks writing its console.error, and the whole
+    // edge stops answering, /health included.
+    child.stdout?.resume();
+    child.stderr?.resume();
+    return;
+  }
   for (const stream of [child.stdout, child.stderr]) {
     let buffer = "";
     stream?.setEncoding("utf8");
