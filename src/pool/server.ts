@@ -29,6 +29,24 @@ export interface StartPoolOptions {
   clock?: Clock;
 }
 
+/*
+ * How long the pool keeps an idle keep-alive connection from the edge open.
+ *
+ * Node's default is 5 s, and workerd's fetch() keeps idle connections pooled for
+ * 5 s too (kj's HttpClientSettings.idleTimeout), without honouring the server's
+ * `Keep-Alive: timeout=5` hint. Its expiry is enforced by a timer on a busy event
+ * loop, so under load workerd reuses connections that have been idle for 5 s or
+ * longer: the request then meets a socket Node is closing, workerd reports
+ * "Network connection lost." and the edge answers 502 pool_unreachable, although
+ * not one byte reached the pool's handler. Cloudflare in production reuses a
+ * connection to an origin for up to 900 s idle ("Proxy Idle Timeout",
+ * developers.cloudflare.com/fundamentals/reference/connection-limits), so the same
+ * race exists behind a deployed edge. The fix is the usual one: the server must
+ * outlast every client's idle reuse, so the client is always the side that closes
+ * an idle connection. Idle sockets cost a few kB each; close() still ends them all.
+ */
+export const POOL_KEEP_ALIVE_TIMEOUT_MS = 905_000;
+
 function listen(server: ServerType): Promise<AddressInfo> {
   return new Promise((resolve, reject) => {
     const onError = (error: Error) => reject(error);
@@ -87,7 +105,14 @@ export async function startPool(config: PoolConfig, options: StartPoolOptions = 
   monitor.start();
 
   const app = createPoolApp({ config, dispatcher, metrics, clock });
-  const server = serve({ fetch: app.fetch, port: config.port, hostname: config.host });
+  const server = serve({
+    fetch: app.fetch,
+    port: config.port,
+    hostname: config.host,
+    // Node ≥ 18 checks headersTimeout / requestTimeout only while a request is being
+    // received, so an idle keep-alive socket is bounded by this alone.
+    serverOptions: { keepAliveTimeout: POOL_KEEP_ALIVE_TIMEOUT_MS },
+  });
   let address: AddressInfo;
   try {
     address = await listen(server);
