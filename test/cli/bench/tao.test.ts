@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { runTaoBenchWith, type TaoBenchIo } from "../../../src/cli/bench/tao.js";
 import { planTiming, summarise } from "../../../src/cli/bench/tao-metrics.js";
 import { parseTaoBenchArgs, TAO_BENCH_POLICIES, TAO_BENCH_WORKLOADS } from "../../../src/cli/bench/tao-options.js";
-import { findLosses, formatTable, type TaoBenchRun } from "../../../src/cli/bench/tao-report.js";
+import { findLosses, formatTable, LOSS_MARGIN, lossLines, type TaoBenchRun } from "../../../src/cli/bench/tao-report.js";
 import { simulate } from "../../../src/sim/des/simulate.js";
 import { DEFAULT_HOLD_LEFT_OUT_MS } from "../../../src/core/tao/settings.js";
 
@@ -79,6 +79,34 @@ describe("bench:tao figures", () => {
     ]);
     expect(formatTable(["a", "n"], [["x", "1.5"], ["yy", "10"]])).toBe("a     n\n--  ---\nx   1.5\nyy   10");
   });
+
+  it("losses: compared within one load only, higher-is-better metrics the other way round, one per agentix-tao hold", () => {
+    const s = (mean: number) => ({ count: 1, mean, p50: mean, p99: mean, max: mean });
+    const run = (policy: TaoBenchRun["policy"], rate: number, ttft: number, hit: number, holdMs?: number): TaoBenchRun => ({
+      workload: "function-calling",
+      ratePerSec: rate,
+      policy,
+      ...(holdMs === undefined ? {} : { holdMs }),
+      metrics: { programs: 1, unfinished: 0, calls: 1, jobLatencyMs: s(100), ttftMs: s(ttft), callLatencyMs: s(1), generatedTokens: 1, decodeTokPerBusySec: 10, decodeTokPerSec: 1, prefixHitRate: hit, preemptions: 0, simEndMs: 1, wallMs: 1 },
+    });
+    const losses = findLosses([
+      // Rate 1: TTFT 60 vs 59 is 1.7 % worse, inside the margin; the 50 ms TTFT at rate 2 must not count here.
+      run("agentix", 1, 59, 0.9),
+      run("agentix-tao", 1, 60, 0.95, 0),
+      run("agentix-tao", 1, 60, 0.8, Number.POSITIVE_INFINITY),
+      run("cache-aware", 2, 50, 0.5),
+      run("agentix-tao", 2, 50, 0.5, 0),
+      // Exactly the margin (2 %) is not a loss.
+      run("agentix", 3, 100, 0.5),
+      run("agentix-tao", 3, 102, 0.5, 0),
+    ]);
+    expect(losses).toEqual([
+      { workload: "function-calling", ratePerSec: 1, metric: "prefix-cache hit rate", holdMs: Number.POSITIVE_INFINITY, tao: 0.8, best: 0.9, bestPolicy: "agentix", worseBy: expect.closeTo((0.9 - 0.8) / 0.9, 12) },
+    ]);
+    expect(LOSS_MARGIN).toBe(0.02);
+    expect(lossLines(losses)).toBe("function-calling @ 1/s: prefix-cache hit rate 80.0% vs 90.0% (agentix), 11 % worse");
+    expect(lossLines([])).toBe("agentix-tao is within 2 % of the best policy on every metric and load.");
+  });
 });
 
 describe("bench:tao, a quick run", () => {
@@ -112,12 +140,27 @@ describe("bench:tao, a quick run", () => {
     const tao = report.runs.filter((r) => r.tao !== undefined);
     expect(tao).toHaveLength(4);
     for (const run of tao) {
-      expect(run.tao?.plans).toBeGreaterThan(0);
-      expect(run.tao?.planTime.plans).toBe(run.tao?.plans);
-      expect(run.tao?.fallbackRate).toBeGreaterThanOrEqual(0);
-      expect(run.tao?.readiness.atToolStart.all.count).toBeGreaterThan(0);
+      const t = run.tao;
+      if (t === undefined) throw new Error("an agentix-tao run without planner figures");
+      expect(t.plans).toBeGreaterThan(0);
+      expect(t.planTime.plans).toBe(t.plans);
+      // Every plan is an exact DP or a fallback to best-fit-decreasing; the rate is their share.
+      expect(t.dpPlans + t.fallbacks).toBe(t.plans);
+      expect(t.fallbacksAtBound).toBeLessThanOrEqual(t.fallbacks);
+      expect(t.fallbackRate).toBeGreaterThanOrEqual(0);
+      expect(t.fallbackRate).toBeLessThanOrEqual(1);
+      expect(t.fallbackRate).toBeCloseTo(t.fallbacks / t.plans, 12);
+      expect(t.readiness.atToolStart.all.count).toBeGreaterThan(0);
     }
-    expect(Array.isArray(report.losses)).toBe(true);
+    // The report's losses are those of its own runs, each against a policy that ran at that load, and printed.
+    expect(report.losses).toEqual(findLosses(report.runs));
+    for (const loss of report.losses) {
+      expect(loss.worseBy).toBeGreaterThan(LOSS_MARGIN);
+      expect(loss.bestPolicy).not.toBe("agentix-tao");
+      const atLoad = report.runs.filter((r) => r.workload === loss.workload && r.ratePerSec === loss.ratePerSec);
+      expect(atLoad.some((r) => r.policy === loss.bestPolicy)).toBe(true);
+      expect(atLoad.some((r) => r.policy === "agentix-tao" && r.holdMs === loss.holdMs)).toBe(true);
+    }
 
     const json = JSON.parse(await readFile(jsonPath, "utf8")) as typeof report;
     expect(json.runs.map((r) => [r.workload, r.ratePerSec, r.policy])).toEqual(report.runs.map((r) => [r.workload, r.ratePerSec, r.policy]));
@@ -126,6 +169,7 @@ describe("bench:tao, a quick run", () => {
       expect(text).toContain(heading);
     }
     expect(text).toMatch(/TTFT p99 ms/);
+    expect(text).toContain(lossLines(report.losses));
     expect(stderr).toHaveLength(20);
   }, 60_000);
 
