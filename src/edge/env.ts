@@ -15,6 +15,9 @@ export interface Env {
   ADMIN_TOKEN?: string;
   PROGRAM_IDLE_TTL_MS?: string;
   MAX_BODY_BYTES?: string;
+  CALL_TIMEOUT_MS?: string;
+  STREAM_STALL_MS?: string;
+  POOL_IDLE_MS?: string;
 }
 
 const positiveInt = z.coerce.number().int().positive();
@@ -30,6 +33,17 @@ export const EdgeConfig = z.object({
   programIdleTtlMs: positiveInt.default(900_000),
   /** 16 MiB: long agent contexts (tool outputs, files) must fit; counted as the bytes arrive. */
   maxBodyBytes: positiveInt.default(16_777_216),
+  /** A call still unanswered or streaming this long after it was sent is cut and settled as a timeout. */
+  // At most 30 min: the limiter keeps closed leases 60 min, longer than any call plus its reap grace.
+  callTimeoutMs: positiveInt.max(1_800_000).default(900_000),
+  /**
+   * A streaming client that takes no chunk for this long while one waits is treated as gone.
+   * The runtime reads ahead into socket buffers, so a write waits only once a client is
+   * hundreds of chunks behind; a disconnect the runtime never reports looks exactly like this.
+   */
+  streamStallMs: positiveInt.default(10_000),
+  /** A pool stream that sends nothing for this long mid-stream is treated as broken. */
+  poolIdleMs: positiveInt.default(120_000),
 });
 export type EdgeConfig = z.infer<typeof EdgeConfig>;
 
@@ -53,6 +67,9 @@ const VAR_NAMES: Record<keyof EdgeConfig, string> = {
   adminToken: "ADMIN_TOKEN",
   programIdleTtlMs: "PROGRAM_IDLE_TTL_MS",
   maxBodyBytes: "MAX_BODY_BYTES",
+  callTimeoutMs: "CALL_TIMEOUT_MS",
+  streamStallMs: "STREAM_STALL_MS",
+  poolIdleMs: "POOL_IDLE_MS",
 };
 
 // Bindings are fixed for the life of an isolate's Env object, so parse once per object.
@@ -68,6 +85,9 @@ export function edgeConfig(env: Env): EdgeConfig {
     adminToken: env.ADMIN_TOKEN === "" ? undefined : env.ADMIN_TOKEN,
     programIdleTtlMs: env.PROGRAM_IDLE_TTL_MS,
     maxBodyBytes: env.MAX_BODY_BYTES,
+    callTimeoutMs: env.CALL_TIMEOUT_MS,
+    streamStallMs: env.STREAM_STALL_MS,
+    poolIdleMs: env.POOL_IDLE_MS,
   });
   if (!parsed.success) {
     const problems = parsed.error.issues.map((issue) => {

@@ -19,6 +19,8 @@ export const Header = {
   signature: "x-agentix-signature",
   // Pool → edge, non-streaming (streaming carries them in the stats comment).
   queueMs: "x-agentix-queue-ms",
+  /** Edge → client: the call's ID, on every chat response (OpenAI's clients expose it as the request ID). */
+  requestId: "x-request-id",
 } as const;
 
 export type HeaderName = (typeof Header)[keyof typeof Header];

@@ -154,7 +154,10 @@ describe("POST /v1/chat/completions (non-streaming)", () => {
     mockPool(() => new Response("upstream exploded", { status: 503 }));
     const res = await chat(tenant);
     const body = await expectOpenAIError(res, 503, "server_error");
-    expect(body.error.message).toMatch(/503/);
+    // The pool's own words stay in the log; the tenant gets a fixed message naming the request.
+    expect(body.error.message).not.toContain("upstream exploded");
+    expect(body.error).toMatchObject({ code: "pool_error" });
+    expect(body.error.message).toContain(res.headers.get(Header.requestId)!);
     await drain();
   });
 

@@ -88,6 +88,7 @@ describe("usage ledger", () => {
         status: "ok",
         promptTokens: 999,
         cachedTokens: 0,
+        usageSource: "engine",
         completionTokens: 999,
         serviceMs: 999,
         queueMs: 0,

@@ -3,7 +3,8 @@ import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { tenantLimiter } from "../../src/edge/limiter/access";
 import { programSession } from "../../src/edge/program/access";
-import { CALL_LEASE_MS, D1_RETRY_MS } from "../../src/edge/program/session";
+import { CALL_REAP_GRACE_MS, D1_RETRY_MS } from "../../src/edge/program/session";
+import { edgeConfig } from "../../src/edge/env";
 import type { SettleCallInput } from "../../src/edge/program/types";
 import { Header } from "../../src/protocol/headers";
 import {
@@ -54,6 +55,7 @@ const settlement = (callId: string, overrides: Partial<SettleCallInput> = {}): S
   promptTokens: 10,
   cachedTokens: 0,
   completionTokens: 5,
+  usageSource: "engine",
   serviceMs: 500,
   queueMs: 20,
   engine: "engine-x",
@@ -236,6 +238,7 @@ describe("ProgramSession alarm", () => {
     const programId = await newProgram(tenant);
     const session = programSession(env, tenant.id, programId);
     await session.beginCall({ callId: "call_lost", thread: "main", model: "m", now: Date.now() });
+    const CALL_LEASE_MS = edgeConfig(env).callTimeoutMs + CALL_REAP_GRACE_MS;
 
     // An in-flight call keeps an idle program from expiring until its lease runs out.
     advanceClock(IDLE_TTL_MS + 1_000);
@@ -249,7 +252,7 @@ describe("ProgramSession alarm", () => {
     expect(await runDurableObjectAlarm(session)).toBe(true);
     expect(await programState(tenant, programId)).toMatchObject({ status: "expired", in_flight: 0 });
     expect(await usageRows(programId)).toEqual([
-      expect.objectContaining({ call_id: "call_lost", status: "error", service_ms: 0, prompt_tokens: 0 }),
+      expect.objectContaining({ call_id: "call_lost", status: "error", service_ms: 0, prompt_tokens: 0, usage_source: "lost" }),
     ]);
     // Its edge turning up late changes nothing.
     expect(await session.settleCall(settlement("call_lost"))).toMatchObject({ settled: false });

@@ -1,57 +1,132 @@
-import { formatEvent, SseEventSplitter } from "../../protocol/sse.js";
+import { openAIErrorBody } from "../../protocol/errors.js";
+import { dataEvent, formatEvent, SseEventSplitter } from "../../protocol/sse.js";
 import type { SseRelayFilter } from "./sse-filter.js";
 
-/** How a relayed stream ended: the pool finished it, the client went away, or the pool's side broke. */
-export type StreamEnd = "complete" | "cancelled" | "failed";
+/**
+ * How a relayed stream ended: the pool finished it; the client went away (or
+ * stopped reading); the pool's side broke or fell silent; the call's deadline passed.
+ */
+export type StreamEnd = "complete" | "cancelled" | "failed" | "timeout";
+
+export interface StreamWatch {
+  /** Aborts when the client disconnects (request.signal). */
+  client: AbortSignal;
+  /** Aborts when the call has run out of time. */
+  deadline: AbortSignal;
+  /** A client that takes no event for this long while one waits is treated as gone. */
+  stallMs: number;
+  /** A pool that sends nothing for this long is treated as broken. */
+  poolIdleMs: number;
+}
+
+class Stop extends Error {
+  constructor(readonly end: Exclude<StreamEnd, "complete">) {
+    super(end);
+  }
+}
+
+/** The first of `work`, the signals, or the timer; the loser's timer and listeners are released. */
+function within<T>(work: Promise<T>, watch: StreamWatch, ms: number, onTimer: Stop, gone: Promise<never>): Promise<T> {
+  const stops: [AbortSignal, Stop][] = [
+    [watch.client, new Stop("cancelled")],
+    [watch.deadline, new Stop("timeout")],
+  ];
+  for (const [signal, stop] of stops) if (signal.aborted) return Promise.reject(stop);
+  return new Promise<T>((resolve, reject) => {
+    const listeners = stops.map(([signal, stop]) => {
+      const listener = () => finish(() => reject(stop));
+      signal.addEventListener("abort", listener);
+      return () => signal.removeEventListener("abort", listener);
+    });
+    const timer = setTimeout(() => finish(() => reject(onTimer)), ms);
+    let done = false;
+    function finish(settle: () => void) {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      for (const remove of listeners) remove();
+      settle();
+    }
+    work.then(
+      (value) => finish(() => resolve(value)),
+      (error: unknown) => finish(() => reject(error)),
+    );
+    gone.catch((stop: unknown) => finish(() => reject(stop)));
+  });
+}
 
 /**
- * Relays the pool's SSE body to the client event by event as it arrives (pulled
- * by the client, so nothing is buffered beyond the event being cut). A client
- * that disconnects cancels this stream, which cancels the pool's body in turn.
+ * Relays the pool's SSE body to the client event by event. The relay pushes:
+ * a task (kept alive by the caller's waitUntil through `ended`) reads the pool
+ * and writes into the response, so its end never depends on the runtime pulling
+ * or cancelling the response body. It ends, exactly once, when the pool finishes;
+ * when the client disconnects, cancels, or takes nothing for `stallMs`; when the
+ * pool breaks off or is silent for `poolIdleMs`; or at the deadline. Any end but
+ * "complete" cancels the pool's body, which stops the engine's work.
  */
 export function relayEventStream(
   source: ReadableStream<Uint8Array>,
   filter: SseRelayFilter,
+  watch: StreamWatch,
 ): { body: ReadableStream<Uint8Array>; ended: Promise<StreamEnd> } {
   const events = source.pipeThrough(new SseEventSplitter()).getReader();
-  const encoder = new TextEncoder();
-  let settle!: (end: StreamEnd) => void;
-  const ended = new Promise<StreamEnd>((resolve) => {
-    settle = resolve;
+  // Readable high-water mark 0: a write completes only once the client has taken the event.
+  const { readable, writable } = new TransformStream<Uint8Array, Uint8Array>(undefined, undefined, {
+    highWaterMark: 0,
   });
-  let finished = false;
-  const finish = (end: StreamEnd) => {
-    if (finished) return false;
-    finished = true;
-    settle(end);
-    return true;
+  const writer = writable.getWriter();
+  // The client cancelling the response body errors the writable side at once, even between writes.
+  const clientCancelled: Promise<never> = writer.closed.then(
+    () => new Promise<never>(() => undefined),
+    () => Promise.reject(new Stop("cancelled")),
+  );
+  clientCancelled.catch(() => undefined);
+  const encoder = new TextEncoder();
+  const clientStalled = new Stop("cancelled");
+  const poolSilent = new Stop("failed");
+
+  const pump = async (): Promise<StreamEnd> => {
+    for (;;) {
+      const next = await within(events.read(), watch, watch.poolIdleMs, poolSilent, clientCancelled);
+      if (next.done) return "complete";
+      const out = filter.pass(next.value);
+      if (out === undefined) continue;
+      // A write that rejects means the client's side was cancelled: the client is gone.
+      await within(
+        writer.write(encoder.encode(formatEvent(out))).catch(() => {
+          throw new Stop("cancelled");
+        }),
+        watch,
+        watch.stallMs,
+        clientStalled,
+        clientCancelled,
+      );
+    }
   };
 
-  const body = new ReadableStream<Uint8Array>({
-    async pull(controller) {
-      try {
-        for (;;) {
-          const { done, value } = await events.read();
-          if (finished) return;
-          if (done) {
-            finish("complete");
-            controller.close();
-            return;
-          }
-          const out = filter.pass(value);
-          if (out !== undefined) {
-            controller.enqueue(encoder.encode(formatEvent(out)));
-            return;
-          }
-        }
-      } catch (error) {
-        if (finish("failed")) controller.error(error);
+  const ended = pump().then(
+    async (end) => {
+      await writer.close().catch(() => undefined);
+      return end;
+    },
+    async (error: unknown) => {
+      const end: StreamEnd = error instanceof Stop ? error.end : "failed";
+      await events.cancel().catch(() => undefined);
+      // Not awaited: with a write still waiting on a client that stopped reading, close waits forever.
+      // Closed, not aborted: an abort's reason would be logged by the runtime as an uncaught error for
+      // every client that hangs up.
+      if (end === "cancelled") {
+        writer.close().catch(() => undefined);
+      } else {
+        // Tell a client still reading why the stream stops (no [DONE]: it was cut short).
+        const message =
+          end === "timeout" ? "The call ran past its time limit and was stopped." : "The GPU pool's stream broke off.";
+        const code = end === "timeout" ? "call_timeout" : "pool_stream_broken";
+        writer.write(encoder.encode(dataEvent(openAIErrorBody(502, message, { code })))).catch(() => undefined);
+        writer.close().catch(() => undefined);
       }
+      return end;
     },
-    async cancel(reason) {
-      finish("cancelled");
-      await events.cancel(reason).catch(() => undefined);
-    },
-  });
-  return { body, ended };
+  );
+  return { body: readable, ended };
 }

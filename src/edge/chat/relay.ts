@@ -3,7 +3,7 @@ import { OpenAIErrorBody, openAIErrorBody } from "../../protocol/errors.js";
 import { Header, RateLimitHeader } from "../../protocol/headers.js";
 import { statsFromHeaders } from "../../protocol/stats.js";
 import type { SettleCallInput } from "../program/types.js";
-import { relayEventStream, type StreamEnd } from "./relay-stream.js";
+import { relayEventStream, type StreamEnd, type StreamWatch } from "./relay-stream.js";
 import { type CallObservation, settlementOf } from "./settlement.js";
 import { SseRelayFilter } from "./sse-filter.js";
 
@@ -15,9 +15,12 @@ export interface ForwardedCall {
   sentAt: number;
   promptEstimate: number;
   includeUsage: boolean;
-  /** Settles the call after the response (ctx.waitUntil); called exactly once per call. */
+  /** Settles the call after the response (ctx.waitUntil); the first call wins, later ones are ignored. */
   settle: (settlement: SettleCallInput | Promise<SettleCallInput>) => void;
 }
+
+/** Seconds a client should wait before retrying a call the pool could not take. */
+export const POOL_TROUBLE_RETRY_AFTER_S = 2;
 
 type Observed = Omit<CallObservation, "promptEstimate">;
 
@@ -25,12 +28,33 @@ function settleWith(call: ForwardedCall, seen: Observed): SettleCallInput {
   return settlementOf(call.callId, { ...seen, promptEstimate: call.promptEstimate });
 }
 
-function jsonHeaders(call: ForwardedCall, extra: Record<string, string> = {}): Headers {
-  return new Headers({ "content-type": "application/json", [Header.program]: call.programId, ...extra });
+function callHeaders(call: ForwardedCall, extra: Record<string, string> = {}): Headers {
+  return new Headers({
+    "content-type": "application/json",
+    [Header.program]: call.programId,
+    [Header.requestId]: call.callId,
+    ...extra,
+  });
 }
 
 function errorResponse(call: ForwardedCall, status: number, body: unknown, extra?: Record<string, string>): Response {
-  return new Response(JSON.stringify(body), { status, headers: jsonHeaders(call, extra) });
+  return new Response(JSON.stringify(body), { status, headers: callHeaders(call, extra) });
+}
+
+/** A 5xx about the pool: a fixed message naming the request, and Retry-After (the trouble is ours and passing). */
+function poolTrouble(call: ForwardedCall, status: number, message: string, code: string): Response {
+  return errorResponse(call, status, openAIErrorBody(status, `${message} (request ${call.callId})`, { code }), {
+    [RateLimitHeader.retryAfter]: String(POOL_TROUBLE_RETRY_AFTER_S),
+  });
+}
+
+function clientClosed(call: ForwardedCall): Response {
+  // Nobody reads this; 499 (client closed request) keeps logs honest.
+  return errorResponse(call, 499, openAIErrorBody(499, "Client closed the request.", { code: "client_closed" }));
+}
+
+function callTimedOut(call: ForwardedCall): Response {
+  return poolTrouble(call, 504, "The call ran past its time limit and was stopped", "call_timeout");
 }
 
 function parseJson(bytes: ArrayBuffer): unknown {
@@ -41,36 +65,44 @@ function parseJson(bytes: ArrayBuffer): unknown {
   }
 }
 
+/** Why the edge stopped waiting on the pool, in the order that explains it best. */
+export type Unanswered = "client_gone" | "timeout" | "unreachable";
+
 /**
- * The pool could not be reached, or the client left before it answered. A
- * call that never reached an engine is settled with nothing used.
+ * The pool could not be reached, the client left before it answered, or the
+ * call's deadline passed first. A call that never reached an engine is settled
+ * with nothing used.
  */
-export function unanswered(call: ForwardedCall, clientGone: boolean): Response {
+export function unanswered(call: ForwardedCall, why: Unanswered): Response {
   const finishedAt = Date.now();
   call.settle(
     settleWith(call, {
-      status: clientGone ? "cancelled" : "error",
+      status: why === "client_gone" ? "cancelled" : why === "timeout" ? "timeout" : "error",
       served: false,
       outputChunks: 0,
       observedTiming: { queueMs: finishedAt - call.sentAt, serviceMs: 0 },
       finishedAt,
     }),
   );
-  if (clientGone) {
-    // Nobody reads this; 499 (client closed request) keeps logs honest.
-    return errorResponse(call, 499, openAIErrorBody(499, "Client closed the request.", { code: "client_closed" }));
-  }
-  return errorResponse(
-    call,
-    502,
-    openAIErrorBody(502, "The GPU pool could not be reached; retry shortly.", { code: "pool_unreachable" }),
-  );
+  if (why === "client_gone") return clientClosed(call);
+  if (why === "timeout") return callTimedOut(call);
+  return poolTrouble(call, 502, "The GPU pool could not be reached; retry shortly", "pool_unreachable");
+}
+
+/** The pool's own account of a refusal, as the pool's log and the edge's log want it. */
+function describePoolError(status: number, bytes: ArrayBuffer): string {
+  const text = new TextDecoder().decode(bytes.slice(0, 500));
+  return `HTTP ${status}: ${text}`;
 }
 
 /**
- * A non-2xx answer from the pool: relayed with its status and OpenAI error body
- * (and Retry-After). A 401/403 means the pool refused the edge's signature, a
- * deployment fault the client must not mistake for its own key: it becomes 502.
+ * A non-2xx answer from the pool. The tenant gets the status, an OpenAI-shaped
+ * body and Retry-After, never the pool's own text for a failure on our side
+ * (engine IDs, addresses, errno belong in the log). A 4xx about the request
+ * itself (an engine refusing a prompt longer than its context) keeps the pool's
+ * message, which the pool already reduced to what concerns the request. A
+ * 401/403 means the pool refused the edge's signature, a deployment fault the
+ * client must not mistake for its own key: it becomes 502.
  */
 export async function relayPoolError(pool: Response, call: ForwardedCall): Promise<Response> {
   const bytes = await pool.arrayBuffer().catch(() => new ArrayBuffer(0));
@@ -87,39 +119,45 @@ export async function relayPoolError(pool: Response, call: ForwardedCall): Promi
     }),
   );
   if (pool.status === 401 || pool.status === 403) {
-    console.error(`Pool refused the edge's call (HTTP ${pool.status}): check POOL_SIGNING_SECRET on both sides.`);
-    return errorResponse(
-      call,
-      502,
-      openAIErrorBody(502, "The GPU pool refused the edge's credentials.", { code: "pool_rejected_edge" }),
+    console.error(
+      `Pool refused the edge's call ${call.callId} (${describePoolError(pool.status, bytes)}): check POOL_SIGNING_SECRET on both sides.`,
     );
+    return poolTrouble(call, 502, "The GPU pool refused the edge's credentials", "pool_rejected_edge");
   }
+  const body = OpenAIErrorBody.safeParse(parseJson(bytes));
   const retryAfter = pool.headers.get(RateLimitHeader.retryAfter);
-  const extra: Record<string, string> = retryAfter ? { [RateLimitHeader.retryAfter]: retryAfter } : {};
-  if (OpenAIErrorBody.safeParse(parseJson(bytes)).success) {
-    return new Response(bytes, { status: pool.status, headers: jsonHeaders(call, extra) });
+  if (pool.status >= 400 && pool.status < 500) {
+    const extra: Record<string, string> = retryAfter ? { [RateLimitHeader.retryAfter]: retryAfter } : {};
+    const relayed = body.success
+      ? openAIErrorBody(pool.status, `${body.data.error.message.slice(0, 500)} (request ${call.callId})`, {
+          code: body.data.error.code,
+          param: body.data.error.param,
+        })
+      : openAIErrorBody(pool.status, `The GPU pool refused the call (request ${call.callId}).`);
+    return errorResponse(call, pool.status, relayed, extra);
   }
-  return errorResponse(
-    call,
-    pool.status,
-    openAIErrorBody(pool.status, `The GPU pool could not serve the call (HTTP ${pool.status}).`),
-    extra,
-  );
+  console.error(`Pool failed call ${call.callId}: ${describePoolError(pool.status, bytes)}`);
+  const status = pool.status >= 500 && pool.status <= 599 ? pool.status : 502;
+  const code = body.success && body.data.error.code ? body.data.error.code : "pool_error";
+  const response = poolTrouble(call, status, "The GPU pool could not serve the call; retry shortly", code);
+  if (retryAfter) response.headers.set(RateLimitHeader.retryAfter, retryAfter);
+  return response;
 }
 
 /** A non-streaming completion: the pool's body relayed byte for byte; figures from its usage and stats headers. */
-export async function relayJson(pool: Response, call: ForwardedCall, clientSignal: AbortSignal): Promise<Response> {
+export async function relayJson(pool: Response, call: ForwardedCall, watch: StreamWatch): Promise<Response> {
   const stats = statsFromHeaders(pool.headers);
   let bytes: ArrayBuffer;
   try {
     bytes = await pool.arrayBuffer();
-  } catch {
+  } catch (error) {
     // The pool answered, so the engine did the work: it is charged (prompt estimate, service) even though the body broke.
     const finishedAt = Date.now();
-    const clientGone = clientSignal.aborted;
+    const why: Unanswered = watch.client.aborted ? "client_gone" : watch.deadline.aborted ? "timeout" : "unreachable";
+    if (why === "unreachable") console.error(`The pool's answer to ${call.callId} broke off`, error);
     call.settle(
       settleWith(call, {
-        status: clientGone ? "cancelled" : "error",
+        status: why === "client_gone" ? "cancelled" : why === "timeout" ? "timeout" : "error",
         served: true,
         ...(stats ? { stats } : {}),
         outputChunks: 0,
@@ -127,13 +165,9 @@ export async function relayJson(pool: Response, call: ForwardedCall, clientSigna
         finishedAt,
       }),
     );
-    return clientGone
-      ? errorResponse(call, 499, openAIErrorBody(499, "Client closed the request.", { code: "client_closed" }))
-      : errorResponse(
-          call,
-          502,
-          openAIErrorBody(502, "The GPU pool's answer broke off; retry shortly.", { code: "pool_response_broken" }),
-        );
+    if (why === "client_gone") return clientClosed(call);
+    if (why === "timeout") return callTimedOut(call);
+    return poolTrouble(call, 502, "The GPU pool's answer broke off; retry shortly", "pool_response_broken");
   }
   const finishedAt = Date.now();
   const completion = ChatCompletion.safeParse(parseJson(bytes));
@@ -151,37 +185,46 @@ export async function relayJson(pool: Response, call: ForwardedCall, clientSigna
   );
   return new Response(bytes, {
     status: pool.status,
-    headers: jsonHeaders(call, { "content-type": pool.headers.get("content-type") ?? "application/json" }),
+    headers: callHeaders(call, { "content-type": pool.headers.get("content-type") ?? "application/json" }),
   });
 }
 
-const STATUS_OF_END: Record<StreamEnd, "ok" | "error" | "cancelled"> = {
+const STATUS_OF_END: Record<StreamEnd, SettleCallInput["status"]> = {
   complete: "ok",
   cancelled: "cancelled",
   failed: "error",
+  timeout: "timeout",
 };
 
 /**
  * A streaming completion: events relayed as they arrive (see SseRelayFilter for
- * what is dropped). The call settles when the stream ends, however it ends; a
- * stream that closes without `data: [DONE]` settles as an error.
+ * what is dropped). The call settles when the stream ends, however it ends (see
+ * relayEventStream: every end is bounded); a stream that closes without
+ * `data: [DONE]` settles as an error.
  */
-export function relayStream(pool: Response, call: ForwardedCall): Response {
+export function relayStream(pool: Response, call: ForwardedCall, watch: StreamWatch): Response {
   const respondedAt = Date.now();
+  // The engine is known from the stream's start: a stream cut before its stats comment still records where it ran.
+  const engineAtStart = pool.headers.get(Header.engine) ?? "";
   const filter = new SseRelayFilter(call.includeUsage);
   const source = pool.body ?? new ReadableStream<Uint8Array>({ start: (controller) => controller.close() });
-  const { body, ended } = relayEventStream(source, filter);
+  const { body, ended } = relayEventStream(source, filter, watch);
   call.settle(
     ended.then((end) => {
       const finishedAt = Date.now();
+      const observedTiming = { queueMs: respondedAt - call.sentAt, serviceMs: finishedAt - respondedAt };
       const status = end === "complete" && !filter.sawDone ? "error" : STATUS_OF_END[end];
+      // A finished stream whose engine put its usage in the last output chunk: that figure is whole.
+      const usage = filter.usage ?? (end === "complete" && filter.sawDone ? filter.partialUsage : undefined);
+      const stats = filter.stats ?? (engineAtStart ? { engine: engineAtStart, ...observedTiming } : undefined);
       return settleWith(call, {
         status,
         served: true,
-        ...(filter.usage ? { usage: filter.usage } : {}),
-        ...(filter.stats ? { stats: filter.stats } : {}),
+        ...(usage ? { usage } : {}),
+        ...(filter.partialUsage ? { partialUsage: filter.partialUsage } : {}),
+        ...(stats ? { stats } : {}),
         outputChunks: filter.outputChunks,
-        observedTiming: { queueMs: respondedAt - call.sentAt, serviceMs: finishedAt - respondedAt },
+        observedTiming,
         finishedAt,
       });
     }),
@@ -192,6 +235,7 @@ export function relayStream(pool: Response, call: ForwardedCall): Response {
       "content-type": "text/event-stream; charset=utf-8",
       "cache-control": "no-cache",
       [Header.program]: call.programId,
+      [Header.requestId]: call.callId,
     },
   });
 }

@@ -1,6 +1,6 @@
 import { type Usage, usageCounts } from "../../protocol/chat.js";
 import type { PoolCallStats } from "../../protocol/stats.js";
-import type { CallStatus } from "../db/schema.js";
+import type { CallStatus, UsageSource } from "../db/schema.js";
 import type { SettleCallInput } from "../program/types.js";
 
 /** What the edge saw of one call, from which its settlement is derived. */
@@ -8,8 +8,10 @@ export interface CallObservation {
   status: CallStatus;
   /** The pool accepted the call (2xx): the engine worked on it. */
   served: boolean;
-  /** Usage as the engine reported it, when it did. */
+  /** Usage as the engine reported it for the whole call, when it did. */
   usage?: Usage;
+  /** The engine's per-chunk usage up to the last chunk relayed, when the whole figure never came. */
+  partialUsage?: Usage;
   /** The pool's figures (headers or stats comment), when they arrived. */
   stats?: PoolCallStats;
   /** estimatePromptTokens of the request, charged when a served call reported no usage. */
@@ -21,18 +23,27 @@ export interface CallObservation {
   finishedAt: number;
 }
 
+function countsOf(seen: CallObservation): { counts: ReturnType<typeof usageCounts>; source: UsageSource } {
+  if (seen.usage) return { counts: usageCounts(seen.usage), source: "engine" };
+  if (seen.partialUsage) {
+    const counts = usageCounts(seen.partialUsage);
+    // A chunk relayed after the last usage figure still cost a token at least.
+    return { counts: { ...counts, completion: Math.max(counts.completion, seen.outputChunks) }, source: "engine_partial" };
+  }
+  if (seen.served) return { counts: { prompt: seen.promptEstimate, cached: 0, completion: seen.outputChunks }, source: "estimate" };
+  return { counts: { prompt: 0, cached: 0, completion: 0 }, source: "none" };
+}
+
 /**
  * The settlement of a call. The engine's own usage and the pool's stats win;
- * without them (client gone mid-stream, pool broke off) a served call is charged
- * the prompt estimate and one completion token per output chunk relayed, and an
- * unserved one nothing. Service then falls back to what the edge measured.
+ * a stream cut short is charged the engine's per-chunk count up to its last
+ * relayed chunk when the engine gave one; without any engine figure a served
+ * call is charged the prompt estimate and one completion token per output chunk
+ * relayed, and an unserved one nothing. `usageSource` says which applied, so the
+ * ledger shows every estimate. Service falls back to what the edge measured.
  */
 export function settlementOf(callId: string, seen: CallObservation): SettleCallInput {
-  const counts = seen.usage
-    ? usageCounts(seen.usage)
-    : seen.served
-      ? { prompt: seen.promptEstimate, cached: 0, completion: seen.outputChunks }
-      : { prompt: 0, cached: 0, completion: 0 };
+  const { counts, source } = countsOf(seen);
   const timing = seen.stats ?? seen.observedTiming;
   return {
     callId,
@@ -40,6 +51,7 @@ export function settlementOf(callId: string, seen: CallObservation): SettleCallI
     promptTokens: counts.prompt,
     cachedTokens: Math.min(counts.cached, counts.prompt),
     completionTokens: counts.completion,
+    usageSource: source,
     serviceMs: Math.max(0, timing.serviceMs),
     queueMs: Math.max(0, timing.queueMs),
     engine: seen.stats?.engine ?? "",

@@ -43,9 +43,19 @@ function readChunk(data: string): ChunkView | undefined {
  * taken out, the usage-only chunk is kept only if the client asked for it
  * (stream_options.include_usage; the pool always asks the engine for usage),
  * and everything else (chunks, other comments, `data: [DONE]`) passes unchanged.
+ *
+ * Engines that report usage on every chunk (the pool asks vLLM and SGLang for
+ * `continuous_usage_stats`) give the edge the engine's own count up to the last
+ * chunk it relayed, so a stream the client abandons is still billed what the
+ * engine reported. That per-chunk usage is the edge's, not the client's: it is
+ * taken out of output chunks (null, as OpenAI sends, when the client asked for
+ * usage) before they are relayed.
  */
 export class SseRelayFilter {
+  /** The final usage chunk's figures: the engine's whole count. */
   usage: Usage | undefined;
+  /** The latest per-chunk usage: the engine's count up to the last chunk relayed. */
+  partialUsage: Usage | undefined;
   stats: PoolCallStats | undefined;
   /** Chunks relayed that carried generated output: the completion-token estimate if the stream is cut. */
   outputChunks = 0;
@@ -67,9 +77,21 @@ export class SseRelayFilter {
     const data = eventData(event);
     const chunk = data === undefined ? undefined : readChunk(data);
     if (!chunk) return event;
-    if (chunk.usage) this.usage = chunk.usage;
-    if (chunk.choices?.length === 0 && chunk.usage && !this.includeUsage) return undefined;
     if (carriesOutput(chunk)) this.outputChunks += 1;
-    return event;
+    if (!chunk.usage) return event;
+    if (chunk.choices === undefined || chunk.choices.length === 0) {
+      this.usage = chunk.usage;
+      return this.includeUsage ? event : undefined;
+    }
+    this.partialUsage = chunk.usage;
+    return withoutUsage(data ?? "", this.includeUsage);
   }
+}
+
+/** The chunk re-serialised without its per-chunk usage (null when the client asked for usage, as OpenAI sends). */
+function withoutUsage(data: string, includeUsage: boolean): string {
+  const chunk = JSON.parse(data) as Record<string, unknown>;
+  if (includeUsage) chunk.usage = null;
+  else delete chunk.usage;
+  return `data: ${JSON.stringify(chunk)}`;
 }

@@ -37,8 +37,8 @@ export const LEASE_RENEW_MS = 40_000;
 /**
  * Settled, expired and cancelled leases are kept this long so a repeated or
  * late settle is recognised (never charged or refunded twice). Longer than the
- * ProgramSession's CALL_LEASE_MS (30 min), after which late settles are ignored
- * everywhere.
+ * ProgramSession's reaping of unsettled calls (CALL_TIMEOUT_MS, at most 30 min,
+ * plus CALL_REAP_GRACE_MS), after which late settles are ignored everywhere.
  */
 export const CLOSED_LEASE_RETENTION_MS = 60 * 60_000;
 /** Closed leases are purged in batches, at most this often. */

@@ -22,8 +22,12 @@ import {
   SettleCallInput,
 } from "./types.js";
 
-/** A call begun but never settled (its edge died) is reaped as an error after this long. */
-export const CALL_LEASE_MS = 30 * 60_000;
+/**
+ * A call begun but never settled is reaped as an error this long after the
+ * edge's own call deadline (CALL_TIMEOUT_MS), by which every live edge has
+ * settled it: only a vanished edge leaves a call to the reaper.
+ */
+export const CALL_REAP_GRACE_MS = 5 * 60_000;
 /** Delay before the alarm retries a D1 write that failed (or pushes a new program's row its first call has not). */
 export const D1_RETRY_MS = 30_000;
 /** Statements per D1 batch: a retry after an outage may have many usage rows pending. */
@@ -232,12 +236,13 @@ export class ProgramSession extends DurableObject<Env> {
     const meta = this.meta;
     if (!meta) return;
     const now = Date.now();
-    for (const call of this.store.inFlightStartedBy(now - CALL_LEASE_MS)) {
+    for (const call of this.store.inFlightStartedBy(now - this.reapAfterMs())) {
       const reaped: Outcome = {
         status: "error",
         promptTokens: 0,
         cachedTokens: 0,
         completionTokens: 0,
+        usageSource: "lost",
         serviceMs: 0,
         queueMs: 0,
         engine: "",
@@ -253,6 +258,11 @@ export class ProgramSession extends DurableObject<Env> {
     await this.flushToD1();
     if (expiring) await this.releaseProgramSlot();
     await this.scheduleAlarm();
+  }
+
+  /** How long after its start an unsettled call is reaped. */
+  private reapAfterMs(): number {
+    return edgeConfig(this.env).callTimeoutMs + CALL_REAP_GRACE_MS;
   }
 
   private applySettle(call: CallRecord, outcome: Outcome, options: { activity: boolean }): void {
@@ -362,7 +372,7 @@ export class ProgramSession extends DurableObject<Env> {
     const deadlines: number[] = [];
     if (meta.status === "active") deadlines.push(meta.lastActivityAt + edgeConfig(this.env).programIdleTtlMs);
     const oldest = this.store.oldestInFlightStart();
-    if (oldest !== undefined) deadlines.push(oldest + CALL_LEASE_MS);
+    if (oldest !== undefined) deadlines.push(oldest + this.reapAfterMs());
     if (meta.summaryPending || this.store.unrecordedCalls().length > 0) deadlines.push(Date.now() + D1_RETRY_MS);
     const next = deadlines.length > 0 ? Math.min(...deadlines) : null;
     if (next === null) {
@@ -445,6 +455,7 @@ function usageRowOf(meta: ProgramMeta, call: CallRecord): UsageRow | undefined {
     startedAt: call.startedAt,
     finishedAt: call.finishedAt,
     pool: call.pool,
+    usageSource: call.usageSource,
   };
 }
 

@@ -1,4 +1,4 @@
-import type { CallStatus } from "../db/schema.js";
+import type { CallStatus, UsageSource } from "../db/schema.js";
 import { TOOL_SCHEMA } from "./tool-store.js";
 import type { ProgramStatus, ThreadState } from "./types.js";
 
@@ -51,7 +51,8 @@ CREATE TABLE IF NOT EXISTS calls (
   queue_ms REAL NOT NULL DEFAULT 0,
   finished_at INTEGER,
   recorded INTEGER NOT NULL DEFAULT 0,
-  pool TEXT NOT NULL DEFAULT ''
+  pool TEXT NOT NULL DEFAULT '',
+  usage_source TEXT NOT NULL DEFAULT 'engine'
 );
 CREATE INDEX IF NOT EXISTS calls_status_idx ON calls (status, started_at);
 ${TOOL_SCHEMA}`;
@@ -94,6 +95,7 @@ export interface CallRecord {
   finishedAt: number | null;
   recorded: boolean;
   pool: string;
+  usageSource: UsageSource;
 }
 
 export interface ThreadRecord {
@@ -135,6 +137,7 @@ type CallRow = {
   finished_at: number | null;
   recorded: number;
   pool: string;
+  usage_source: string;
 };
 
 const toCall = (row: CallRow): CallRecord => ({
@@ -153,6 +156,7 @@ const toCall = (row: CallRow): CallRecord => ({
   finishedAt: row.finished_at,
   recorded: row.recorded === 1,
   pool: row.pool,
+  usageSource: row.usage_source as UsageSource,
 });
 
 export class ProgramStore {
@@ -171,6 +175,9 @@ export class ProgramStore {
       .map((row) => row.name);
     if (columns.length > 0 && !columns.includes("pool")) {
       this.sql.exec("ALTER TABLE calls ADD COLUMN pool TEXT NOT NULL DEFAULT ''");
+    }
+    if (columns.length > 0 && !columns.includes("usage_source")) {
+      this.sql.exec("ALTER TABLE calls ADD COLUMN usage_source TEXT NOT NULL DEFAULT 'engine'");
     }
     // Tool state came later: its tables are new, so creating them is the whole upgrade.
     this.sql.exec(TOOL_SCHEMA);
@@ -281,17 +288,18 @@ export class ProgramStore {
     callId: string,
     outcome: Pick<
       CallRecord,
-      "engine" | "promptTokens" | "cachedTokens" | "completionTokens" | "serviceMs" | "queueMs"
+      "engine" | "promptTokens" | "cachedTokens" | "completionTokens" | "usageSource" | "serviceMs" | "queueMs"
     > & { status: CallStatus; finishedAt: number },
   ): void {
     this.sql.exec(
       `UPDATE calls SET status = ?, engine = ?, prompt_tokens = ?, cached_tokens = ?, completion_tokens = ?,
-         service_ms = ?, queue_ms = ?, finished_at = ? WHERE call_id = ? AND status = 'in_flight'`,
+         usage_source = ?, service_ms = ?, queue_ms = ?, finished_at = ? WHERE call_id = ? AND status = 'in_flight'`,
       outcome.status,
       outcome.engine,
       outcome.promptTokens,
       outcome.cachedTokens,
       outcome.completionTokens,
+      outcome.usageSource,
       outcome.serviceMs,
       outcome.queueMs,
       outcome.finishedAt,

@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { ToolEventBatch } from "../../protocol/tool-events.js";
-import { CALL_STATUSES, PROGRAM_STATUSES } from "../db/schema.js";
+import { CALL_STATUSES, PROGRAM_STATUSES, USAGE_SOURCES } from "../db/schema.js";
 import type { ToolsState } from "./tool-store.js";
 
 /*
@@ -43,6 +43,8 @@ export const SettleCallInput = z.object({
   promptTokens: tokens,
   cachedTokens: tokens,
   completionTokens: tokens,
+  /** Where the token counts come from (the engine, or an estimate). */
+  usageSource: z.enum(USAGE_SOURCES),
   serviceMs: ms,
   queueMs: ms,
   /** Engine that served the call; empty when none did. */

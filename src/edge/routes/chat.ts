@@ -4,7 +4,9 @@ import { newCallId, newProgramId } from "../../protocol/ids.js";
 import { estimatePromptTokens } from "../../protocol/tokens.js";
 import { forwardBody, parseChatRequest } from "../chat/forward-body.js";
 import { forwardToPool } from "../chat/pool-client.js";
+import { CallLifecycle } from "../chat/call-lifecycle.js";
 import { type ForwardedCall, relayJson, relayPoolError, relayStream, unanswered } from "../chat/relay.js";
+import type { StreamWatch } from "../chat/relay-stream.js";
 import type { EdgeEnv } from "../context.js";
 import { poolNameOf } from "../env.js";
 import { readBodyWithin } from "../http/body.js";
@@ -12,7 +14,7 @@ import { limiterMisuse, limitExceeded, tenantLimiter } from "../limiter/access.j
 import { LEASE_RENEW_MS } from "../limiter/tenant-limiter.js";
 import { rateLimitHeadersOnResponse } from "../middleware/rate-limit-headers.js";
 import { beginRefusal, parseProgramId, programSession, threadFromHeaders } from "../program/access.js";
-import type { BeginCallResult, SettleCallInput } from "../program/types.js";
+import type { BeginCallResult } from "../program/types.js";
 
 /**
  * Priority figures travel as whole milliseconds: plenty for scheduling, and
@@ -97,17 +99,33 @@ export function chatRoutes() {
       throw beginRefusal(begun.error, programId, choice);
     }
 
-    // Long calls keep their lease alive; a dead invocation stops renewing and its slot frees itself.
-    const renewal = setInterval(() => {
-      c.executionCtx.waitUntil(
-        limiter.renewLease({ callId, now: Date.now() }).then(
-          () => undefined,
-          (error: unknown) => console.error(`renewing the lease of ${callId} failed`, error),
-        ),
-      );
-    }, LEASE_RENEW_MS);
-
-    // From here on the call is in flight: every path below settles it exactly once.
+    // From here on the call is in flight: its lifecycle renews the lease, keeps the
+    // deadline, and settles it exactly once, whichever way it ends.
+    const lifecycle = new CallLifecycle({
+      renewEveryMs: LEASE_RENEW_MS,
+      timeoutMs: config.callTimeoutMs,
+      renewLease: () => limiter.renewLease({ callId, now: Date.now() }),
+      keepAlive: (work) => c.executionCtx.waitUntil(work),
+      record: async (input) => {
+        const [programResult, leaseResult] = await Promise.allSettled([
+          session.settleCall(input),
+          limiter.settleLease({
+            callId,
+            tokens: input.promptTokens + input.completionTokens,
+            finishedAt: input.finishedAt,
+          }),
+        ]);
+        if (programResult.status === "rejected") {
+          console.error(`settling ${callId} in its program failed`, programResult.reason);
+        } else if (!programResult.value.settled && programResult.value.reason !== "already_settled") {
+          const result = programResult.value;
+          console.error(`settling ${callId} was refused: ${result.reason}`, "detail" in result ? result.detail : "");
+        }
+        if (leaseResult.status === "rejected") {
+          console.error(`settling the lease of ${callId} failed; it expires on its own`, leaseResult.reason);
+        }
+      },
+    });
     const call: ForwardedCall = {
       programId,
       callId,
@@ -115,62 +133,62 @@ export function chatRoutes() {
       promptEstimate,
       includeUsage: request.stream_options?.include_usage === true,
       settle: (settlement) => {
-        const settle = async () => {
-          let input: SettleCallInput;
-          try {
-            input = await settlement;
-          } finally {
-            clearInterval(renewal);
-          }
-          const [programResult, leaseResult] = await Promise.allSettled([
-            session.settleCall(input),
-            limiter.settleLease({
-              callId,
-              tokens: input.promptTokens + input.completionTokens,
-              finishedAt: input.finishedAt,
-            }),
-          ]);
-          if (programResult.status === "rejected") {
-            console.error(`settling ${callId} in its program failed`, programResult.reason);
-          } else if (!programResult.value.settled && programResult.value.reason !== "already_settled") {
-            const result = programResult.value;
-            console.error(`settling ${callId} was refused: ${result.reason}`, "detail" in result ? result.detail : "");
-          }
-          if (leaseResult.status === "rejected") {
-            console.error(`settling the lease of ${callId} failed; it expires on its own`, leaseResult.reason);
-          }
-        };
-        c.executionCtx.waitUntil(settle().catch((error: unknown) => console.error(`settling ${callId} failed`, error)));
+        lifecycle.settle(settlement);
       },
     };
-    const clientSignal = c.req.raw.signal;
-    let pool: Response;
+    const watch: StreamWatch = {
+      client: c.req.raw.signal,
+      deadline: lifecycle.deadline,
+      stallMs: config.streamStallMs,
+      poolIdleMs: config.poolIdleMs,
+    };
     try {
-      pool = await forwardToPool({
-        poolUrl: config.poolUrl,
-        signingSecret: config.poolSigningSecret,
-        fields: {
-          tenant: tenant.id,
-          program: programId,
-          thread: choice.thread,
-          call: callId,
-          serviceMs: wholeMs(begun.serviceMs),
-          pathMs: wholeMs(begun.pathMs),
-          waitMs: wholeMs(begun.waitMs),
-          engine: begun.engine,
-          weight: tenant.weight,
-          ts: call.sentAt,
-        },
-        body,
-        signal: clientSignal,
-      });
+      let pool: Response;
+      try {
+        pool = await forwardToPool({
+          poolUrl: config.poolUrl,
+          signingSecret: config.poolSigningSecret,
+          fields: {
+            tenant: tenant.id,
+            program: programId,
+            thread: choice.thread,
+            call: callId,
+            serviceMs: wholeMs(begun.serviceMs),
+            pathMs: wholeMs(begun.pathMs),
+            waitMs: wholeMs(begun.waitMs),
+            engine: begun.engine,
+            weight: tenant.weight,
+            ts: call.sentAt,
+          },
+          body,
+          // A client that leaves, or the deadline, stops the pool's work too.
+          signal: AbortSignal.any([watch.client, watch.deadline]),
+        });
+      } catch (error) {
+        const why = watch.client.aborted ? "client_gone" : watch.deadline.aborted ? "timeout" : "unreachable";
+        if (why === "unreachable") console.error(`pool unreachable for ${callId}`, error);
+        return unanswered(call, why);
+      }
+      if (!pool.ok) return await relayPoolError(pool, call);
+      if (request.stream === true) return relayStream(pool, call, watch);
+      return await relayJson(pool, call, watch);
     } catch (error) {
-      if (!clientSignal.aborted) console.error(`pool unreachable for ${callId}`, error);
-      return unanswered(call, clientSignal.aborted);
+      // A fault of our own after the call went out still settles it (nothing known used) and frees the slot.
+      const finishedAt = Date.now();
+      call.settle({
+        callId,
+        status: "error",
+        promptTokens: 0,
+        cachedTokens: 0,
+        completionTokens: 0,
+        usageSource: "none",
+        serviceMs: 0,
+        queueMs: finishedAt - call.sentAt,
+        engine: "",
+        finishedAt,
+      });
+      throw error;
     }
-    if (!pool.ok) return relayPoolError(pool, call);
-    if (request.stream === true) return relayStream(pool, call);
-    return relayJson(pool, call, clientSignal);
   });
 
   return chat;
