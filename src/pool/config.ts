@@ -130,7 +130,8 @@ export const PoolConfig = z
     replayWindowMs: z.int().positive().optional(),
     /** Most call IDs remembered at once; beyond it new calls are refused (503), never let through. */
     replayCapacity: z.int().positive().default(200_000),
-    maxBodyBytes: z.int().positive().default(16 * 1024 * 1024),
+    // The edge's 16 MiB plus room for what it adds when it re-serialises a body (the effective max_tokens).
+    maxBodyBytes: z.int().positive().default(17 * 1024 * 1024),
     engines: z
       .array(EngineConfig)
       .min(1, "at least one engine is required")

@@ -193,10 +193,10 @@ describe("signature headers before the body, and the body bounded as it streams 
 });
 
 describe("body limit default", () => {
-  it("accepts a 6 MiB long-context call under the default 16 MiB limit", async () => {
+  it("accepts a 6 MiB long-context call under the default 17 MiB limit (the edge's 16 MiB plus headroom)", async () => {
     const big = await startPool(testConfig({ engines: [{ id: "e1", url: engine.url }] }));
     try {
-      expect(big.config.maxBodyBytes).toBe(16 * 1024 * 1024);
+      expect(big.config.maxBodyBytes).toBe(17 * 1024 * 1024);
       const call = await signedCall({ body: chatBody({ messages: [{ role: "user", content: "x".repeat(6 * 1024 * 1024) }] }) });
       const res = await fetch(`${big.url}/v1/chat/completions`, { method: "POST", headers: call.headers, body: call.body });
       expect(res.status).toBe(200);
