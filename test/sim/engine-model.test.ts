@@ -48,6 +48,22 @@ describe("step timing", () => {
     expect(done.timing.arrivalMs).toBe(10);
   });
 
+  it("the A100 profile: the H100 figures scaled by published peaks (bf16 312 vs 989 TFLOPS, 2,039 vs 3,350 GB/s)", () => {
+    const model = new EngineModel({ profile: "llama-3.1-8b-a100" });
+    model.submit({ id: "a", promptTokens: tokens(3_000), outputTokens: 2 }, 0);
+    const { durations } = drain(model);
+    const compute = 989 / 312;
+    const bandwidth = 3_350 / 2_039;
+    // Prefill chunk of 2,048: compute-bound, so the linear rate and attention scale by the compute ratio.
+    const chunk1 = Math.max(BASE * bandwidth, PER_TOKEN * compute * (2_048 + 1)) + ATTENTION * compute * 2_048 * 1_024 + PER_CONTEXT * bandwidth * 2_048 + PER_SEQ;
+    expect(durations[0]).toBeCloseTo(chunk1, 9);
+    // A decode step reads the weights and the context: the bandwidth ratio (11.5 ms floor).
+    expect(durations[2]).toBeCloseTo(BASE * bandwidth + PER_CONTEXT * bandwidth * 3_001 + PER_SEQ, 9);
+    expect(BASE * bandwidth).toBeCloseTo(11.5, 1);
+    // Same 80 GB card and model as the H100 row: the same KV capacity.
+    expect(model.profile.kvBlocks * model.profile.blockSize).toBe(420_800);
+  });
+
   it("uses the 70B profile's own figures", () => {
     const model = new EngineModel({ profile: "llama-3.1-70b-h100-tp4" });
     model.submit({ id: "a", promptTokens: tokens(500), outputTokens: 1 }, 0);
