@@ -9,7 +9,9 @@ import { ChatParams, CodingAgentParams, FunctionCallingParams, TreeSearchParams 
  *     "name": "my-mix", "description": "optional", "seed": 7,
  *     "arrival": { "process": "poisson", "ratePerSec": 0.5 }   | { "process": "batch" }  (all at t = 0)
  *     "programs": { "count": 2000 } | { "durationSec": 600 }     (a bare number is a count)
- *     "tenants": [{ "id": "acme", "weight": 3 }, ...]            (optional: drawn per program)
+ *     "tenants": [{ "id": "acme", "weight": 3, "planWeight": 2 }, ...]
+ *                                                  (optional: drawn per program by weight;
+ *                                                   planWeight is the pool's fair-share weight, default 1)
  *     "mix": [{ "kind": "chat", "weight": 2, "params": { ... } }, ...]
  *   }
  *
@@ -73,7 +75,12 @@ export const Workload = z
     seed: z.int().min(0).max(2 ** 32 - 1).optional(),
     arrival: ArrivalSpec,
     programs: ProgramsSpec,
-    tenants: z.array(z.strictObject({ id: tenantId, weight: weight.default(1) })).min(1).optional(),
+    /**
+     * `weight`: the tenant's share of the traffic (programs are drawn by it).
+     * `planWeight`: its plan weight for the pool's fair share (x-agentix-weight); a
+     * separate figure, default 1, so tenants that send more do not also get more.
+     */
+    tenants: z.array(z.strictObject({ id: tenantId, weight: weight.default(1), planWeight: positive.optional() })).min(1).optional(),
     mix: z.array(MixEntry).min(1, "needs at least one entry"),
   })
   .superRefine((w, ctx) => {

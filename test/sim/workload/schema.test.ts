@@ -59,9 +59,17 @@ describe("workload schema", () => {
     ["no weight anywhere", { mix: [{ kind: "chat", weight: 0 }] }, ["mix"]],
     ["an empty mix", { mix: [] }, ["mix"]],
     ["a bad tenant id", { tenants: [{ id: "has space" }] }, ["tenants.0.id"]],
+    ["a plan weight of 0", { tenants: [{ id: "ten_a", planWeight: 0 }] }, ["tenants.0.planWeight"]],
     ["several problems at once", { name: "", arrival: { process: "poisson", ratePerSec: 0 } }, ["name", "arrival.ratePerSec"]],
   ])("rejects %s, naming the field", (_what, patch, paths) => {
     expect(issuesOf({ ...minimal, ...patch })).toEqual(paths);
+  });
+});
+
+describe("tenants", () => {
+  it("a traffic weight and, separately, an optional plan weight", () => {
+    const w = parseWorkload({ ...minimal, tenants: [{ id: "ten_a", weight: 3, planWeight: 2 }, { id: "ten_b" }] });
+    expect(w.tenants).toEqual([{ id: "ten_a", weight: 3, planWeight: 2 }, { id: "ten_b", weight: 1 }]);
   });
 });
 
