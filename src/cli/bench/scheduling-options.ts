@@ -1,8 +1,10 @@
 import { parseArgs } from "node:util";
 import { z } from "zod";
-import { POLICY_NAMES, type PolicyName, POOL_DEFAULT_MAX_IN_FLIGHT } from "../../sim/des/policies.js";
+import { ALL_POLICY_NAMES, POLICY_NAMES, type PolicyName, POOL_DEFAULT_MAX_IN_FLIGHT } from "../../sim/des/policies.js";
 import { DEFAULT_SLO_FACTOR } from "../../sim/report/headline.js";
+import { DEFAULT_WINDOW_SPEC } from "../../sim/report/steady-state.js";
 import { DEFAULT_PROFILE, ENGINE_PROFILES, type EngineProfileName } from "../../sim/profiles.js";
+import { isRegimeName, REGIME_NAMES, REGIMES, type RegimeName } from "./scheduling-regimes.js";
 
 /*
  * Flags of `agentix bench` / `npm run bench`: read as strings by node:util's
@@ -11,6 +13,12 @@ import { DEFAULT_PROFILE, ENGINE_PROFILES, type EngineProfileName } from "../../
  */
 
 export interface SchedulingBenchOptions {
+  /** --regime: a complete setting with goals (scheduling-regimes.ts); the other flags override its fields. */
+  regime: RegimeName | undefined;
+  /** The flags that overrode the regime's settings (said in the report). */
+  regimeOverrides: string[];
+  /** The rates are the regime's grid (not --rates). */
+  ratesFromRegime: boolean;
   /** A built-in workload name or a path to a workload JSON file. */
   workload: string;
   policies: PolicyName[];
@@ -30,8 +38,16 @@ export interface SchedulingBenchOptions {
   maxInFlightPerEngine: number | undefined;
   /** Factor on the workload's tool / think gaps. */
   gapScale: number;
-  /** Cap on simulated time per run. */
+  /** Cap on simulated time per batch run (--batch). */
   maxSimMs: number;
+  /** Share of each run's programs (first by arrival) that only warm up. */
+  warmupFraction: number;
+  /** Share (last by arrival) that only keeps the load on while the measured ones finish. */
+  cooldownFraction: number;
+  /** A run may go on this many window lengths after its window (at least; see BenchConfig.drain). */
+  drainWindows: number;
+  /** Also run every policy as an offline batch (all programs at t = 0) for the makespan. */
+  batch: boolean;
   quick: boolean;
 }
 
@@ -42,21 +58,30 @@ export const DEFAULTS = {
   engines: 4,
   outDir: "bench-results",
   maxSimHours: 48,
+  drainWindows: 1,
 } as const;
 
 export const SCHEDULING_BENCH_USAGE = `agentix bench [options]   compare scheduling policies on the discrete-event simulator
 
-Runs every policy on the same generated programs at a ladder of Poisson arrival rates
-and once as an offline batch, then prints a table and writes a JSON file and an HTML
-report (Autellix's figures: normalised latency vs load, latency CDF, batch makespan).
+Runs every policy on the same generated programs at a grid of Poisson arrival rates,
+measured at steady state (warm-up and drain excluded; a rate counts as sustained only
+if the backlog and latency do not grow across the measurement window), then prints the
+tables (throughput at equal mean normalised latency, the latency curve, whether
+ordering was engaged, results per program kind and per tenant, goals) and writes a
+JSON file and an HTML report.
 
+  --regime NAME             ${REGIME_NAMES.join(" | ")}: issue 10's three settings with their
+                            goals (compute: the mixed workload, compute-bound; kv: long-context
+                            coding agents, KV-bound; autellix: one A100, Autellix's kinds); the
+                            flags below override the regime's settings
   --workload NAME|FILE      built-in (chat, function-calling, tree-search, coding-agent,
-                            mixed) or a workload JSON file (default mixed)
-  --policies LIST           comma-separated, from ${POLICY_NAMES.join(", ")}
-                            (default all; fcfs-rr is the baseline when present)
-  --rates LIST              arrival rates in programs/s, e.g. 0.5,1,2 (default: a geometric
-                            ladder around the engines' capacity seen in the baseline's batch run, extended upward
-                            until the SLO is missed)
+                            mixed, long-context-coding, autellix) or a workload JSON file
+                            (default mixed)
+  --policies LIST           comma-separated, from ${ALL_POLICY_NAMES.join(", ")}
+                            (default ${POLICY_NAMES.join(",")}; fcfs-rr is the baseline when present)
+  --rates LIST              arrival rates in programs/s, e.g. 0.5,1,2 (default: the regime's
+                            grid, else a ladder around a steady-state capacity estimate,
+                            extended upward until the SLO is missed)
   --programs N              programs per run (default: the workload's count, at most
                             ${DEFAULTS.programs}, or ${DEFAULTS.quickPrograms} with --quick)
   --engines N               simulated engines (default ${DEFAULTS.engines})
@@ -69,7 +94,11 @@ report (Autellix's figures: normalised latency vs load, latency CDF, batch makes
                             pool's own default, ${POOL_DEFAULT_MAX_IN_FLIGHT})
   --gap-scale X             multiply every tool / think gap (default 1; 0 = no tool time,
                             Autellix's stress setting)
-  --max-sim-hours X         simulated-time cap per run (default ${DEFAULTS.maxSimHours})
+  --warmup X                share of programs that only warm up (default ${DEFAULT_WINDOW_SPEC.warmupFraction})
+  --cooldown X              share that only keeps the load on at the end (default ${DEFAULT_WINDOW_SPEC.cooldownFraction})
+  --drain-windows X         a run may go on X window lengths past its window (default ${DEFAULTS.drainWindows})
+  --batch                   also run every policy as an offline batch (makespan)
+  --max-sim-hours X         simulated-time cap per batch run (default ${DEFAULTS.maxSimHours})
   --out DIR                 where the JSON and HTML files go (default ${DEFAULTS.outDir}/)
   --quick                   small, fast run for a demo or a test
   -h, --help                this text`;
@@ -94,21 +123,33 @@ const positiveInt = (max: number) =>
     .transform(Number)
     .refine((n) => n >= 1 && n <= max, `must be between 1 and ${max}`);
 
+const share = z
+  .string()
+  .trim()
+  .min(1, "needs a value")
+  .transform(Number)
+  .refine((n) => Number.isFinite(n) && n >= 0 && n < 0.5, "must be a number in [0, 0.5)");
+
 const FlagValues = z.strictObject({
-  workload: z.string().trim().min(1, "needs a workload name or file").default(DEFAULTS.workload),
+  regime: z
+    .string()
+    .refine(isRegimeName, `must be one of ${REGIME_NAMES.join(", ")}`)
+    .transform((name) => name as RegimeName)
+    .optional(),
+  workload: z.string().trim().min(1, "needs a workload name or file").optional(),
   policies: z
     .string()
     .transform((raw) => raw.split(",").map((item) => item.trim()).filter(Boolean))
     .superRefine((items, ctx) => {
       if (items.length === 0) ctx.addIssue({ code: "custom", message: "needs at least one policy" });
       for (const item of items) {
-        if (!(POLICY_NAMES as readonly string[]).includes(item)) {
-          ctx.addIssue({ code: "custom", message: `unknown policy "${item}" (known: ${POLICY_NAMES.join(", ")})` });
+        if (!(ALL_POLICY_NAMES as readonly string[]).includes(item)) {
+          ctx.addIssue({ code: "custom", message: `unknown policy "${item}" (known: ${ALL_POLICY_NAMES.join(", ")})` });
         }
       }
     })
     // Canonical order without duplicates: table rows and legends follow it.
-    .transform((items) => POLICY_NAMES.filter((name) => items.includes(name)))
+    .transform((items) => ALL_POLICY_NAMES.filter((name) => items.includes(name)))
     .optional(),
   rates: z
     .string()
@@ -147,6 +188,10 @@ const FlagValues = z.strictObject({
     .transform(Number)
     .refine((n) => Number.isFinite(n) && n >= 0, "must be a number ≥ 0")
     .optional(),
+  warmup: share.optional(),
+  cooldown: share.optional(),
+  "drain-windows": positiveNumber.optional(),
+  batch: z.boolean().default(false),
   out: z.string().trim().min(1, "needs a directory").default(DEFAULTS.outDir),
   quick: z.boolean().default(false),
   help: z.boolean().default(false),
@@ -168,6 +213,7 @@ export function parseSchedulingBenchArgs(argv: string[]): SchedulingBenchOptions
     ({ values } = parseArgs({
       args: argv,
       options: {
+        regime: { type: "string" },
         workload: { type: "string" },
         policies: { type: "string" },
         rates: { type: "string" },
@@ -180,6 +226,10 @@ export function parseSchedulingBenchArgs(argv: string[]): SchedulingBenchOptions
         "max-sim-hours": { type: "string" },
         "max-in-flight": { type: "string" },
         "gap-scale": { type: "string" },
+        warmup: { type: "string" },
+        cooldown: { type: "string" },
+        "drain-windows": { type: "string" },
+        batch: { type: "boolean" },
         out: { type: "string" },
         quick: { type: "boolean" },
         help: { type: "boolean", short: "h" },
@@ -198,20 +248,32 @@ export function parseSchedulingBenchArgs(argv: string[]): SchedulingBenchOptions
   if (v["slo-ms-per-token"] !== undefined && v["slo-factor"] !== undefined) {
     throw new BenchUsageError("--slo-ms-per-token and --slo-factor exclude each other: give one");
   }
+  const regime = v.regime === undefined ? undefined : REGIMES[v.regime];
+  const overrides = regime === undefined ? [] : (["workload", "policies", "rates", "programs", "engines", "engine-profile", "gap-scale", "slo-factor", "slo-ms-per-token"] as const).filter((flag) => v[flag] !== undefined).map((flag) => `--${flag}`);
+  if (v.warmup !== undefined && v.cooldown !== undefined && v.warmup + v.cooldown >= 0.9) {
+    throw new BenchUsageError("--warmup and --cooldown must leave at least 10 % of the programs to measure");
+  }
   return {
-    workload: v.workload,
-    policies: v.policies ?? [...POLICY_NAMES],
-    rates: v.rates,
-    programs: v.programs,
-    engines: v.engines ?? DEFAULTS.engines,
-    engineProfile: v["engine-profile"] ?? DEFAULT_PROFILE,
+    regime: v.regime,
+    regimeOverrides: overrides,
+    ratesFromRegime: regime !== undefined && v.rates === undefined,
+    workload: v.workload ?? regime?.workload ?? DEFAULTS.workload,
+    policies: v.policies ?? (regime === undefined ? [...POLICY_NAMES] : [...regime.policies]),
+    rates: v.rates ?? (regime === undefined ? undefined : [...regime.rates]),
+    programs: v.programs ?? regime?.programs,
+    engines: v.engines ?? regime?.engines ?? DEFAULTS.engines,
+    engineProfile: v["engine-profile"] ?? regime?.engineProfile ?? DEFAULT_PROFILE,
     seed: v.seed,
     sloMsPerToken: v["slo-ms-per-token"],
-    sloFactor: v["slo-factor"] ?? DEFAULT_SLO_FACTOR,
+    sloFactor: v["slo-factor"] ?? regime?.sloFactor ?? DEFAULT_SLO_FACTOR,
     outDir: v.out,
     maxInFlightPerEngine: v["max-in-flight"],
-    gapScale: v["gap-scale"] ?? 1,
+    gapScale: v["gap-scale"] ?? regime?.gapScale ?? 1,
     maxSimMs: (v["max-sim-hours"] ?? DEFAULTS.maxSimHours) * 3_600_000,
+    warmupFraction: v.warmup ?? DEFAULT_WINDOW_SPEC.warmupFraction,
+    cooldownFraction: v.cooldown ?? DEFAULT_WINDOW_SPEC.cooldownFraction,
+    drainWindows: v["drain-windows"] ?? DEFAULTS.drainWindows,
+    batch: v.batch,
     quick: v.quick,
   };
 }

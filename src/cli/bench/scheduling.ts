@@ -3,14 +3,16 @@ import path from "node:path";
 import { simulate } from "../../sim/des/simulate.js";
 import type { BenchReport } from "../../sim/report/bench-report.js";
 import { renderHtmlReport } from "../../sim/report/html.js";
-import { formatTextTable, headlineTable, tablePreamble } from "../../sim/report/table.js";
+import { allTables, formatTextTable, paperLines, tablePreamble } from "../../sim/report/table.js";
 import { isBuiltinWorkload, loadWorkload } from "../../sim/workload/load.js";
 import { parseSchedulingBenchArgs, SCHEDULING_BENCH_USAGE } from "./scheduling-options.js";
 import { BenchProgress, type ProgressSink } from "./scheduling-progress.js";
+import { REGIMES } from "./scheduling-regimes.js";
 import { runSchedulingSweep, type Simulate } from "./scheduling-sweep.js";
 
 /*
- * `agentix bench` (scheduling): runs the sweep, prints the headline table on stdout,
+ * `agentix bench` (scheduling): runs the sweep, prints the tables on stdout (the
+ * headline, engagement, the latency curve, per kind and tenant, the regime's goals),
  * writes the JSON and the HTML report. Progress goes to stderr.
  */
 
@@ -66,28 +68,40 @@ export async function runSchedulingBenchWith(argv: string[], io: SchedulingBench
   const workload = await loadWorkload(isBuiltinWorkload(options.workload) ? options.workload : path.resolve(io.cwd, options.workload));
   const progress = new BenchProgress(io.stderr, 0, io.now);
   const date = io.date();
+  const regime = options.regime === undefined ? undefined : REGIMES[options.regime];
   let report: BenchReport;
   try {
-    report = runSchedulingSweep(options, options.workload, workload, {
-      simulate: io.simulate,
-      progress,
-      now: io.now,
-      createdAt: date.toISOString(),
-      command: ["agentix bench", ...argv].join(" "),
-    });
+    report = runSchedulingSweep(
+      options,
+      options.workload,
+      workload,
+      {
+        simulate: io.simulate,
+        progress,
+        now: io.now,
+        createdAt: date.toISOString(),
+        command: ["agentix bench", ...argv].join(" "),
+      },
+      regime === undefined ? {} : { regime },
+    );
   } finally {
     progress.finish();
+  }
+  if (regime !== undefined && options.regimeOverrides.length > 0) {
+    report.notes.unshift(`regime ${regime.name} with ${options.regimeOverrides.join(", ")} given on the command line: the goals are checked on this modified setting.`);
   }
 
   const outDir = path.resolve(io.cwd, options.outDir);
   await mkdir(outDir, { recursive: true });
-  const base = path.join(outDir, `scheduling-${fileSafe(workload.name)}-${stamp(date)}`);
+  const base = path.join(outDir, `scheduling-${fileSafe(regime === undefined ? workload.name : `${regime.name}-${workload.name}`)}-${stamp(date)}`);
   const jsonPath = `${base}.json`;
   const htmlPath = `${base}.html`;
   await writeFile(jsonPath, `${JSON.stringify(report, null, 2)}\n`);
   await writeFile(htmlPath, renderHtmlReport(report));
 
-  io.stdout(`\n${tablePreamble(report)}\n\n${formatTextTable(headlineTable(report))}\n`);
+  const title = regime === undefined ? [] : [`${regime.title}`, regime.description, ""];
+  const paper = paperLines(report);
+  io.stdout(`\n${[...title, tablePreamble(report)].join("\n")}\n\n${allTables(report).map(formatTextTable).join("\n")}${paper === "" ? "" : `\n${paper}\n`}\nwall time ${(report.wallMs / 1_000).toFixed(0)} s\n`);
   io.stdout(`JSON  ${shortPath(io.cwd, jsonPath)}\nHTML  ${shortPath(io.cwd, htmlPath)}\n`);
   return { report, jsonPath, htmlPath };
 }

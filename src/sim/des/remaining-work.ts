@@ -34,3 +34,22 @@ export function programWorkMs(profile: EngineProfile, program: ProgramSpec): Flo
   });
   return work;
 }
+
+/**
+ * How long the program would take running alone: the critical path of its calls'
+ * work (as above: batch 1, context cached) and the tool gaps before them. The
+ * steady-state benchmark's baseline for the backlog (steady-state.ts).
+ */
+export function unloadedDurationMs(profile: EngineProfile, program: ProgramSpec): number {
+  const work = programWorkMs(profile, program);
+  const finish = new Float64Array(program.calls.length);
+  let longest = 0;
+  for (const call of program.calls) {
+    let ready = 0;
+    for (const dep of call.dependsOn) ready = Math.max(ready, finish[dep] ?? 0);
+    const end = ready + call.gapBeforeMs + (work[call.callId] ?? 0);
+    finish[call.callId] = end;
+    longest = Math.max(longest, end);
+  }
+  return longest;
+}

@@ -39,6 +39,7 @@ import { DEFAULT_PROFILE, type EngineProfileName, resolveProfile } from "../prof
 import type { AgentKind } from "../workload/kinds.js";
 import { type CallSpec, type ProgramSpec, promptTokenCount } from "../workload/program-spec.js";
 import { EventQueue } from "./event-queue.js";
+import { firstSampleAt, type MeasurementWindow, type RunSample, type StepFigures, StepMeter, validateWindow } from "./observer.js";
 import { type PolicyName, type PolicySetup, isPolicyName, policySetup } from "./policies.js";
 import { ProgramPrompts, type RenderedCall } from "./program-prompts.js";
 import { programWorkMs } from "./remaining-work.js";
@@ -76,6 +77,18 @@ export interface SimulationConfig {
   tao?: TaoPlacementOptions;
   /** "cache-aware" only: the router's prefix trees; default the core's (SGLang's size cap). */
   prefixTree?: RoutedPrefixSettings;
+  /**
+   * Measurement window (steady-state benchmark): each engine's step figures are also
+   * accumulated over the part of each step inside it (EngineRecord.window).
+   */
+  window?: MeasurementWindow;
+  /** Sample the pool's state (RunSample) every this many ms, on a grid through window.startMs (else through 0). */
+  sampleEveryMs?: number;
+  /**
+   * End the run as soon as these programs have all finished (a steady-state run need
+   * not drain the programs that arrived after its window). Unknown ids are errors.
+   */
+  endWhenFinished?: readonly string[];
 }
 
 export interface ProgramRecord {
@@ -116,6 +129,16 @@ export interface EngineRecord {
   promptTokens: number;
   generationTokens: number;
   steps: number;
+  /** Σ batch size × step time over the run (÷ busyMs: time-weighted mean batch). */
+  batchMs: number;
+  /** Σ KV use × step time over the run (÷ run span: time-weighted mean KV use, idle as 0). */
+  kvMs: number;
+  /** Highest KV use any step started with (0..1). */
+  kvMax: number;
+  /** Largest batch of any step. */
+  batchMax: number;
+  /** With SimulationConfig.window: the same figures (and preemptions) inside it. */
+  window?: StepFigures;
 }
 
 export interface CallRecord {
@@ -156,6 +179,10 @@ export interface SimulationResult {
   calls?: CallRecord[];
   /** "agentix-tao" only: what the planner did and how the readiness predictor fared. */
   tao?: TaoRunStats;
+  /** Why the run stopped: every program finished, the endWhenFinished programs finished, or maxSimMs. */
+  endedBy: "all-finished" | "watched-finished" | "time-cap";
+  /** With sampleEveryMs: the pool's state over time. */
+  samples?: RunSample[];
 }
 
 /** The pool config's defaults, read from its schema (one source of truth). */
@@ -172,12 +199,13 @@ const PUMP = 4;
 const SCRAPE = 5;
 const WAKE = 6;
 const RESCRAPE = 7;
+const SAMPLE = 8;
 
 type SimEvent =
   | { kind: typeof ARRIVAL; program: ProgramRun }
   | { kind: typeof READY; call: CallRun }
   | { kind: typeof KICK | typeof STEP_END | typeof RESCRAPE; engine: SimEngine }
-  | { kind: typeof PUMP | typeof SCRAPE | typeof WAKE };
+  | { kind: typeof PUMP | typeof SCRAPE | typeof WAKE | typeof SAMPLE };
 
 interface SimEngine {
   readonly model: EngineModel;
@@ -188,6 +216,10 @@ interface SimEngine {
   stepEndMs: number;
   /** A re-read of its metrics alone is scheduled (its last ones said saturated). */
   rescrapePending: boolean;
+  readonly meter: StepMeter;
+  /** Batch size and KV use of the step running now (for cutting it at the end of a run). */
+  stepBatch: number;
+  stepKv: number;
 }
 
 interface ProgramRun {
@@ -238,6 +270,8 @@ function validateConfig(config: SimulationConfig): void {
   if (saturatedInterval !== undefined && !(Number.isFinite(saturatedInterval) && saturatedInterval > 0)) {
     throw new RangeError(`saturatedMetricsIntervalMs must be a finite number > 0, got ${saturatedInterval}`);
   }
+  if (config.window !== undefined) validateWindow(config.window);
+  if (config.sampleEveryMs !== undefined) firstSampleAt(0, config.sampleEveryMs);
   for (const [tenant, weight] of Object.entries(config.tenantWeights ?? {})) {
     if (!(Number.isFinite(weight) && weight > 0)) throw new RangeError(`weight of tenant ${tenant} must be > 0, got ${weight}`);
   }
@@ -261,6 +295,9 @@ function validateConfig(config: SimulationConfig): void {
       }
     });
   }
+  for (const id of config.endWhenFinished ?? []) {
+    if (!ids.has(id)) throw new RangeError(`endWhenFinished names unknown program ${id}`);
+  }
 }
 
 /** Runs the simulation to the end (every program finished) or to maxSimMs. Deterministic for the same inputs. */
@@ -282,7 +319,17 @@ export function simulate(config: SimulationConfig): SimulationResult {
   const states: EngineState[] = [];
   for (let i = 0; i < config.engines; i++) {
     const state: EngineState = { id: `engine-${i}`, healthy: true, inFlight: 0, maxInFlight: setup.maxInFlight, waiting: 0, kvUsage: 0 };
-    engines.push({ model: new EngineModel({ profile, priorityScheduling: setup.priorityScheduling }), state, stepping: false, stepStartMs: 0, stepEndMs: 0, rescrapePending: false });
+    engines.push({
+      model: new EngineModel({ profile, priorityScheduling: setup.priorityScheduling }),
+      state,
+      stepping: false,
+      stepStartMs: 0,
+      stepEndMs: 0,
+      rescrapePending: false,
+      meter: new StepMeter(config.window),
+      stepBatch: 0,
+      stepKv: 0,
+    });
     states.push(state);
   }
   const engineById = new Map(engines.map((engine) => [engine.state.id, engine]));
@@ -347,6 +394,10 @@ export function simulate(config: SimulationConfig): SimulationResult {
   const live = new Map<string, CallRun>();
   const callRecords: CallRecord[] | undefined = config.recordCalls === true ? [] : undefined;
   let unfinished = runs.length;
+  let arrived = 0;
+  const watched = new Set(config.endWhenFinished ?? []);
+  let watchedLeft = watched.size;
+  const samples: RunSample[] | undefined = config.sampleEveryMs === undefined ? undefined : [];
   let pumpPending = false;
   let now = 0;
   let processed = 0;
@@ -391,6 +442,7 @@ export function simulate(config: SimulationConfig): SimulationResult {
 
   const finishProgram = (program: ProgramRun): void => {
     program.record.finishMs = now;
+    if (watched.has(program.spec.programId)) watchedLeft -= 1;
     program.prompts = undefined;
     program.depsLeft = undefined;
     program.dependents = undefined;
@@ -420,6 +472,7 @@ export function simulate(config: SimulationConfig): SimulationResult {
 
   const onArrival = (program: ProgramRun): void => {
     scheduleNextArrival();
+    arrived += 1;
     const { spec } = program;
     if (spec.calls.length === 0) {
       finishProgram(program);
@@ -558,6 +611,9 @@ export function simulate(config: SimulationConfig): SimulationResult {
     }
     engine.stepStartMs = now;
     engine.stepEndMs = now + duration;
+    engine.stepBatch = engine.model.numRunning;
+    engine.stepKv = engine.model.kvUsage;
+    engine.meter.step(now, engine.stepEndMs, engine.stepBatch, engine.stepKv);
     events.push(engine.stepEndMs, { kind: STEP_END, engine });
   };
 
@@ -613,7 +669,11 @@ export function simulate(config: SimulationConfig): SimulationResult {
 
   const onEngineEvents = (engine: SimEngine, stepStartMs: number, engineEvents: EngineEvent[]): void => {
     for (const event of engineEvents) {
-      if (event.type === "preempted") continue; // counted by the engine and in the finished event
+      if (event.type === "preempted") {
+        // Counted by the engine and in the finished event; the meter keeps when.
+        engine.meter.preempted(event.atMs);
+        continue;
+      }
       const call = live.get(event.requestId);
       if (call === undefined || call.engine !== engine) throw new Error(`engine ${engine.state.id} reported unknown request ${event.requestId}`);
       if (event.type === "first_token") call.engineWaitMs = Math.max(0, stepStartMs - call.dispatchMs);
@@ -637,10 +697,26 @@ export function simulate(config: SimulationConfig): SimulationResult {
     if (unfinished > 0) events.push(now + metricsIntervalMs, { kind: SCRAPE });
   };
 
+  const onSample = (): void => {
+    let engineRunning = 0;
+    let engineWaiting = 0;
+    let kv = 0;
+    for (const engine of engines) {
+      engineRunning += engine.model.numRunning;
+      engineWaiting += engine.model.numWaiting;
+      kv += engine.model.kvUsage;
+    }
+    const finished = totalPrograms - unfinished;
+    samples?.push({ atMs: now, programsInSystem: arrived - finished, poolQueued: queue.size, engineRunning, engineWaiting, kvUsage: kv / engines.length });
+    if (config.sampleEveryMs !== undefined) events.push(now + config.sampleEveryMs, { kind: SAMPLE });
+  };
+
   scheduleNextArrival();
   if (metricsIntervalMs > 0 && unfinished > 0) events.push(metricsIntervalMs, { kind: SCRAPE });
+  if (config.sampleEveryMs !== undefined && unfinished > 0) events.push(firstSampleAt(config.window?.startMs ?? 0, config.sampleEveryMs), { kind: SAMPLE });
 
   let truncated = false;
+  let endedByWatch = false;
   for (let next = events.peek(); next !== undefined; next = events.peek()) {
     if (next.time > maxSimMs) {
       truncated = true;
@@ -675,9 +751,16 @@ export function simulate(config: SimulationConfig): SimulationResult {
       case WAKE:
         schedulePump();
         break;
+      case SAMPLE:
+        onSample();
+        break;
     }
     // Every program done: engines are idle and the pool empty; pending scrapes change nothing.
     if (unfinished === 0) break;
+    if (watched.size > 0 && watchedLeft === 0) {
+      endedByWatch = true;
+      break;
+    }
     // Simulated time moves on even when no program finishes (an overloaded, truncated run).
     if ((processed & 0xfff) === 0) progress(false);
   }
@@ -688,7 +771,11 @@ export function simulate(config: SimulationConfig): SimulationResult {
     const stats = engine.model.stats();
     // A step cut by the end of the run counts only up to it.
     let busyMs = stats.busyMs;
-    if (truncated && engine.model.isStepActive) busyMs -= Math.max(0, engine.stepEndMs - simEndMs);
+    if ((truncated || endedByWatch) && engine.model.isStepActive) {
+      busyMs -= Math.max(0, engine.stepEndMs - simEndMs);
+      engine.meter.cut(engine.stepStartMs, engine.stepEndMs, simEndMs, engine.stepBatch, engine.stepKv);
+    }
+    const whole = engine.meter.whole;
     return {
       engineId: engine.state.id,
       busyMs,
@@ -698,6 +785,11 @@ export function simulate(config: SimulationConfig): SimulationResult {
       promptTokens: stats.promptTokens,
       generationTokens: stats.generationTokens,
       steps: stats.steps,
+      batchMs: whole.batchMs,
+      kvMs: whole.kvMs,
+      kvMax: whole.kvMax,
+      batchMax: whole.batchMax,
+      ...(engine.meter.inWindow === undefined ? {} : { window: { ...engine.meter.inWindow } }),
     };
   });
   if (callRecords !== undefined) {
@@ -731,6 +823,8 @@ export function simulate(config: SimulationConfig): SimulationResult {
     wallMs: performance.now() - wallStart,
     events: processed,
     truncated,
+    endedBy: truncated ? "time-cap" : endedByWatch ? "watched-finished" : "all-finished",
+    ...(samples === undefined ? {} : { samples }),
     ...(callRecords === undefined ? {} : { calls: callRecords }),
     ...(tao === undefined ? {} : { tao: tao.stats() }),
   };

@@ -1,21 +1,27 @@
 /*
  * The headline: the highest arrival rate each policy sustains while its mean
  * normalised latency stays under an SLO, as a ratio to a baseline policy (FCFS),
- * which is how Autellix states its throughput gains.
+ * which is how Autellix states its throughput gains (throughput at equal latency).
  *
  * "Sustains" is the first crossing: walking up the rate ladder, the last rate that
- * meets the SLO before the first one that misses it (a run with unfinished programs
- * misses). Between those two rates the crossing is interpolated in log–log space
- * (latency grows about geometrically with load), so the ratio is not rounded to the
- * ladder's steps. When every rate meets the SLO the figure is only a lower bound
- * (">="); when even the lowest misses, an upper bound ("<").
+ * meets the SLO before the first one that misses it. A rate meets the SLO only when
+ * the run is stable at steady state (steady-state.ts: backlog and latency not
+ * growing, every measured program finished) and its mean is at most the SLO; an
+ * unstable rate misses whatever its mean. Between the last rate met and a first
+ * miss that is stable but over the SLO, the crossing is interpolated in log–log
+ * space (latency grows about geometrically with load), so the ratio is not rounded
+ * to the ladder's steps; when the first miss is unstable, the last rate met is the
+ * figure (the system stops keeping up somewhere in between). When every rate meets
+ * the SLO the figure is only a lower bound (">="); when even the lowest misses, an
+ * upper bound ("<").
  */
 
 export interface RatePoint {
   ratePerSec: number;
   /** Mean normalised latency (ms per token); null when no program finished. */
   meanMsPerToken: number | null;
-  unfinished: number;
+  /** The run kept up at steady state (see steady-state.ts). */
+  stable: boolean;
 }
 
 export type Relation = "=" | ">=" | "<=" | ">" | "<";
@@ -34,9 +40,9 @@ export interface Ratio {
 /** The default SLO: this many times the baseline's mean normalised latency at the lowest rate. */
 export const DEFAULT_SLO_FACTOR = 5;
 
-/** A run meets the SLO when every program finished and their mean is at most the SLO. */
+/** A run meets the SLO when it is stable and its mean is at most the SLO. */
 export function meetsSlo(point: RatePoint, sloMsPerToken: number): boolean {
-  return point.unfinished === 0 && point.meanMsPerToken !== null && point.meanMsPerToken <= sloMsPerToken;
+  return point.stable && point.meanMsPerToken !== null && point.meanMsPerToken <= sloMsPerToken;
 }
 
 export function sustainedRate(points: readonly RatePoint[], sloMsPerToken: number): SustainedRate {
@@ -49,7 +55,7 @@ export function sustainedRate(points: readonly RatePoint[], sloMsPerToken: numbe
   const met = sorted[missIndex - 1] as RatePoint;
   const missed = sorted[missIndex] as RatePoint;
   const metLatency = met.meanMsPerToken as number;
-  if (missed.unfinished > 0 || missed.meanMsPerToken === null || metLatency <= 0 || missed.meanMsPerToken <= metLatency) {
+  if (!missed.stable || missed.meanMsPerToken === null || metLatency <= 0 || missed.meanMsPerToken <= metLatency) {
     // Nothing to interpolate on: the last rate that met the SLO.
     return { ratePerSec: met.ratePerSec, relation: "=" };
   }

@@ -8,6 +8,8 @@
 export interface Point {
   x: number;
   y: number;
+  /** Drawn as an open marker (e.g. a rate that was not stable). */
+  hollow?: boolean;
 }
 
 export interface Series {
@@ -237,7 +239,7 @@ export function lineChart(spec: LineChartSpec): string {
   for (const s of spec.series) {
     const usable = s.points.filter((p) => usablePoint(p, spec.x, spec.y));
     if (usable.length === 0) continue;
-    const coords = usable.map((p) => [xs.toPx(p.x), ys.toPx(p.y)] as const);
+    const coords = usable.map((p) => [xs.toPx(p.x), ys.toPx(p.y), p.hollow === true] as const);
     let d = "";
     coords.forEach(([px, py], i) => {
       if (i === 0) d += `M${fixed(px)},${fixed(py)}`;
@@ -247,7 +249,10 @@ export function lineChart(spec: LineChartSpec): string {
     const dataName = escapeXml(s.name);
     parts.push(`<path d="${d}" fill="none" stroke="${s.color}" stroke-width="${s.emphasis ? 3.5 : 2}" stroke-linejoin="round" data-series="${dataName}"/>`);
     if (s.markers) {
-      for (const [px, py] of coords) parts.push(`<circle cx="${fixed(px)}" cy="${fixed(py)}" r="${s.emphasis ? 4 : 3}" fill="${s.color}"/>`);
+      for (const [px, py, hollow] of coords) {
+        const paint = hollow ? `fill="#fff" stroke="${s.color}" stroke-width="1.5"` : `fill="${s.color}"`;
+        parts.push(`<circle cx="${fixed(px)}" cy="${fixed(py)}" r="${s.emphasis ? 4 : 3}" ${paint}/>`);
+      }
     }
   }
   parts.push("</g>");

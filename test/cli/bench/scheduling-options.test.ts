@@ -18,6 +18,9 @@ describe("parseSchedulingBenchArgs", () => {
   it("defaults", () => {
     const o = parseSchedulingBenchArgs([]);
     expect(o).toEqual({
+      regime: undefined,
+      regimeOverrides: [],
+      ratesFromRegime: false,
       workload: "mixed",
       policies: [...POLICY_NAMES],
       rates: undefined,
@@ -31,6 +34,10 @@ describe("parseSchedulingBenchArgs", () => {
       maxInFlightPerEngine: undefined,
       gapScale: 1,
       maxSimMs: DEFAULTS.maxSimHours * 3_600_000,
+      warmupFraction: 0.2,
+      cooldownFraction: 0.2,
+      drainWindows: 1,
+      batch: false,
       quick: false,
     });
     expect(POOL_DEFAULT_MAX_IN_FLIGHT).toBeGreaterThan(0);
@@ -49,6 +56,10 @@ describe("parseSchedulingBenchArgs", () => {
       "--max-in-flight", "32",
       "--gap-scale", "0",
       "--max-sim-hours", "0.5",
+      "--warmup", "0.25",
+      "--cooldown", "0.1",
+      "--drain-windows", "2",
+      "--batch",
       "--out", "out/dir",
     ]);
     expect(o).toMatchObject({
@@ -64,8 +75,38 @@ describe("parseSchedulingBenchArgs", () => {
       maxInFlightPerEngine: 32,
       gapScale: 0,
       maxSimMs: 1_800_000,
+      warmupFraction: 0.25,
+      cooldownFraction: 0.1,
+      drainWindows: 2,
+      batch: true,
       outDir: "out/dir",
     });
+  });
+
+  it("--regime sets the regime's workload, engines, profile, tool time, SLO factor, rates and policies", () => {
+    expect(parseSchedulingBenchArgs(["--regime", "compute"])).toMatchObject({
+      regime: "compute",
+      regimeOverrides: [],
+      ratesFromRegime: true,
+      workload: "mixed",
+      programs: 500,
+      engines: 4,
+      engineProfile: "llama-3.1-8b-h100",
+      gapScale: 0,
+      sloFactor: 3,
+      policies: [...POLICY_NAMES],
+    });
+    expect(parseSchedulingBenchArgs(["--regime", "kv"])).toMatchObject({ workload: "long-context-coding", engines: 4, gapScale: 1 });
+    expect(parseSchedulingBenchArgs(["--regime", "autellix"])).toMatchObject({ workload: "autellix", engines: 1, engineProfile: "llama-3.1-8b-a100", gapScale: 0 });
+  });
+
+  it("flags given with --regime override it, and are listed", () => {
+    const o = parseSchedulingBenchArgs(["--regime", "kv", "--programs", "60", "--rates", "0.01,0.02"]);
+    expect(o).toMatchObject({ programs: 60, rates: [0.01, 0.02], ratesFromRegime: false, workload: "long-context-coding", regimeOverrides: ["--rates", "--programs"] });
+  });
+
+  it("accepts the placement policies too", () => {
+    expect(parseSchedulingBenchArgs(["--policies", "agentix-tao,fcfs-rr,cache-aware"])?.policies).toEqual(["fcfs-rr", "cache-aware", "agentix-tao"]);
   });
 
   it("--slo-factor", () => {
@@ -105,6 +146,9 @@ describe("parseSchedulingBenchArgs", () => {
     expect(usageError(["--gap-scale=-1"])).toMatch(/--gap-scale: must be a number ≥ 0/);
     expect(usageError(["--max-in-flight", "0"])).toMatch(/--max-in-flight: must be between 1 and/);
     expect(usageError(["--out", " "])).toMatch(/--out: needs a directory/);
+    expect(usageError(["--regime", "gpu"])).toMatch(/--regime: must be one of compute, kv, autellix/);
+    expect(usageError(["--warmup", "0.6"])).toMatch(/--warmup: must be a number in \[0, 0.5\)/);
+    expect(usageError(["--warmup", "0.45", "--cooldown", "0.45"])).toMatch(/leave at least 10 %/);
   });
 
   it("reports every problem at once", () => {

@@ -278,3 +278,76 @@ describe("input validation", () => {
     expect(simulate({ ...ok, programs: [] })).toMatchObject({ programs: [], events: 0, simEndMs: 0, truncated: false });
   });
 });
+
+describe("measurement (the steady-state benchmark's probes)", () => {
+  // Three single-call programs on one engine: A at 0 and B at 3 ms batch together, C arrives at 500 ms alone.
+  const three = () => [
+    programSpec(1, 0, [callSpec(0, { newPromptTokens: 100, outputTokens: 3 })]),
+    programSpec(2, 3, [callSpec(0, { newPromptTokens: 100, outputTokens: 3 })]),
+    programSpec(3, 500, [callSpec(0, { newPromptTokens: 100, outputTokens: 20 })]),
+  ];
+
+  it("accumulates batch size and KV use per step, over the run and inside the window", () => {
+    const result = simulate({ programs: three(), policy: "fcfs-rr", engines: 1, window: { startMs: 400, endMs: 100_000 } });
+    const e = result.engines[0];
+    if (e === undefined) throw new Error("no engine");
+    // Steps of A and B (1, 2, 2, 1 sequences, as in the hand-checked case above), then C's 20 alone.
+    const s1 = handStep([{ ahead: 0, tokens: 100 }], []);
+    const s2 = handStep([{ ahead: 0, tokens: 100 }], [101]);
+    const s3 = handStep([], [102, 101]);
+    const s4 = handStep([], [102]);
+    const before = s1 + s2 + s3 + s4;
+    expect(e.batchMs).toBeCloseTo(s1 + 2 * s2 + 2 * s3 + s4 + (e.busyMs - before), 9);
+    expect(e.batchMax).toBe(2);
+    expect(e.window?.busyMs).toBeCloseTo(e.busyMs - before, 9);
+    // Inside the window only C ran: batch 1 in every step.
+    expect(e.window?.batchMs).toBeCloseTo(e.window?.busyMs ?? Number.NaN, 9);
+    expect(e.window?.batchMax).toBe(1);
+    expect(e.window?.steps).toBe(20);
+    expect(e.kvMax).toBeGreaterThan(0);
+    expect(e.kvMs).toBeGreaterThan(0);
+  });
+
+  it("samples the pool's state on a grid through the window's start", () => {
+    const result = simulate({ programs: three(), policy: "fcfs-rr", engines: 1, window: { startMs: 250, endMs: 750 }, sampleEveryMs: 100 });
+    const samples = result.samples ?? [];
+    // C runs from 500 ms for ~140 ms; the run ends with it, before 650.
+    expect(result.simEndMs).toBeGreaterThan(600);
+    expect(result.simEndMs).toBeLessThan(650);
+    expect(samples.map((s) => s.atMs)).toEqual([50, 150, 250, 350, 450, 550]);
+    // A and B finished within ~30 ms.
+    expect(samples.find((s) => s.atMs === 50)?.programsInSystem).toBe(0);
+    const during = samples.find((s) => s.atMs === 550);
+    expect(during?.programsInSystem).toBe(1);
+    expect(during?.engineRunning).toBe(1);
+    expect(during?.kvUsage).toBeGreaterThan(0);
+  });
+
+  it("ends when the watched programs have finished, leaving the others unfinished", () => {
+    const result = simulate({ programs: three(), policy: "fcfs-rr", engines: 1, endWhenFinished: ["prog_test001", "prog_test002"] });
+    expect(result.endedBy).toBe("watched-finished");
+    expect(result.truncated).toBe(false);
+    expect(Number.isFinite(result.programs[1]?.finishMs)).toBe(true);
+    expect(Number.isNaN(result.programs[2]?.finishMs)).toBe(true);
+    expect(result.simEndMs).toBe(result.programs[1]?.finishMs);
+    expect(simulate({ programs: three(), policy: "fcfs-rr", engines: 1 }).endedBy).toBe("all-finished");
+    expect(simulate({ programs: three(), policy: "fcfs-rr", engines: 1, maxSimMs: 100 }).endedBy).toBe("time-cap");
+    expect(() => simulate({ programs: three(), policy: "fcfs-rr", engines: 1, endWhenFinished: ["prog_nope"] })).toThrow(/unknown program/);
+  });
+
+  it("watching changes nothing it watches", async () => {
+    const workload = await loadWorkload("mixed");
+    const programs = generatePrograms({ ...workload, arrival: { process: "poisson", ratePerSec: 1 } }, { seed: 5, count: 20 });
+    const plain = simulate({ programs, policy: "agentix", engines: 2, recordCalls: true, maxSimMs: 300_000 });
+    const watched = simulate({ programs, policy: "agentix", engines: 2, recordCalls: true, maxSimMs: 300_000, window: { startMs: 5_000, endMs: 15_000 }, sampleEveryMs: 250 });
+    expect(watched.programs).toEqual(plain.programs);
+    expect(watched.calls).toEqual(plain.calls);
+    expect((watched.samples ?? []).length).toBeGreaterThan(100);
+  });
+
+  it("rejects a bad window or sample period", () => {
+    const ok = { programs: three(), policy: "fcfs-rr" as const, engines: 1 };
+    expect(() => simulate({ ...ok, window: { startMs: 10, endMs: 10 } })).toThrow(/window/);
+    expect(() => simulate({ ...ok, sampleEveryMs: 0 })).toThrow(/sampleEveryMs/);
+  });
+});

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { defaultSlo, type RatePoint, sustainedRate, sustainedRatio } from "../../../src/sim/report/headline.js";
 
-const pt = (ratePerSec: number, meanMsPerToken: number | null, unfinished = 0): RatePoint => ({ ratePerSec, meanMsPerToken, unfinished });
+const pt = (ratePerSec: number, meanMsPerToken: number | null, stable = true): RatePoint => ({ ratePerSec, meanMsPerToken, stable });
 
 describe("sustainedRate", () => {
   it("interpolates the SLO crossing in log–log space", () => {
@@ -24,9 +24,16 @@ describe("sustainedRate", () => {
     expect(sustainedRate([pt(1, 25), pt(2, 30)], 20)).toEqual({ ratePerSec: 1, relation: "<" });
   });
 
-  it("a run with unfinished programs misses, and is not interpolated through", () => {
-    expect(sustainedRate([pt(1, 10), pt(2, 5, 3), pt(4, 12)], 20)).toEqual({ ratePerSec: 1, relation: "=" });
+  it("an unstable rate misses however low its mean, and is not interpolated through", () => {
+    expect(sustainedRate([pt(1, 10), pt(2, 5, false), pt(4, 12)], 20)).toEqual({ ratePerSec: 1, relation: "=" });
     expect(sustainedRate([pt(1, 10), pt(2, null)], 20)).toEqual({ ratePerSec: 1, relation: "=" });
+    // Stable but over the SLO: interpolated; unstable and over: the last rate met.
+    expect(sustainedRate([pt(1, 10), pt(2, 40)], 20).ratePerSec).toBeGreaterThan(1);
+    expect(sustainedRate([pt(1, 10), pt(2, 40, false)], 20).ratePerSec).toBe(1);
+  });
+
+  it("a policy whose mean stays under the SLO only because the run never reached steady state does not sustain it", () => {
+    expect(sustainedRate([pt(1, 10, false), pt(2, 11, false)], 20)).toEqual({ ratePerSec: 1, relation: "<" });
   });
 
   it("a point exactly at the SLO meets it", () => {
@@ -61,6 +68,6 @@ describe("defaultSlo", () => {
     expect(defaultSlo([pt(1, 10)], 3)).toBe(30);
   });
   it("fails clearly when the baseline finished nothing there", () => {
-    expect(() => defaultSlo([pt(1, null, 5)])).toThrow(/--slo-ms-per-token/);
+    expect(() => defaultSlo([pt(1, null, false)])).toThrow(/--slo-ms-per-token/);
   });
 });

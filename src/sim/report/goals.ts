@@ -1,0 +1,126 @@
+import type { BenchReport } from "./bench-report.js";
+import { sig3 } from "./format.js";
+import type { Ratio } from "./headline.js";
+
+/*
+ * The goals a benchmark regime states (issue 10), checked against what the run
+ * measured. A goal is PASS or MISS on the measured figure; "n/a" only when the run
+ * cannot say (a ratio known only as a bound on the wrong side, or a policy that
+ * never ran), and then the table says why. Nothing here is tuned to pass: the
+ * figures are the report's own.
+ */
+
+export type GoalStatus = "PASS" | "MISS" | "n/a";
+
+export type GoalSpec =
+  /** policy sustains ≥ atLeast × reference's rate at equal mean normalised latency (the SLO). */
+  | { kind: "ratio"; policy: string; reference: string; atLeast: number }
+  /** policy's mean normalised latency ≤ atMost × the oracle's, at every rate where both are stable. */
+  | { kind: "oracle-latency"; policy: string; oracle: string; atMost: number }
+  /** At policy's highest sustained rate, the pool queue holds at least this share of the calls. */
+  | { kind: "held-share"; policy: string; atLeast: number }
+  /** No worse than a figure measured earlier (with this benchmark), within a tolerance. */
+  | { kind: "ratio-no-worse"; policy: string; reference: string; before: number; tolerance: number; measuredOn: string };
+
+export interface GoalResult {
+  goal: string;
+  target: string;
+  measured: string;
+  status: GoalStatus;
+  /** Why n/a, or what the figure means, when the table alone would not say. */
+  note: string | null;
+}
+
+function ratioText(r: Ratio): string {
+  const prefix = r.relation === "=" ? "" : r.relation === ">=" ? "≥ " : r.relation === "<=" ? "≤ " : `${r.relation} `;
+  return `${prefix}${r.value.toFixed(2)}×`;
+}
+
+/** PASS / MISS / n/a of "ratio ≥ target" given how the ratio is bounded. */
+function ratioStatus(r: Ratio | null, target: number): { status: GoalStatus; note: string | null } {
+  if (r === null) return { status: "n/a", note: "both rates are bounds on the same side: widen the rate grid" };
+  const lowerBounded = r.relation === "=" || r.relation === ">=" || r.relation === ">";
+  const upperBounded = r.relation === "=" || r.relation === "<=" || r.relation === "<";
+  if (r.value >= target && lowerBounded) return { status: "PASS", note: null };
+  if (r.value < target && upperBounded) return { status: "MISS", note: null };
+  return { status: "n/a", note: `the ratio is only known as ${ratioText(r)}: widen the rate grid` };
+}
+
+function ratioOf(report: BenchReport, policy: string, reference: string): Ratio | null | undefined {
+  const headline = report.headline.find((h) => h.policy === policy);
+  if (headline === undefined) return undefined;
+  return headline.ratios[reference];
+}
+
+function oracleLatency(report: BenchReport, policy: string, oracle: string, atMost: number): GoalResult {
+  const goal = `${policy} within ${atMost}× the ${oracle}'s mean normalised latency`;
+  const target = `≤ ${atMost}× at every rate both sustain stably`;
+  const mine = report.sweep[policy] ?? [];
+  const theirs = new Map((report.sweep[oracle] ?? []).map((p) => [p.ratePerSec, p]));
+  const pairs = mine.flatMap((p) => {
+    const o = theirs.get(p.ratePerSec);
+    const a = p.metrics.overall.meanMsPerToken;
+    const b = o?.metrics.overall.meanMsPerToken;
+    if (o === undefined || a === null || b === null || b === undefined || !(b > 0)) return [];
+    if (!p.metrics.stability.stable || !o.metrics.stability.stable) return [];
+    return [{ rate: p.ratePerSec, ratio: a / b }];
+  });
+  if (pairs.length === 0) return { goal, target, measured: "-", status: "n/a", note: `no rate where both ${policy} and ${oracle} ran stably` };
+  const worst = pairs.reduce((w, p) => (p.ratio > w.ratio ? p : w));
+  const top = pairs[pairs.length - 1] as { rate: number; ratio: number };
+  return {
+    goal,
+    target,
+    measured: `worst ${worst.ratio.toFixed(2)}× (at ${sig3(worst.rate)}/s); ${top.ratio.toFixed(2)}× at ${sig3(top.rate)}/s, the highest rate both sustain`,
+    status: worst.ratio <= atMost ? "PASS" : "MISS",
+    note: null,
+  };
+}
+
+function heldShare(report: BenchReport, policy: string, atLeast: number): GoalResult {
+  const goal = `the pool queue holds a visible share of ${policy}'s calls`;
+  const target = `≥ ${Math.round(atLeast * 100)} % of calls held > 1 ms at its highest sustained rate`;
+  const top = report.headline.find((h) => h.policy === policy)?.topRatePerSec ?? null;
+  if (top === null) return { goal, target, measured: "-", status: "n/a", note: `${policy} sustained no rate of the grid` };
+  const point = report.sweep[policy]?.find((p) => p.ratePerSec === top);
+  const share = point?.metrics.engagement.heldShare ?? null;
+  if (share === null || point === undefined) return { goal, target, measured: "-", status: "n/a", note: `no calls in ${policy}'s window at ${sig3(top)}/s` };
+  const e = point.metrics.engagement;
+  return {
+    goal,
+    target,
+    measured: `${(share * 100).toFixed(1)} % at ${sig3(top)}/s (hold mean ${sig3(e.holdMeanMs)} ms, P99 ${sig3(e.holdP99Ms)} ms)`,
+    status: share >= atLeast ? "PASS" : "MISS",
+    note: null,
+  };
+}
+
+export function evaluateGoal(report: BenchReport, spec: GoalSpec): GoalResult {
+  switch (spec.kind) {
+    case "ratio": {
+      const goal = `${spec.policy} sustains ≥ ${spec.atLeast}× ${spec.reference} at equal mean normalised latency`;
+      const target = `≥ ${spec.atLeast}× at the SLO`;
+      const r = ratioOf(report, spec.policy, spec.reference);
+      if (r === undefined) return { goal, target, measured: "-", status: "n/a", note: `${spec.policy} or ${spec.reference} did not run` };
+      const { status, note } = ratioStatus(r, spec.atLeast);
+      return { goal, target, measured: r === null ? "?" : ratioText(r), status, note };
+    }
+    case "ratio-no-worse": {
+      const floor = spec.before * (1 - spec.tolerance);
+      const goal = `${spec.policy} ÷ ${spec.reference} no worse than before (${spec.before.toFixed(2)}×, ${spec.measuredOn})`;
+      const target = `≥ ${floor.toFixed(2)}× (${Math.round(spec.tolerance * 100)} % tolerance)`;
+      const r = ratioOf(report, spec.policy, spec.reference);
+      if (r === undefined) return { goal, target, measured: "-", status: "n/a", note: `${spec.policy} or ${spec.reference} did not run` };
+      const { status, note } = ratioStatus(r, floor);
+      return { goal, target, measured: r === null ? "?" : ratioText(r), status, note };
+    }
+    case "oracle-latency":
+      return oracleLatency(report, spec.policy, spec.oracle, spec.atMost);
+    case "held-share":
+      return heldShare(report, spec.policy, spec.atLeast);
+  }
+}
+
+export function evaluateGoals(report: BenchReport, specs: readonly GoalSpec[]): GoalResult[] {
+  return specs.map((spec) => evaluateGoal(report, spec));
+}

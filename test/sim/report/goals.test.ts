@@ -1,0 +1,84 @@
+import { describe, expect, it } from "vitest";
+import type { BenchReport } from "../../../src/sim/report/bench-report.js";
+import { evaluateGoal } from "../../../src/sim/report/goals.js";
+import type { Relation } from "../../../src/sim/report/headline.js";
+import { sampleReport, steadyPoint } from "./fixtures.js";
+
+/* The goals table: PASS and MISS follow the measured figure, n/a only when the run cannot say. */
+
+function withRatio(value: number, relation: Relation): BenchReport {
+  const report = sampleReport(["fcfs-rr", "agentix", "oracle"]);
+  const agentix = report.headline.find((h) => h.policy === "agentix");
+  if (agentix === undefined) throw new Error("fixture");
+  agentix.ratios["fcfs-rr"] = { value, relation };
+  return report;
+}
+
+describe("ratio goals", () => {
+  const goal = { kind: "ratio", policy: "agentix", reference: "fcfs-rr", atLeast: 4 } as const;
+
+  it("PASS at or above the target, MISS below it", () => {
+    expect(evaluateGoal(withRatio(4.2, "="), goal)).toMatchObject({ status: "PASS", measured: "4.20×" });
+    expect(evaluateGoal(withRatio(4, "="), goal).status).toBe("PASS");
+    expect(evaluateGoal(withRatio(3.99, "="), goal)).toMatchObject({ status: "MISS", measured: "3.99×" });
+  });
+
+  it("a bound decides only on its own side", () => {
+    expect(evaluateGoal(withRatio(5, ">="), goal).status).toBe("PASS");
+    expect(evaluateGoal(withRatio(3, "<="), goal).status).toBe("MISS");
+    const unknown = evaluateGoal(withRatio(3, ">="), goal);
+    expect(unknown.status).toBe("n/a");
+    expect(unknown.note).toMatch(/only known as ≥ 3.00×/);
+    expect(evaluateGoal(withRatio(5, "<="), goal).status).toBe("n/a");
+  });
+
+  it("no worse than before, within the tolerance", () => {
+    const before = { kind: "ratio-no-worse", policy: "agentix", reference: "fcfs-rr", before: 1.5, tolerance: 0.03, measuredOn: "core at abc" } as const;
+    expect(evaluateGoal(withRatio(1.46, "="), before).status).toBe("PASS");
+    expect(evaluateGoal(withRatio(1.45, "="), before).status).toBe("MISS");
+    expect(evaluateGoal(withRatio(1.45, "="), before).target).toBe("≥ 1.46× (3 % tolerance)");
+  });
+
+  it("n/a when a policy did not run", () => {
+    expect(evaluateGoal(withRatio(5, "="), { ...goal, reference: "fcfs-least-loaded" }).status).toBe("n/a");
+  });
+});
+
+describe("oracle latency", () => {
+  const goal = { kind: "oracle-latency", policy: "agentix", oracle: "oracle", atMost: 1.25 } as const;
+  const report = (agentixFactor: number, unstableAt?: number): BenchReport => {
+    const r = sampleReport(["fcfs-rr", "agentix", "oracle"]);
+    r.sweep.oracle = [0.5, 1, 2].map((rate) => steadyPoint(rate, () => 10, { stable: rate !== unstableAt }));
+    r.sweep.agentix = [0.5, 1, 2].map((rate) => steadyPoint(rate, () => (rate === 1 ? 10 * agentixFactor : 10), { stable: rate !== unstableAt }));
+    return r;
+  };
+
+  it("the worst ratio over the rates both run stably", () => {
+    expect(evaluateGoal(report(1.2), goal)).toMatchObject({ status: "PASS" });
+    const miss = evaluateGoal(report(1.3), goal);
+    expect(miss.status).toBe("MISS");
+    expect(miss.measured).toMatch(/^worst 1.30× \(at 1\/s\)/);
+  });
+
+  it("ignores a rate where either is unstable", () => {
+    expect(evaluateGoal(report(1.3, 1), goal).status).toBe("PASS");
+  });
+});
+
+describe("held share", () => {
+  const goal = { kind: "held-share", policy: "agentix", atLeast: 0.05 } as const;
+  it("at the policy's highest sustained rate", () => {
+    const r = sampleReport(["fcfs-rr", "agentix"]);
+    // The fixture's agentix holds every call 30 ms, fcfs-rr none.
+    expect(evaluateGoal(r, goal)).toMatchObject({ status: "PASS" });
+    expect(evaluateGoal(r, goal).measured).toMatch(/^100.0 % at 1\/s/);
+    expect(evaluateGoal(r, { ...goal, policy: "fcfs-rr" })).toMatchObject({ status: "MISS", measured: expect.stringMatching(/^0.0 %/) });
+  });
+
+  it("n/a when it sustained no rate", () => {
+    const r = sampleReport(["fcfs-rr", "agentix"]);
+    const agentix = r.headline.find((h) => h.policy === "agentix");
+    if (agentix !== undefined) agentix.topRatePerSec = null;
+    expect(evaluateGoal(r, goal).status).toBe("n/a");
+  });
+});
