@@ -7,14 +7,22 @@
  *   function-calling  1, 3, 6 programs/s, 400 programs (contexts of a few thousand
  *                     tokens: KV never binds; load is the engines' compute).
  * `--quick` keeps the rates and runs far fewer programs (a smoke run, seconds).
+ *
+ * `--workload` / `--workloads` also take any other built-in or a workload JSON file, as
+ * `npm run bench` does: without --rates such a workload runs at half, once and twice
+ * its own Poisson rate, with its own program count (at most 200; 24 with --quick).
  */
 
 import { parseArgs } from "node:util";
 import { DEFAULT_HOLD_LEFT_OUT_MS } from "../../core/tao/settings.js";
 import { type PolicyName, isPolicyName } from "../../sim/des/policies.js";
+import type { Workload } from "../../sim/workload/schema.js";
 
+/** The default workloads, with their own rates and sizes below. */
 export const TAO_BENCH_WORKLOADS = ["coding-agent", "function-calling"] as const;
-export type TaoBenchWorkload = (typeof TAO_BENCH_WORKLOADS)[number];
+type DefaultWorkload = (typeof TAO_BENCH_WORKLOADS)[number];
+/** A built-in workload name or a path to a workload file, as given. */
+export type TaoBenchWorkload = string;
 
 export const TAO_BENCH_POLICIES: readonly PolicyName[] = ["fcfs-rr", "fcfs-least-loaded", "cache-aware", "agentix", "agentix-tao"];
 
@@ -24,7 +32,7 @@ interface WorkloadDefaults {
   quickPrograms: number;
 }
 
-export const TAO_BENCH_DEFAULTS: Readonly<Record<TaoBenchWorkload, WorkloadDefaults>> = {
+export const TAO_BENCH_DEFAULTS: Readonly<Record<DefaultWorkload, WorkloadDefaults>> = {
   "coding-agent": { rates: [0.1, 0.3, 3], programs: 300, quickPrograms: 24 },
   "function-calling": { rates: [1, 3, 6], programs: 400, quickPrograms: 60 },
 };
@@ -35,9 +43,9 @@ export interface TaoBenchOptions {
   policies: PolicyName[];
   engines: number;
   seed: number;
-  /** Per workload: programs per run. */
+  /** Per workload: programs per run (absent: from the workload file, resolveWorkloadRun). */
   programs: Record<TaoBenchWorkload, number>;
-  /** Per workload: arrival rates (programs/s). */
+  /** Per workload: arrival rates (programs/s) (absent: from the workload file, resolveWorkloadRun). */
   rates: Record<TaoBenchWorkload, number[]>;
   /** TAO: least virtual time between plans (ms). */
   replanMs: number;
@@ -50,7 +58,9 @@ export interface TaoBenchOptions {
 export const TAO_BENCH_USAGE = `bench:tao [options]   TAO placement vs routers in the simulator
 
   --quick             a smoke run: the same rates, ${TAO_BENCH_DEFAULTS["coding-agent"].quickPrograms} coding agents / ${TAO_BENCH_DEFAULTS["function-calling"].quickPrograms} function-calling programs
-  --workloads LIST    from ${TAO_BENCH_WORKLOADS.join(", ")} (default both)
+  --workloads LIST    built-in names or workload JSON files (default ${TAO_BENCH_WORKLOADS.join(",")}); a workload
+                      other than those two runs at ½, 1 and 2 × its own Poisson rate unless --rates is given
+  --workload NAME|FILE  one workload (as npm run bench takes it)
   --policies LIST     default ${TAO_BENCH_POLICIES.join(",")}
   --engines N         engines (default 4)
   --programs N        programs per run, every workload (default ${TAO_BENCH_DEFAULTS["coding-agent"].programs} / ${TAO_BENCH_DEFAULTS["function-calling"].programs})
@@ -89,6 +99,7 @@ export function parseTaoBenchArgs(argv: readonly string[]): TaoBenchOptions | un
     options: {
       quick: { type: "boolean", default: false },
       workloads: { type: "string" },
+      workload: { type: "string" },
       policies: { type: "string" },
       engines: { type: "string" },
       programs: { type: "string" },
@@ -103,10 +114,9 @@ export function parseTaoBenchArgs(argv: readonly string[]): TaoBenchOptions | un
   if (values.help === true) return undefined;
   const quick = values.quick === true;
 
-  const workloads = values.workloads === undefined ? [...TAO_BENCH_WORKLOADS] : list("workloads", values.workloads);
-  for (const w of workloads) {
-    if (!(TAO_BENCH_WORKLOADS as readonly string[]).includes(w)) throw new Error(`--workloads: unknown workload "${w}" (known: ${TAO_BENCH_WORKLOADS.join(", ")})`);
-  }
+  if (values.workload !== undefined && values.workloads !== undefined) throw new Error("--workload and --workloads exclude each other: give one");
+  if (values.workload !== undefined && values.workload.trim() === "") throw new Error("--workload: needs a workload name or file");
+  const workloads = [...new Set(values.workload !== undefined ? [values.workload.trim()] : values.workloads === undefined ? [...TAO_BENCH_WORKLOADS] : list("workloads", values.workloads))];
   const policies = values.policies === undefined ? [...TAO_BENCH_POLICIES] : list("policies", values.policies);
   for (const p of policies) if (!isPolicyName(p)) throw new Error(`--policies: unknown policy "${p}"`);
 
@@ -122,20 +132,50 @@ export function parseTaoBenchArgs(argv: readonly string[]): TaoBenchOptions | un
   const outDir = values.out ?? "bench-results";
   if (outDir.trim() === "") throw new Error("--out must not be empty");
 
-  const perWorkload = <T>(pick: (w: TaoBenchWorkload, d: WorkloadDefaults) => T): Record<TaoBenchWorkload, T> => ({
-    "coding-agent": pick("coding-agent", TAO_BENCH_DEFAULTS["coding-agent"]),
-    "function-calling": pick("function-calling", TAO_BENCH_DEFAULTS["function-calling"]),
-  });
+  // The default workloads' own sizes and rates; any other workload's come from its file (resolveWorkloadRun).
+  const perWorkload = <T>(pick: (d: WorkloadDefaults) => T, given: T | undefined): Record<TaoBenchWorkload, T> =>
+    Object.fromEntries(
+      workloads.flatMap((w) => {
+        const defaults = isDefaultWorkload(w) ? TAO_BENCH_DEFAULTS[w] : undefined;
+        const value = given ?? (defaults === undefined ? undefined : pick(defaults));
+        return value === undefined ? [] : [[w, value]];
+      }),
+    );
   return {
     quick,
-    workloads: TAO_BENCH_WORKLOADS.filter((w) => workloads.includes(w)),
+    // The default workloads first, in their order; others as given.
+    workloads: [...TAO_BENCH_WORKLOADS.filter((w) => workloads.includes(w)), ...workloads.filter((w) => !isDefaultWorkload(w))],
     policies: [...new Set(policies)] as PolicyName[],
     engines,
     seed,
-    programs: perWorkload((_, d) => programs ?? (quick ? d.quickPrograms : d.programs)),
-    rates: perWorkload((_, d) => rates ?? d.rates),
+    programs: perWorkload((d) => (quick ? d.quickPrograms : d.programs), programs),
+    rates: perWorkload((d) => d.rates, rates),
     replanMs,
     holdMs,
     outDir,
   };
+}
+
+function isDefaultWorkload(name: string): name is DefaultWorkload {
+  return (TAO_BENCH_WORKLOADS as readonly string[]).includes(name);
+}
+
+/** Programs per run for a workload without defaults here: its own count, capped. */
+export const OTHER_WORKLOAD_PROGRAMS = { programs: 200, quickPrograms: 24 } as const;
+
+/**
+ * Programs and rates for one workload: the options' (flags or the default
+ * workloads' own), else from the workload file: its count (capped) and ½, 1 and 2 ×
+ * its Poisson rate. Throws for a batch workload without --rates.
+ */
+export function resolveWorkloadRun(options: Pick<TaoBenchOptions, "programs" | "rates" | "quick">, name: TaoBenchWorkload, workload: Workload): { programs: number; rates: number[] } {
+  const cap = options.quick ? OTHER_WORKLOAD_PROGRAMS.quickPrograms : OTHER_WORKLOAD_PROGRAMS.programs;
+  const programs = options.programs[name] ?? Math.min(cap, workload.programs.count ?? cap);
+  let rates = options.rates[name];
+  if (rates === undefined) {
+    if (workload.arrival.process !== "poisson") throw new Error(`workload ${name} has batch arrivals: give --rates`);
+    const r = workload.arrival.ratePerSec;
+    rates = [r / 2, r, r * 2].map((x) => Number(x.toPrecision(3)));
+  }
+  return { programs, rates };
 }

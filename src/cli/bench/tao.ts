@@ -14,9 +14,10 @@ import type { PolicyName } from "../../sim/des/policies.js";
 import { simulate, type SimulationConfig, type SimulationResult } from "../../sim/des/simulate.js";
 import { DEFAULT_PROFILE } from "../../sim/profiles.js";
 import { generatePrograms } from "../../sim/workload/generate.js";
-import { loadWorkload } from "../../sim/workload/load.js";
+import { isBuiltinWorkload, loadWorkload } from "../../sim/workload/load.js";
+import type { Workload } from "../../sim/workload/schema.js";
 import { planTiming, runMetrics } from "./tao-metrics.js";
-import { parseTaoBenchArgs, TAO_BENCH_USAGE, type TaoBenchOptions } from "./tao-options.js";
+import { parseTaoBenchArgs, resolveWorkloadRun, TAO_BENCH_USAGE, type TaoBenchOptions } from "./tao-options.js";
 import {
   findLosses,
   policyLabel,
@@ -75,15 +76,23 @@ export async function runTaoBenchWith(argv: string[], io: TaoBenchIo): Promise<{
     return undefined;
   }
   const started = io.now();
+  // Workloads by name or file (a path resolves against the working directory), and each one's programs and rates.
+  const loaded = new Map<string, Workload>();
+  for (const name of options.workloads) loaded.set(name, await loadWorkload(isBuiltinWorkload(name) ? name : path.resolve(io.cwd, name)));
+  for (const [name, workload] of loaded) {
+    const { programs, rates } = resolveWorkloadRun(options, name, workload);
+    options.programs[name] = programs;
+    options.rates[name] = rates;
+  }
   const runs: TaoBenchRun[] = [];
   // agentix-tao runs once per hold value, every other policy once.
   const variants = options.policies.flatMap((policy): { policy: PolicyName; holdMs: number | undefined }[] =>
     policy === "agentix-tao" ? options.holdMs.map((holdMs) => ({ policy, holdMs })) : [{ policy, holdMs: undefined }],
   );
-  const total = options.workloads.reduce((n, w) => n + options.rates[w].length * variants.length, 0);
+  const total = options.workloads.reduce((n, w) => n + (options.rates[w]?.length ?? 0) * variants.length, 0);
   for (const workloadName of options.workloads) {
-    const workload = await loadWorkload(workloadName);
-    for (const rate of options.rates[workloadName]) {
+    const workload = loaded.get(workloadName) as Workload;
+    for (const rate of options.rates[workloadName] ?? []) {
       const programs = generatePrograms({ ...workload, arrival: { process: "poisson", ratePerSec: rate } }, { seed: options.seed, count: options.programs[workloadName] });
       for (const { policy, holdMs } of variants) {
         const planWallMs: number[] = [];
@@ -112,8 +121,8 @@ export async function runTaoBenchWith(argv: string[], io: TaoBenchIo): Promise<{
       policies: options.policies,
       engines: options.engines,
       seed: options.seed,
-      programs: Object.fromEntries(options.workloads.map((w) => [w, options.programs[w]])),
-      rates: Object.fromEntries(options.workloads.map((w) => [w, options.rates[w]])),
+      programs: Object.fromEntries(options.workloads.map((w) => [w, options.programs[w] ?? 0])),
+      rates: Object.fromEntries(options.workloads.map((w) => [w, options.rates[w] ?? []])),
       replanMs: options.replanMs,
       holdMs: options.holdMs,
       engineProfile: DEFAULT_PROFILE,

@@ -1,10 +1,11 @@
-import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { runTaoBenchWith, type TaoBenchIo } from "../../../src/cli/bench/tao.js";
 import { planTiming, summarise } from "../../../src/cli/bench/tao-metrics.js";
-import { parseTaoBenchArgs, TAO_BENCH_POLICIES, TAO_BENCH_WORKLOADS } from "../../../src/cli/bench/tao-options.js";
+import { parseTaoBenchArgs, resolveWorkloadRun, TAO_BENCH_POLICIES, TAO_BENCH_WORKLOADS } from "../../../src/cli/bench/tao-options.js";
+import { parseWorkload } from "../../../src/sim/workload/schema.js";
 import { findLosses, formatTable, LOSS_MARGIN, lossLines, type TaoBenchRun } from "../../../src/cli/bench/tao-report.js";
 import { simulate } from "../../../src/sim/des/simulate.js";
 import { DEFAULT_HOLD_LEFT_OUT_MS } from "../../../src/core/tao/settings.js";
@@ -40,7 +41,9 @@ describe("bench:tao options", () => {
       replanMs: 50,
       outDir: "x",
     });
-    expect(() => parseTaoBenchArgs(["--workloads", "chat"])).toThrow(/--workloads: unknown workload "chat"/);
+    expect(parseTaoBenchArgs(["--workloads", "chat,coding-agent"])).toMatchObject({ workloads: ["coding-agent", "chat"], rates: { "coding-agent": [0.1, 0.3, 3] } });
+    expect(parseTaoBenchArgs(["--workload", "./mine.json"])?.workloads).toEqual(["./mine.json"]);
+    expect(() => parseTaoBenchArgs(["--workload", "chat", "--workloads", "chat"])).toThrow(/exclude each other/);
     expect(() => parseTaoBenchArgs(["--policies", "lifo"])).toThrow(/--policies: unknown policy "lifo"/);
     expect(() => parseTaoBenchArgs(["--rates", "1,0"])).toThrow(/--rates/);
     expect(() => parseTaoBenchArgs(["--engines", "0"])).toThrow(/--engines/);
@@ -51,6 +54,23 @@ describe("bench:tao options", () => {
     expect(() => parseTaoBenchArgs(["--hold-ms", "NaN"])).toThrow(/--hold-ms/);
     expect(() => parseTaoBenchArgs(["--policies", " , "])).toThrow(/--policies: needs/);
     expect(() => parseTaoBenchArgs(["--bogus"])).toThrow();
+  });
+});
+
+describe("bench:tao: a workload without defaults here", () => {
+  const workload = parseWorkload({ name: "mine", arrival: { process: "poisson", ratePerSec: 0.4 }, programs: 1_000, mix: [{ kind: "chat" }] });
+  it("runs at ½, 1 and 2 × its own rate, with its own count capped at 200", () => {
+    const options = parseTaoBenchArgs(["--workload", "mine.json"]) as NonNullable<ReturnType<typeof parseTaoBenchArgs>>;
+    expect(resolveWorkloadRun(options, "mine.json", workload)).toEqual({ programs: 200, rates: [0.2, 0.4, 0.8] });
+    const quick = parseTaoBenchArgs(["--workload", "mine.json", "--quick"]) as NonNullable<ReturnType<typeof parseTaoBenchArgs>>;
+    expect(resolveWorkloadRun(quick, "mine.json", { ...workload, programs: { count: 10 } })).toEqual({ programs: 10, rates: [0.2, 0.4, 0.8] });
+  });
+
+  it("flags win; a batch workload needs --rates", () => {
+    const options = parseTaoBenchArgs(["--workload", "mine.json", "--rates", "1,2", "--programs", "7"]) as NonNullable<ReturnType<typeof parseTaoBenchArgs>>;
+    expect(resolveWorkloadRun(options, "mine.json", workload)).toEqual({ programs: 7, rates: [1, 2] });
+    const bare = parseTaoBenchArgs(["--workload", "mine.json"]) as NonNullable<ReturnType<typeof parseTaoBenchArgs>>;
+    expect(() => resolveWorkloadRun(bare, "mine.json", { ...workload, arrival: { process: "batch" } })).toThrow(/give --rates/);
   });
 });
 
@@ -172,6 +192,26 @@ describe("bench:tao, a quick run", () => {
     expect(text).toContain(lossLines(report.losses));
     expect(stderr).toHaveLength(20);
   }, 60_000);
+
+  it("takes a workload file, as npm run bench does, at ½, 1 and 2 × its own rate", async () => {
+    await writeFile(
+      path.join(dir, "tiny.json"),
+      JSON.stringify({ name: "tiny", arrival: { process: "poisson", ratePerSec: 2 }, programs: 4, mix: [{ kind: "chat", params: { callsPerProgram: 2, newPromptTokens: 32, outputTokens: 8 } }] }),
+    );
+    const stdout: string[] = [];
+    const io: TaoBenchIo = { stdout: (t) => stdout.push(t), stderr: () => {}, cwd: dir, date: () => new Date(), now: () => performance.now(), simulate };
+    const output = await runTaoBenchWith(["--workload", "tiny.json", "--policies", "agentix,agentix-tao", "--out", "file"], io);
+    const report = output?.report;
+    expect(report?.config.workloads).toEqual(["tiny.json"]);
+    expect(report?.config.rates).toEqual({ "tiny.json": [1, 2, 4] });
+    expect(report?.config.programs).toEqual({ "tiny.json": 4 });
+    expect(report?.runs.map((r) => [r.ratePerSec, r.policy])).toEqual([
+      [1, "agentix"], [1, "agentix-tao"], [2, "agentix"], [2, "agentix-tao"], [4, "agentix"], [4, "agentix-tao"],
+    ]);
+    expect(report?.runs.every((r) => r.metrics.unfinished === 0)).toBe(true);
+    expect(stdout.join("")).toContain("tiny.json: 4 programs per run");
+    await expect(runTaoBenchWith(["--workload", "missing.json", "--out", "file"], io)).rejects.toThrow(/missing.json/);
+  });
 
   it("runs agentix-tao once per hold value, labelled by its hold", async () => {
     const stdout: string[] = [];
