@@ -62,12 +62,12 @@ export class BenchProgress {
     this.draw(false);
   }
 
-  /** `summary`: a short result shown in the plain log line. */
-  endRun(summary: string): void {
+  /** `summary`: a short result shown in the plain log line; `label`: the run's, when runs overlap (--jobs). */
+  endRun(summary: string, label: string = this.label): void {
     this.doneRuns++;
     this.run = { ...this.run, finishedPrograms: this.run.totalPrograms };
     if (this.sink.isTTY) this.draw(true);
-    else this.sink.write(`[${this.doneRuns}/${this.totalRuns}] ${this.label}: ${summary} (${duration(this.now() - this.startedMs)} elapsed)\n`);
+    else this.sink.write(`[${this.doneRuns}/${this.totalRuns}] ${label}: ${summary} (${duration(this.now() - this.startedMs)} elapsed)\n`);
   }
 
   /** Clears the bar so the table prints on a clean line. */

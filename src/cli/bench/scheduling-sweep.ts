@@ -1,19 +1,20 @@
 import { POLICIES, type PolicyName, POOL_DEFAULT_MAX_IN_FLIGHT } from "../../sim/des/policies.js";
-import { unloadedDurationMs } from "../../sim/des/remaining-work.js";
-import type { SimulationConfig, SimulationResult } from "../../sim/des/simulate.js";
+import type { SimulationResult } from "../../sim/des/simulate.js";
 import type { BatchRun, BenchReport, CapacityEstimate, EqualLatencyLevel, GroupHeadline, PolicyHeadline, SweepPoint } from "../../sim/report/bench-report.js";
 import { BENCH_REPORT_FORMAT } from "../../sim/report/bench-report.js";
-import { quantilePoints } from "../../sim/report/distribution.js";
 import { percent, sig3 } from "../../sim/report/format.js";
 import { evaluateGoals } from "../../sim/report/goals.js";
 import { meetsSlo, type RatePoint, type SustainedRate, sustainedRate, sustainedRatio } from "../../sim/report/headline.js";
-import { computeRunMetrics, normalizedLatencies } from "../../sim/report/metrics.js";
-import { computeSteadyState, DEFAULT_STABILITY, type GroupMetrics, type ProgramWindow, programWindow } from "../../sim/report/steady-state.js";
-import { resolveProfile } from "../../sim/profiles.js";
-import { DEFAULT_SEED, generatePrograms, type ProgramSpec, promptTokenCount, type Workload } from "../../sim/workload/index.js";
+import { computeRunMetrics } from "../../sim/report/metrics.js";
+import { DEFAULT_STABILITY, type GroupMetrics, type ProgramWindow } from "../../sim/report/steady-state.js";
+import { DEFAULT_SEED, generatePrograms, type ProgramSpec, type Workload } from "../../sim/workload/index.js";
 import type { Regime } from "./scheduling-regimes.js";
 import { DEFAULTS, type SchedulingBenchOptions } from "./scheduling-options.js";
 import type { BenchProgress } from "./scheduling-progress.js";
+import { makeRunPlan, type RunOutput, type RunPlan, type RunSettings, type Simulate, withArrivals } from "./scheduling-run.js";
+import { type ExecutorFactory, localExecutor, type RunExecutor } from "./scheduling-workers.js";
+
+export type { Simulate } from "./scheduling-run.js";
 
 /*
  * The benchmark proper: every policy on the same programs at a grid of Poisson
@@ -42,10 +43,11 @@ import type { BenchProgress } from "./scheduling-progress.js";
  * curves compare.
  */
 
-export type Simulate = (config: SimulationConfig) => SimulationResult;
-
 export interface SweepDeps {
+  /** Runs the batch runs, and the steady-state runs unless `executor` is given. */
   simulate: Simulate;
+  /** Where the steady-state runs execute (default: this thread, with `simulate`). */
+  executor?: ExecutorFactory;
   progress: BenchProgress;
   /** Wall clock in ms (performance.now()); only for the report's wall time. */
   now: () => number;
@@ -63,9 +65,6 @@ const MAX_EXTENSIONS = 3;
 const REFINE_ABOVE_RATIO = 1.3;
 /** Consecutive unstable rates after which a policy runs no higher rate. */
 const STOP_AFTER_UNSTABLE = 2;
-const CDF_POINTS = 101;
-/** Samples of the pool's state across the window (the stability test's resolution). */
-const SAMPLES_PER_WINDOW = 120;
 /** Latency levels (× the baseline's mean at the lowest rate) for throughput at equal latency. */
 const EQUAL_LATENCY_FACTORS = [2, 3, 5];
 /** The first run of the baseline (its lowest rate) may drain this many windows: nothing is known yet. */
@@ -117,14 +116,6 @@ export function planWeights(workload: Workload): Record<string, number> {
   return Object.fromEntries((workload.tenants ?? []).flatMap((t) => (t.planWeight === undefined ? [] : [[t.id, t.planWeight] as const])));
 }
 
-function withArrivals(programs: readonly ProgramSpec[], arrivalMs: (p: ProgramSpec) => number): ProgramSpec[] {
-  return programs.map((p) => ({ ...p, arrivalMs: arrivalMs(p) }));
-}
-
-function scaledWindow(unit: ProgramWindow, rate: number): ProgramWindow {
-  return { ...unit, startMs: unit.startMs / rate, endMs: unit.endMs / rate };
-}
-
 function runSummary(point: SweepPoint): string {
   const m = point.metrics;
   const mean = m.overall.meanMsPerToken;
@@ -132,80 +123,73 @@ function runSummary(point: SweepPoint): string {
   return `${m.overall.finished}/${m.overall.programs} measured finished, mean ${m.overall.meanIsLowerBound ? "≥" : ""}${sig3(mean)} ms/tok, ${stability}, held ${percent(m.engagement.heldShare)}, ${sig3(m.simEndMs / 1_000)} s simulated, ${sig3(m.wallMs / 1_000)} s wall`;
 }
 
-interface RunOutput {
-  point: SweepPoint;
-  /** Quantiles of the measured programs' normalised latency. */
-  cdf: { q: number; value: number }[];
-}
-
 const ratePoint = (p: SweepPoint): RatePoint => ({ ratePerSec: p.ratePerSec, meanMsPerToken: p.metrics.overall.meanMsPerToken, stable: p.metrics.stability.stable });
 
 /** Runs one simulation per (policy, rate) and keeps what the report needs. */
 class Runs {
-  private readonly byPolicy = new Map<PolicyName, Map<number, RunOutput>>();
-  private readonly planned: Map<string, number>;
-  private readonly work: Map<string, number>;
-  private readonly unloaded: Map<string, number>;
-  private readonly unitWindow: ProgramWindow;
+  private readonly done = new Map<PolicyName, Map<number, RunOutput>>();
+  private readonly running = new Map<string, Promise<void>>();
   /** ms after the window a run may drain; unknown until the baseline's lowest rate ran. */
   private minDrainMs: number | null = null;
 
   constructor(
-    private readonly programs: readonly ProgramSpec[],
-    private readonly config: Omit<SimulationConfig, "programs" | "policy" | "onProgress">,
-    private readonly options: Pick<SchedulingBenchOptions, "warmupFraction" | "cooldownFraction" | "drainWindows">,
+    private readonly plan: RunPlan,
+    private readonly executor: RunExecutor,
+    private readonly options: Pick<SchedulingBenchOptions, "drainWindows">,
     private readonly deps: SweepDeps,
-  ) {
-    this.planned = new Map(programs.map((p) => [p.programId, p.calls.reduce((sum, c) => sum + c.outputTokens, 0)]));
-    this.work = new Map(programs.map((p) => [p.programId, p.calls.reduce((sum, c) => sum + promptTokenCount(c) + c.outputTokens, 0)]));
-    const profile = resolveProfile(config.engineProfile);
-    this.unloaded = new Map(programs.map((p) => [p.programId, unloadedDurationMs(profile, p)]));
-    this.unitWindow = programWindow(programs, { warmupFraction: options.warmupFraction, cooldownFraction: options.cooldownFraction });
-  }
+  ) {}
 
   get window(): ProgramWindow {
-    return this.unitWindow;
+    return this.plan.window;
   }
 
   /** Median unloaded duration of the measured programs (ms). */
   get medianUnloadedMs(): number {
-    const sorted = this.unitWindow.measuredIds.map((id) => this.unloaded.get(id) ?? 0).sort((a, b) => a - b);
+    const sorted = this.plan.window.measuredIds.map((id) => this.plan.unloaded.get(id) ?? 0).sort((a, b) => a - b);
     return Math.max(1, sorted[sorted.length >> 1] ?? 1);
   }
 
   /** The batch run (everything at t = 0): whole-run metrics, no steady state. */
   batch(policy: PolicyName): { result: SimulationResult; run: BatchRun } {
-    this.deps.progress.startRun(`${policy} batch`, this.programs.length);
-    const result = this.deps.simulate({ ...this.config, programs: withArrivals(this.programs, () => 0), policy, onProgress: (p) => this.deps.progress.update(p) });
-    const metrics = computeRunMetrics(result, { workTokens: this.work });
-    this.deps.progress.endRun(`${metrics.finished}/${metrics.programs} finished, ${sig3(metrics.simEndMs / 1_000)} s simulated`);
+    const label = `${policy} batch`;
+    this.deps.progress.startRun(label, this.plan.programs.length);
+    const result = this.deps.simulate({ ...this.plan.settings, programs: withArrivals(this.plan.programs, () => 0), policy, onProgress: (p) => this.deps.progress.update(p) });
+    const metrics = computeRunMetrics(result, { workTokens: this.plan.work });
+    this.deps.progress.endRun(`${metrics.finished}/${metrics.programs} finished, ${sig3(metrics.simEndMs / 1_000)} s simulated`, label);
     const makespanMs = (metrics.unfinished === 0 ? metrics.completionMs?.max : undefined) ?? null;
     return { result, run: { policy, makespanMs, metrics } };
   }
 
   /** One steady-state run, not stored (the pilot). */
-  probe(policy: PolicyName, rate: number): SweepPoint {
-    return this.simulate(policy, rate, `${policy} pilot @ ${sig3(rate)} prog/s`).point;
+  async probe(policy: PolicyName, rate: number): Promise<SweepPoint> {
+    return (await this.execute(policy, rate, `${policy} pilot @ ${sig3(rate)} prog/s`)).point;
   }
 
-  /** Runs the rate unless it already ran. */
-  ensure(policy: PolicyName, rate: number): void {
-    const runs = this.byPolicy.get(policy) ?? new Map<number, RunOutput>();
-    this.byPolicy.set(policy, runs);
-    if (runs.has(rate)) return;
-    runs.set(rate, this.simulate(policy, rate, `${policy} @ ${sig3(rate)} prog/s`));
+  /** Runs the rate unless it already ran (or is running). */
+  ensure(policy: PolicyName, rate: number): Promise<void> {
+    const key = `${policy}@${rate}`;
+    const existing = this.running.get(key);
+    if (existing !== undefined) return existing;
+    const task = this.execute(policy, rate, `${policy} @ ${sig3(rate)} prog/s`).then((output) => {
+      const runs = this.done.get(policy) ?? new Map<number, RunOutput>();
+      this.done.set(policy, runs);
+      runs.set(rate, output);
+    });
+    this.running.set(key, task);
+    return task;
   }
 
   has(policy: PolicyName, rate: number): boolean {
-    return this.byPolicy.get(policy)?.has(rate) ?? false;
+    return this.running.has(`${policy}@${rate}`);
   }
 
+  /** The finished runs, by ascending rate. */
   points(policy: PolicyName): SweepPoint[] {
-    return this.sorted(policy).map(([, out]) => out.point);
+    return [...(this.done.get(policy) ?? new Map<number, RunOutput>()).entries()].sort(([a], [b]) => a - b).map(([, out]) => out.point);
   }
 
   output(policy: PolicyName, rate: number): RunOutput | undefined {
-    return this.byPolicy.get(policy)?.get(rate);
+    return this.done.get(policy)?.get(rate);
   }
 
   /** After the baseline's lowest rate: later runs drain at least twice its longest measured completion. */
@@ -214,40 +198,14 @@ class Runs {
     if (this.minDrainMs === null && longest !== undefined) this.minDrainMs = DRAIN_LONGEST_FACTOR * longest;
   }
 
-  drainCapMs(windowMs: number): number {
-    return this.minDrainMs === null ? FIRST_RUN_DRAIN_WINDOWS * windowMs : Math.max(this.options.drainWindows * windowMs, this.minDrainMs);
-  }
-
   get minDrain(): number | null {
     return this.minDrainMs;
   }
 
-  private sorted(policy: PolicyName): [number, RunOutput][] {
-    return [...(this.byPolicy.get(policy) ?? new Map<number, RunOutput>()).entries()].sort(([a], [b]) => a - b);
-  }
-
-  private simulate(policy: PolicyName, rate: number, label: string): RunOutput {
-    const programs = withArrivals(this.programs, (p) => p.arrivalMs / rate);
-    const window = scaledWindow(this.unitWindow, rate);
-    const windowMs = window.endMs - window.startMs;
-    this.deps.progress.startRun(label, window.measured);
-    const result = this.deps.simulate({
-      ...this.config,
-      programs,
-      policy,
-      recordCalls: true,
-      window: { startMs: window.startMs, endMs: window.endMs },
-      sampleEveryMs: windowMs / SAMPLES_PER_WINDOW,
-      endWhenFinished: window.measuredIds,
-      maxSimMs: window.endMs + this.drainCapMs(windowMs),
-      onProgress: (p) => this.deps.progress.update(p),
-    });
-    const metrics = computeSteadyState(result, { window, plannedOutputTokens: this.planned, workTokens: this.work, unloadedDurationMs: this.unloaded });
-    const measured = new Set(window.measuredIds);
-    const latencies = normalizedLatencies({ ...result, programs: result.programs.filter((p) => measured.has(p.programId)) });
-    const point: SweepPoint = { ratePerSec: rate, metrics, samples: result.samples ?? [] };
-    this.deps.progress.endRun(runSummary(point));
-    return { point, cdf: quantilePoints(latencies, CDF_POINTS) };
+  private execute(policy: PolicyName, rate: number, label: string): Promise<RunOutput> {
+    const windowMs = (this.plan.window.endMs - this.plan.window.startMs) / rate;
+    const drainCapMs = this.minDrainMs === null ? FIRST_RUN_DRAIN_WINDOWS * windowMs : Math.max(this.options.drainWindows * windowMs, this.minDrainMs);
+    return this.executor.run({ policy, rate, drainCapMs }, label, (output) => runSummary(output.point));
   }
 }
 
@@ -276,7 +234,7 @@ export interface SweepSetup {
   regime?: Regime;
 }
 
-export function runSchedulingSweep(options: SchedulingBenchOptions, workloadSource: string, workload: Workload, deps: SweepDeps, setup: SweepSetup = {}): BenchReport {
+export async function runSchedulingSweep(options: SchedulingBenchOptions, workloadSource: string, workload: Workload, deps: SweepDeps, setup: SweepSetup = {}): Promise<BenchReport> {
   const started = deps.now();
   const seed = options.seed ?? workload.seed ?? DEFAULT_SEED;
   const policies = options.policies;
@@ -288,17 +246,21 @@ export function runSchedulingSweep(options: SchedulingBenchOptions, workloadSour
   const unitRate: Workload = { ...workload, arrival: { process: "poisson", ratePerSec: 1 } };
   const programs = scaleGaps(generatePrograms(unitRate, { seed, count: programsPerRun(options, workload) }), options.gapScale);
   const weights = planWeights(workload);
-  const runs = new Runs(
-    programs,
-    {
-      engines: options.engines,
-      engineProfile: options.engineProfile,
-      tenantWeights: weights,
-      ...(options.maxInFlightPerEngine === undefined ? {} : { maxInFlightPerEngine: options.maxInFlightPerEngine }),
-    },
-    options,
-    deps,
-  );
+  const settings: RunSettings = {
+    engines: options.engines,
+    engineProfile: options.engineProfile,
+    tenantWeights: weights,
+    ...(options.maxInFlightPerEngine === undefined ? {} : { maxInFlightPerEngine: options.maxInFlightPerEngine }),
+  };
+  const plan = makeRunPlan(programs, settings, { warmupFraction: options.warmupFraction, cooldownFraction: options.cooldownFraction });
+  const executor = (deps.executor ?? localExecutor(deps.simulate))(plan, deps.progress);
+  try {
+    return await sweepWith(new Runs(plan, executor, options, deps), programs.length);
+  } finally {
+    await executor.close();
+  }
+
+  async function sweepWith(runs: Runs, programCount: number): Promise<BenchReport> {
   const notes: string[] = [];
   const ladderFactors = options.quick ? QUICK_LADDER : FULL_LADDER;
   const adaptive = options.rates === undefined;
@@ -329,7 +291,7 @@ export function runSchedulingSweep(options: SchedulingBenchOptions, workloadSour
     // (a faster pilot would be a burst, not a steady state).
     const burstFree = (runs.window.measured * 1_000) / (4 * runs.medianUnloadedMs);
     const pilotRate = roundRate(Math.min(firstGuess / 2, burstFree));
-    const pilot = runs.probe(baseline, pilotRate);
+    const pilot = await runs.probe(baseline, pilotRate);
     const perSec = pilot.metrics.capacityPerSec;
     const why = `${baseline} at ${sig3(pilotRate)} prog/s (${pilotRate < roundRate(firstGuess / 2) ? "slow enough for a window of 4 median programs" : "half"} of the batch run's first guess, ${sig3(firstGuess)})`;
     pilotCapacity =
@@ -343,7 +305,7 @@ export function runSchedulingSweep(options: SchedulingBenchOptions, workloadSour
 
   // The baseline's lowest rate first: it sets how long later runs may drain.
   const lowest = ladder[0] as number;
-  runs.ensure(baseline, lowest);
+  await runs.ensure(baseline, lowest);
   const lowestPoint = runs.output(baseline, lowest)?.point as SweepPoint;
   runs.learnDrain(lowestPoint);
   const lowestMean = lowestPoint.metrics.overall.meanMsPerToken;
@@ -354,7 +316,7 @@ export function runSchedulingSweep(options: SchedulingBenchOptions, workloadSour
       : { msPerToken: lowestMean * options.sloFactor, source: "default", explanation: `${sig3(options.sloFactor)}× ${baseline}'s mean at the lowest rate, ${sig3(lowest)} prog/s` };
 
   const skipped = new Map<PolicyName, number[]>();
-  const runLadder = (policy: PolicyName, rates: readonly number[]): void => {
+  const runLadder = async (policy: PolicyName, rates: readonly number[]): Promise<void> => {
     for (const rate of rates) {
       if (runs.has(policy, rate)) continue;
       if (stoppedClimbing(runs.points(policy)) && rate > (runs.points(policy).at(-1)?.ratePerSec ?? 0)) {
@@ -362,23 +324,23 @@ export function runSchedulingSweep(options: SchedulingBenchOptions, workloadSour
         deps.progress.addRuns(-1);
         continue;
       }
-      runs.ensure(policy, rate);
+      await runs.ensure(policy, rate);
     }
   };
-  const extend = (policy: PolicyName): void => {
+  const extend = async (policy: PolicyName): Promise<void> => {
     for (let i = 0; i < MAX_EXTENSIONS; i++) {
       const points = runs.points(policy).map(ratePoint);
       if (sustainedRate(points, slo.msPerToken).relation !== ">=") return;
       const next = roundRate((points[points.length - 1] as RatePoint).ratePerSec * 2);
       deps.progress.addRuns(1);
-      runs.ensure(policy, next);
+      await runs.ensure(policy, next);
       if (policy === baseline) {
         ladder = [...ladder, next];
         deps.progress.addRuns(order.length - 1);
       }
     }
   };
-  const refine = (policy: PolicyName): void => {
+  const refine = async (policy: PolicyName): Promise<void> => {
     const points = runs.points(policy).map(ratePoint);
     const missIndex = points.findIndex((p) => !meetsSlo(p, slo.msPerToken));
     if (missIndex <= 0) return;
@@ -388,17 +350,22 @@ export function runSchedulingSweep(options: SchedulingBenchOptions, workloadSour
     const mid = roundRate(Math.sqrt(low * high));
     if (runs.has(policy, mid)) return;
     deps.progress.addRuns(1);
-    runs.ensure(policy, mid);
+    await runs.ensure(policy, mid);
+  };
+  const runPolicy = async (policy: PolicyName): Promise<void> => {
+    await runLadder(policy, ladder);
+    if (!adaptive) return;
+    await extend(policy);
+    if (!options.quick) await refine(policy);
   };
 
+  // The baseline first (its ladder may grow), then the others side by side: with
+  // --jobs N their runs share N workers; each decides its next rate from its last.
+  await runPolicy(baseline);
+  await Promise.all(order.slice(1).map(runPolicy));
   for (const policy of order) {
-    runLadder(policy, ladder);
-    if (!adaptive) continue;
-    extend(policy);
-    if (!options.quick) refine(policy);
-  }
-  for (const [policy, rates] of skipped) {
-    notes.push(`${policy} was unstable at ${STOP_AFTER_UNSTABLE} rates in a row, so it did not run ${rates.map(sig3).join(", ")} prog/s.`);
+    const rates = skipped.get(policy);
+    if (rates !== undefined) notes.push(`${policy} was unstable at ${STOP_AFTER_UNSTABLE} rates in a row, so it did not run ${rates.map(sig3).join(", ")} prog/s.`);
   }
 
   // Per-load columns compare policies at the highest rate the baseline sustains: it is
@@ -407,11 +374,9 @@ export function runSchedulingSweep(options: SchedulingBenchOptions, workloadSour
   const baselineTop = topRate(baselineRatePoints, slo.msPerToken);
   const compareRate = baselineTop ?? lowest;
   const compareWhy = baselineTop !== null ? `the highest rate at which ${baseline} meets the SLO` : `the lowest rate: ${baseline} misses the SLO at every rate`;
-  for (const policy of order) {
-    if (runs.has(policy, compareRate)) continue;
-    deps.progress.addRuns(1);
-    runs.ensure(policy, compareRate);
-  }
+  const missing = order.filter((policy) => !runs.has(policy, compareRate));
+  deps.progress.addRuns(missing.length);
+  await Promise.all(missing.map((policy) => runs.ensure(policy, compareRate)));
 
   const sustained = new Map<PolicyName, SustainedRate>(order.map((p) => [p, sustainedRate(runs.points(p).map(ratePoint), slo.msPerToken)]));
   const ratiosOf = (s: SustainedRate, at: (reference: PolicyName) => SustainedRate): Record<string, ReturnType<typeof sustainedRatio>> =>
@@ -492,7 +457,7 @@ export function runSchedulingSweep(options: SchedulingBenchOptions, workloadSour
       regime: setup.regime?.name ?? null,
       workload: workloadSource,
       workloadName: workload.name,
-      programsPerRun: programs.length,
+      programsPerRun: programCount,
       window: { warmupFraction: options.warmupFraction, cooldownFraction: options.cooldownFraction },
       stability: { ...DEFAULT_STABILITY },
       drain: { windows: options.drainWindows, minMs: runs.minDrain },
@@ -524,7 +489,7 @@ export function runSchedulingSweep(options: SchedulingBenchOptions, workloadSour
     goals: [],
     paper: null,
     notes: [
-      `window: of ${programs.length} programs, the first ${unit.warmup} warm up and the last ${unit.cooldown} keep the load on; the ${unit.measured} between are measured.`,
+      `window: of ${programCount} programs, the first ${unit.warmup} warm up and the last ${unit.cooldown} keep the load on; the ${unit.measured} between are measured.`,
       ...notes,
     ],
     wallMs: 0,
@@ -536,4 +501,5 @@ export function runSchedulingSweep(options: SchedulingBenchOptions, workloadSour
   }
   report.wallMs = deps.now() - started;
   return report;
+  }
 }

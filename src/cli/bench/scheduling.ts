@@ -9,6 +9,7 @@ import { parseSchedulingBenchArgs, SCHEDULING_BENCH_USAGE } from "./scheduling-o
 import { BenchProgress, type ProgressSink } from "./scheduling-progress.js";
 import { REGIMES } from "./scheduling-regimes.js";
 import { runSchedulingSweep, type Simulate } from "./scheduling-sweep.js";
+import { workerExecutor } from "./scheduling-workers.js";
 
 /*
  * `agentix bench` (scheduling): runs the sweep, prints the tables on stdout (the
@@ -71,12 +72,14 @@ export async function runSchedulingBenchWith(argv: string[], io: SchedulingBench
   const regime = options.regime === undefined ? undefined : REGIMES[options.regime];
   let report: BenchReport;
   try {
-    report = runSchedulingSweep(
+    report = await runSchedulingSweep(
       options,
       options.workload,
       workload,
       {
         simulate: io.simulate,
+        // Worker threads run the real simulator; an injected one (tests) runs here.
+        ...(options.jobs > 1 && io.simulate === simulate ? { executor: workerExecutor(options.jobs, { warmupFraction: options.warmupFraction, cooldownFraction: options.cooldownFraction }) } : {}),
         progress,
         now: io.now,
         createdAt: date.toISOString(),

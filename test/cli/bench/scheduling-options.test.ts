@@ -38,6 +38,7 @@ describe("parseSchedulingBenchArgs", () => {
       cooldownFraction: 0.2,
       drainWindows: 1,
       batch: false,
+      jobs: 1,
       quick: false,
     });
     expect(POOL_DEFAULT_MAX_IN_FLIGHT).toBeGreaterThan(0);
@@ -60,6 +61,7 @@ describe("parseSchedulingBenchArgs", () => {
       "--cooldown", "0.1",
       "--drain-windows", "2",
       "--batch",
+      "--jobs", "2",
       "--out", "out/dir",
     ]);
     expect(o).toMatchObject({
@@ -79,6 +81,7 @@ describe("parseSchedulingBenchArgs", () => {
       cooldownFraction: 0.1,
       drainWindows: 2,
       batch: true,
+      jobs: 2,
       outDir: "out/dir",
     });
   });

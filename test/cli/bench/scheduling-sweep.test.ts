@@ -5,6 +5,7 @@ import type { Regime } from "../../../src/cli/bench/scheduling-regimes.js";
 import { batchCapacity, ladderAround, planWeights, runSchedulingSweep, type Simulate } from "../../../src/cli/bench/scheduling-sweep.js";
 import { firstSampleAt } from "../../../src/sim/des/observer.js";
 import type { CallRecord, SimulationConfig, SimulationResult } from "../../../src/sim/des/simulate.js";
+import type { BenchReport } from "../../../src/sim/report/bench-report.js";
 import { generatePrograms, parseWorkload, type Workload } from "../../../src/sim/workload/index.js";
 
 /*
@@ -82,7 +83,7 @@ function curveSimulator(seen: SimulationConfig[] = []): Simulate {
   };
 }
 
-function sweep(argv: string[], options: { regime?: Regime; workload?: Workload; seen?: SimulationConfig[] } = {}) {
+function sweep(argv: string[], options: { regime?: Regime; workload?: Workload; seen?: SimulationConfig[] } = {}): Promise<BenchReport> {
   const parsed = parseSchedulingBenchArgs(["--policies", "fcfs-rr,agentix", "--programs", String(N), ...argv]) as SchedulingBenchOptions;
   let now = 0;
   return runSchedulingSweep(
@@ -94,8 +95,8 @@ function sweep(argv: string[], options: { regime?: Regime; workload?: Workload; 
   );
 }
 
-describe("runSchedulingSweep: steady state", () => {
-  const report = sweep([]);
+describe("runSchedulingSweep: steady state", async () => {
+  const report = await sweep([]);
   const rates = (policy: string) => report.sweep[policy]?.map((p) => p.ratePerSec) ?? [];
   /** The highest rate a policy ran at or below its knee: what it should sustain. */
   const lastBelow = (policy: string) => Math.max(...rates(policy).filter((r) => r <= (KNEE[policy] as number)));
@@ -123,8 +124,8 @@ describe("runSchedulingSweep: steady state", () => {
     expect(report.sweep.agentix?.filter((p) => !p.metrics.stability.stable).map((p) => p.ratePerSec)).toEqual(ladder.filter((r) => r > 2));
   });
 
-  it("doubles the rate for a policy still meeting the SLO at the ladder's top, then refines its crossing", () => {
-    const r = sweep(["--policies", "fcfs-rr,agentix,oracle"]);
+  it("doubles the rate for a policy still meeting the SLO at the ladder's top, then refines its crossing", async () => {
+    const r = await sweep(["--policies", "fcfs-rr,agentix,oracle"]);
     const ladder = r.sweep["fcfs-rr"]?.map((p) => p.ratePerSec) ?? [];
     const top = Math.max(...(r.sweep.agentix?.map((p) => p.ratePerSec) ?? []));
     const oracle = r.sweep.oracle?.map((p) => p.ratePerSec) ?? [];
@@ -151,8 +152,8 @@ describe("runSchedulingSweep: steady state", () => {
     expect(report.notes.join(" ")).toMatch(/fcfs-rr: mean under the SLO but not stable/);
   });
 
-  it("a tighter SLO binds before the knee: interpolated crossings, and equal-latency levels", () => {
-    const tight = sweep(["--slo-factor", "1.5"]);
+  it("a tighter SLO binds before the knee: interpolated crossings, and equal-latency levels", async () => {
+    const tight = await sweep(["--slo-factor", "1.5"]);
     const [fcfs, agentix] = tight.headline;
     // 10 (1 + r²) = 1.5 · L(lowest): just under 0.75 for fcfs-rr; ~1.5 for agentix.
     expect(fcfs?.sustained.relation).toBe("=");
@@ -181,22 +182,22 @@ describe("runSchedulingSweep: steady state", () => {
 });
 
 describe("tenant plan weights", () => {
-  it("are equal unless the workload names them: traffic weights are not plan weights", () => {
+  it("are equal unless the workload names them: traffic weights are not plan weights", async () => {
     const seen: SimulationConfig[] = [];
-    const report = sweep(["--rates", "0.5,1"], { seen });
+    const report = await sweep(["--rates", "0.5,1"], { seen });
     expect(report.config.planWeights).toEqual({});
     expect(seen.every((c) => JSON.stringify(c.tenantWeights) === "{}")).toBe(true);
 
     const withPlans = parseWorkload({ ...workload, tenants: [{ id: "ten_a", weight: 3, planWeight: 2 }, { id: "ten_b", weight: 1 }] });
     expect(planWeights(withPlans)).toEqual({ ten_a: 2 });
     const seenPlans: SimulationConfig[] = [];
-    sweep(["--rates", "0.5,1"], { workload: withPlans, seen: seenPlans });
+    await sweep(["--rates", "0.5,1"], { workload: withPlans, seen: seenPlans });
     expect(seenPlans.every((c) => c.tenantWeights?.ten_a === 2 && c.tenantWeights?.ten_b === undefined)).toBe(true);
   });
 });
 
 describe("a regime's goals", () => {
-  it("are evaluated on the report", () => {
+  it("are evaluated on the report", async () => {
     const regime: Regime = {
       name: "kv",
       title: "test",
@@ -215,7 +216,7 @@ describe("a regime's goals", () => {
         { kind: "held-share", policy: "agentix", atLeast: 0.05 },
       ],
     };
-    const report = sweep(["--rates", "0.25,0.5,1,1.5,2,2.5,3"], { regime });
+    const report = await sweep(["--rates", "0.25,0.5,1,1.5,2,2.5,3"], { regime });
     expect(report.config.regime).toBe("kv");
     expect(report.goals.map((g) => g.status)).toEqual(["PASS", "MISS", "MISS"]);
     expect(report.goals[1]?.measured).toBe("2.00×");
