@@ -6,8 +6,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { freePort } from "../../src/cli/free-port.js";
 import { type LocalStack, startLocalStack } from "../../src/cli/local-stack.js";
-import { runWrangler } from "../../src/cli/wrangler-process.js";
 import { Header } from "../../src/protocol/headers.js";
+import { createTenant, localUsageRows, root, waitFor } from "./stack.js";
 
 /*
  * A client that leaves mid-stream, through the real stack (wrangler dev, pool core,
@@ -16,24 +16,12 @@ import { Header } from "../../src/protocol/headers.js";
  * slot, stop the engine's work, and bill what the engine reported.
  */
 
-const root = path.resolve(import.meta.dirname, "../..");
 let stateDir: string;
 let stack: LocalStack;
 /** The edge's default STREAM_STALL_MS (wrangler.toml). */
 const STREAM_STALL_MS = 10_000;
 /** Generation requests open at the engine right now. */
 const atEngine = { open: 0 };
-
-async function admin(method: string, route: string, body?: unknown): Promise<unknown> {
-  const res = await fetch(`${stack.edgeUrl}${route}`, {
-    method,
-    headers: { authorization: `Bearer ${stack.adminToken}`, "content-type": "application/json" },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  const json: unknown = await res.json();
-  if (!res.ok) throw new Error(`${method} ${route}: ${res.status} ${JSON.stringify(json)}`);
-  return json;
-}
 
 const UsageRow = z.object({
   status: z.string(),
@@ -42,34 +30,6 @@ const UsageRow = z.object({
   completion_tokens: z.number(),
   engine: z.string(),
 });
-
-async function usageRows(programId: string) {
-  const out = await runWrangler(
-    [
-      "d1",
-      "execute",
-      "agentix",
-      "--local",
-      "--persist-to",
-      path.join(stateDir, "wrangler"),
-      "--json",
-      "--command",
-      `SELECT status, usage_source, prompt_tokens, completion_tokens, engine FROM usage WHERE program_id = '${programId}'`,
-    ],
-    { cwd: root, env: { CI: "true" } },
-  );
-  const parsed = z.array(z.object({ results: z.array(UsageRow) })).parse(JSON.parse(out.slice(out.indexOf("["))));
-  return parsed[0]?.results ?? [];
-}
-
-async function waitFor<T>(probe: () => Promise<T>, done: (value: T) => boolean, timeoutMs: number): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (done(value) || Date.now() > deadline) return value;
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-}
 
 /** Streams a long completion over a real socket and destroys the socket after `chunks` content chunks. */
 function streamThenHangUp(key: string, chunks: number): Promise<{ programId: string; seen: number; hungUpAt: number }> {
@@ -139,9 +99,7 @@ afterAll(async () => {
 
 describe("a client that leaves mid-stream", () => {
   it("frees its only slot within seconds, stops the engine and is billed the engine's count", async () => {
-    const tenant = z.object({ id: z.string() }).parse(await admin("POST", "/admin/tenants", { name: "leaver", plan: "pro" }));
-    await admin("PATCH", `/admin/tenants/${tenant.id}/overrides`, { max_concurrent: 1, allowed_extensions: ["ignore_eos"] });
-    const { key } = z.object({ key: z.string() }).parse(await admin("POST", `/admin/tenants/${tenant.id}/keys`, {}));
+    const { key } = await createTenant(stack, "leaver", { max_concurrent: 1, allowed_extensions: ["ignore_eos"] });
 
     for (let attempt = 0; attempt < 3; attempt++) {
       const { programId, seen, hungUpAt } = await streamThenHangUp(key, 5);
@@ -149,7 +107,7 @@ describe("a client that leaves mid-stream", () => {
         z
           .object({ in_flight: z.number(), totals: z.object({ completion_tokens: z.number() }) })
           .parse(await (await fetch(`${stack.edgeUrl}/v1/programs/${programId}`, { headers: { authorization: `Bearer ${key}` } })).json());
-      const settled = await waitFor(program, (p) => p.in_flight === 0, 15_000);
+      const settled = await waitFor(program, (p) => p.in_flight === 0, 15_000, 100);
       const settleMs = Date.now() - hungUpAt;
       expect(settled.in_flight).toBe(0);
       // Usually under a second; when the local runtime never reports the hang-up (wrangler's proxy
@@ -167,7 +125,7 @@ describe("a client that leaves mid-stream", () => {
       expect(next.status).toBe(200);
       await next.text();
 
-      const rows = await waitFor(() => usageRows(programId), (r) => r.length >= 2, 10_000);
+      const rows = await waitFor(() => localUsageRows(stateDir, programId, UsageRow), (r) => r.length >= 2, 10_000);
       const cancelled = rows.find((row) => row.status === "cancelled");
       expect(cancelled).toBeDefined();
       // Billed from the engine's own per-chunk count: at least what the client saw, far below the 8,000 asked for.

@@ -5,9 +5,9 @@ import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { type LocalStack, startLocalStack } from "../../src/cli/local-stack.js";
-import { runWrangler } from "../../src/cli/wrangler-process.js";
 import { Header } from "../../src/protocol/headers.js";
 import { freePort } from "../../src/cli/free-port.js";
+import { localUsageRows, root, waitFor } from "./stack.js";
 
 /*
  * The real stack: the Worker under `wrangler dev` (local D1 and Durable Objects),
@@ -15,7 +15,6 @@ import { freePort } from "../../src/cli/free-port.js";
  * only the base URL, the key and the program header changed.
  */
 
-const root = path.resolve(import.meta.dirname, "../..");
 let stateDir: string;
 let stack: LocalStack;
 
@@ -30,34 +29,7 @@ const UsageRow = z.object({
 });
 type UsageRow = z.infer<typeof UsageRow>;
 
-/** Reads the local D1 the Worker writes to, through wrangler itself. */
-async function usageRows(programId: string): Promise<UsageRow[]> {
-  const out = await runWrangler(
-    [
-      "d1",
-      "execute",
-      "agentix",
-      "--local",
-      "--persist-to",
-      path.join(stateDir, "wrangler"),
-      "--json",
-      "--command",
-      `SELECT call_id, program_id, prompt_tokens, cached_tokens, completion_tokens, service_ms, status FROM usage WHERE program_id = '${programId}' ORDER BY started_at`,
-    ],
-    { cwd: root, env: { CI: "true" } },
-  );
-  const parsed = z.array(z.object({ results: z.array(UsageRow) })).parse(JSON.parse(out.slice(out.indexOf("["))));
-  return parsed[0]?.results ?? [];
-}
-
-async function waitFor<T>(probe: () => Promise<T>, done: (value: T) => boolean, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (done(value) || Date.now() > deadline) return value;
-    await new Promise((resolve) => setTimeout(resolve, 250));
-  }
-}
+const usageRows = (programId: string): Promise<UsageRow[]> => localUsageRows(stateDir, programId, UsageRow);
 
 const ProgramView = z.object({
   id: z.string(),

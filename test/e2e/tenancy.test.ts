@@ -2,10 +2,10 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { z } from "zod";
 import { type LocalStack, startLocalStack } from "../../src/cli/local-stack.js";
 import { Header, RateLimitHeader } from "../../src/protocol/headers.js";
 import { freePort } from "../../src/cli/free-port.js";
+import { createTenant, root } from "./stack.js";
 
 /*
  * Tenancy through the real stack (wrangler dev + pool core + simulated engines):
@@ -15,28 +15,13 @@ import { freePort } from "../../src/cli/free-port.js";
  * bottleneck of a flood.)
  */
 
-const root = path.resolve(import.meta.dirname, "../..");
 let stateDir: string;
 let stack: LocalStack;
 /** Generation requests open at the engines right now, and the most ever seen at once. */
 const atEngines = { open: 0, peak: 0 };
 
-async function admin(method: string, route: string, body?: unknown): Promise<unknown> {
-  const res = await fetch(`${stack.edgeUrl}${route}`, {
-    method,
-    headers: { authorization: `Bearer ${stack.adminToken}`, "content-type": "application/json" },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  const json: unknown = await res.json();
-  if (!res.ok) throw new Error(`${method} ${route}: ${res.status} ${JSON.stringify(json)}`);
-  return json;
-}
-
 async function newTenant(name: string, overrides?: Record<string, unknown>): Promise<string> {
-  const tenant = z.object({ id: z.string() }).parse(await admin("POST", "/admin/tenants", { name, plan: "pro" }));
-  if (overrides) await admin("PATCH", `/admin/tenants/${tenant.id}/overrides`, overrides);
-  const key = z.object({ key: z.string() }).parse(await admin("POST", `/admin/tenants/${tenant.id}/keys`, {}));
-  return key.key;
+  return (await createTenant(stack, name, overrides)).key;
 }
 
 function chat(key: string, maxTokens: number, program?: string, content = "Next step?"): Promise<Response> {

@@ -1,0 +1,67 @@
+import path from "node:path";
+import { z } from "zod";
+import type { LocalStack } from "../../src/cli/local-stack.js";
+import { runWrangler } from "../../src/cli/wrangler-process.js";
+
+/* What the end-to-end tests do against a running local stack: admin calls, tenants, the local D1, polling. */
+
+export const root = path.resolve(import.meta.dirname, "../..");
+
+/** One admin API call; a non-2xx answer throws with its body. */
+export async function adminCall(stack: LocalStack, method: string, route: string, body?: unknown): Promise<unknown> {
+  const res = await fetch(`${stack.edgeUrl}${route}`, {
+    method,
+    headers: { authorization: `Bearer ${stack.adminToken}`, "content-type": "application/json" },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
+  const json: unknown = await res.json();
+  if (!res.ok) throw new Error(`${method} ${route}: ${res.status} ${JSON.stringify(json)}`);
+  return json;
+}
+
+/** A tenant on the pro plan with `overrides`, and a fresh key of it. */
+export async function createTenant(
+  stack: LocalStack,
+  name: string,
+  overrides?: Record<string, unknown>,
+): Promise<{ id: string; key: string }> {
+  const tenant = z.object({ id: z.string() }).parse(await adminCall(stack, "POST", "/admin/tenants", { name, plan: "pro" }));
+  if (overrides) await adminCall(stack, "PATCH", `/admin/tenants/${tenant.id}/overrides`, overrides);
+  const { key } = z.object({ key: z.string() }).parse(await adminCall(stack, "POST", `/admin/tenants/${tenant.id}/keys`, {}));
+  return { id: tenant.id, key };
+}
+
+/** A program's usage rows, read from the local D1 the Worker writes to, through wrangler itself. */
+export async function localUsageRows<T extends z.ZodRawShape>(
+  stateDir: string,
+  programId: string,
+  row: z.ZodObject<T>,
+): Promise<z.infer<z.ZodObject<T>>[]> {
+  const columns = Object.keys(row.shape).join(", ");
+  const out = await runWrangler(
+    [
+      "d1",
+      "execute",
+      "agentix",
+      "--local",
+      "--persist-to",
+      path.join(stateDir, "wrangler"),
+      "--json",
+      "--command",
+      `SELECT ${columns} FROM usage WHERE program_id = '${programId}' ORDER BY started_at`,
+    ],
+    { cwd: root, env: { CI: "true" } },
+  );
+  const parsed = z.array(z.object({ results: z.array(row) })).parse(JSON.parse(out.slice(out.indexOf("["))));
+  return parsed[0]?.results ?? [];
+}
+
+/** Polls `probe` until `done` says so or `timeoutMs` passed; returns the last value either way. */
+export async function waitFor<T>(probe: () => Promise<T>, done: (value: T) => boolean, timeoutMs = 20_000, intervalMs = 200): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (done(value) || Date.now() > deadline) return value;
+    await new Promise((resolve) => setTimeout(resolve, intervalMs));
+  }
+}
