@@ -363,10 +363,11 @@ export async function runSchedulingSweep(options: SchedulingBenchOptions, worklo
   // --jobs N their runs share N workers; each decides its next rate from its last.
   await runPolicy(baseline);
   await Promise.all(order.slice(1).map(runPolicy));
-  for (const policy of order) {
+  const stopped = order.flatMap((policy) => {
     const rates = skipped.get(policy);
-    if (rates !== undefined) notes.push(`${policy} was unstable at ${STOP_AFTER_UNSTABLE} rates in a row, so it did not run ${rates.map(sig3).join(", ")} prog/s.`);
-  }
+    return rates === undefined ? [] : [`${policy} (${rates.map(sig3).join(", ")})`];
+  });
+  if (stopped.length > 0) notes.push(`Unstable at ${STOP_AFTER_UNSTABLE} rates in a row, so not run at the higher rates (prog/s): ${stopped.join("; ")}.`);
 
   // Per-load columns compare policies at the highest rate the baseline sustains: it is
   // still acceptable there, and differences between policies start to matter.

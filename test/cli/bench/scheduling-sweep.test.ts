@@ -119,7 +119,7 @@ describe("runSchedulingSweep: steady state", async () => {
     expect(ladder).toHaveLength(9);
     // fcfs-rr: stable up to its knee (1), unstable at the next two rates, so it runs no higher one.
     expect(rates("fcfs-rr")).toEqual(ladder.filter((r) => r <= 1).concat(ladder.filter((r) => r > 1).slice(0, 2)));
-    expect(report.notes.join(" ")).toMatch(/fcfs-rr was unstable at 2 rates in a row, so it did not run/);
+    expect(report.notes.join(" ")).toMatch(/Unstable at 2 rates in a row, so not run at the higher rates \(prog\/s\): fcfs-rr \(/);
     // agentix: stable up to its knee, unstable past it.
     expect(report.sweep.agentix?.filter((p) => !p.metrics.stability.stable).map((p) => p.ratePerSec)).toEqual(ladder.filter((r) => r > 2));
   });

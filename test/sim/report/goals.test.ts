@@ -23,6 +23,15 @@ describe("ratio goals", () => {
     expect(evaluateGoal(withRatio(3.99, "="), goal)).toMatchObject({ status: "MISS", measured: "3.99×" });
   });
 
+  it("a MISS says whether ordering was engaged", () => {
+    // The fixture's agentix holds every call: ordering engaged.
+    expect(evaluateGoal(withRatio(3, "="), goal).note).toMatch(/^ordering was engaged \(the pool held 100.0 % of agentix's calls/);
+    const idle = withRatio(3, "=");
+    idle.sweep.agentix = idle.sweep["fcfs-rr"] ?? [];
+    expect(evaluateGoal(idle, goal).note).toMatch(/^ordering was not engaged: the pool held 0.0 % .* so what agentix gains is placement \(cache hit 50.0 % vs fcfs-rr's 50.0 % at 1\/s\)/);
+    expect(evaluateGoal(withRatio(4.2, "="), goal).note).toBeNull();
+  });
+
   it("a bound decides only on its own side", () => {
     expect(evaluateGoal(withRatio(5, ">="), goal).status).toBe("PASS");
     expect(evaluateGoal(withRatio(3, "<="), goal).status).toBe("MISS");
@@ -72,7 +81,9 @@ describe("held share", () => {
     // The fixture's agentix holds every call 30 ms, fcfs-rr none.
     expect(evaluateGoal(r, goal)).toMatchObject({ status: "PASS" });
     expect(evaluateGoal(r, goal).measured).toMatch(/^100.0 % at 1\/s/);
-    expect(evaluateGoal(r, { ...goal, policy: "fcfs-rr" })).toMatchObject({ status: "MISS", measured: expect.stringMatching(/^0.0 %/) });
+    const miss = evaluateGoal(r, { ...goal, policy: "fcfs-rr" });
+    expect(miss).toMatchObject({ status: "MISS", measured: expect.stringMatching(/^0.0 %/) });
+    expect(miss.note).toMatch(/the engines stayed under the pool's limits .*: mean batch 4 \(max 6\), KV 25 % mean, 50 % max/);
   });
 
   it("n/a when it sustained no rate", () => {
