@@ -63,7 +63,7 @@ function ratioWhy(report: BenchReport, policy: string, reference: string): strin
   const engaged =
     held !== null && held >= 0.05
       ? `ordering was engaged (the pool held ${pct(held)} of ${policy}'s calls at its highest sustained rate) and bought only this much`
-      : `ordering was not engaged: the pool held ${pct(held)} of ${policy}'s calls at its highest sustained rate, so what ${policy} gains is placement`;
+      : `ordering was not engaged: the pool held ${pct(held)} of ${policy}'s calls at its highest sustained rate, so whatever ${policy} gains comes from placement`;
   return `${engaged} (cache hit ${pct(hit(policy))} vs ${reference}'s ${pct(hit(reference))} at ${sig3(at)}/s)`;
 }
 

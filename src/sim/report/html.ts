@@ -47,7 +47,8 @@ function tableHtml(table: HeadlineTable, colors: Map<string, string>, policyColu
     })
     .join("\n");
   const title = table.title === undefined ? "" : `<p class="meta">${cell(table.title)}</p>\n`;
-  return `${title}<div class="scroll"><table>\n${head}\n${body}\n</table></div>`;
+  const notes = (table.footnotes ?? []).length === 0 ? "" : `\n<ol class="meta">${(table.footnotes ?? []).map((n) => `<li>${cell(n)}</li>`).join("")}</ol>`;
+  return `${title}<div class="scroll"><table>\n${head}\n${body}\n</table></div>${notes}`;
 }
 
 function latencyVsRate(report: BenchReport, colors: Map<string, string>, pick: "mean" | "p99"): string {

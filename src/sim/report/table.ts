@@ -13,6 +13,8 @@ export interface HeadlineTable {
   title?: string;
   headers: string[];
   rows: string[][];
+  /** Printed below it, numbered as the cells cite them ([1], [2], …). */
+  footnotes?: string[];
 }
 
 /** A policy's run at a rate. */
@@ -159,11 +161,13 @@ export function groupTable(report: BenchReport, by: "kind" | "tenant"): Headline
 }
 
 export function goalsTable(report: BenchReport): HeadlineTable {
-  return {
-    title: `Goals (${report.config.regime ?? "no regime"}): PASS or MISS on the measured figure`,
-    headers: ["goal", "target", "measured", "status"],
-    rows: report.goals.map((g) => [g.goal, g.target, g.note === null ? g.measured : `${g.measured} (${g.note})`, g.status]),
-  };
+  const footnotes: string[] = [];
+  const rows = report.goals.map((g) => {
+    if (g.note === null) return [g.goal, g.target, g.measured, g.status];
+    footnotes.push(g.note);
+    return [g.goal, g.target, `${g.measured} [${footnotes.length}]`, g.status];
+  });
+  return { title: `Goals (${report.config.regime ?? "no regime"}): PASS or MISS on the measured figure`, headers: ["goal", "target", "measured", "status"], rows, footnotes };
 }
 
 const NUMERIC = /^[≥≤<>]?[-\d.]/;
@@ -181,7 +185,8 @@ export function formatTextTable(table: HeadlineTable): string {
       .trimEnd();
   const rule = widths.map((w) => "─".repeat(w)).join("  ");
   const title = table.title === undefined ? [] : [table.title];
-  return `${[...title, line(table.headers, true), rule, ...table.rows.map((r) => line(r, false))].join("\n")}\n`;
+  const notes = (table.footnotes ?? []).map((note, i) => `[${i + 1}] ${note}`);
+  return `${[...title, line(table.headers, true), rule, ...table.rows.map((r) => line(r, false)), ...notes].join("\n")}\n`;
 }
 
 /** The lines printed above the tables: what was run and how to read it. */

@@ -28,7 +28,7 @@ describe("ratio goals", () => {
     expect(evaluateGoal(withRatio(3, "="), goal).note).toMatch(/^ordering was engaged \(the pool held 100.0 % of agentix's calls/);
     const idle = withRatio(3, "=");
     idle.sweep.agentix = idle.sweep["fcfs-rr"] ?? [];
-    expect(evaluateGoal(idle, goal).note).toMatch(/^ordering was not engaged: the pool held 0.0 % .* so what agentix gains is placement \(cache hit 50.0 % vs fcfs-rr's 50.0 % at 1\/s\)/);
+    expect(evaluateGoal(idle, goal).note).toMatch(/^ordering was not engaged: the pool held 0.0 % .* so whatever agentix gains comes from placement \(cache hit 50.0 % vs fcfs-rr's 50.0 % at 1\/s\)/);
     expect(evaluateGoal(withRatio(4.2, "="), goal).note).toBeNull();
   });
 

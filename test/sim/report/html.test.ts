@@ -124,7 +124,14 @@ describe("the other tables", () => {
   });
 
   it("goals with their status", () => {
-    const withGoals = { ...report, goals: [{ goal: "g", target: "≥ 2×", measured: "1.10×", status: "MISS" as const, note: null }] };
-    expect(goalsTable(withGoals).rows).toEqual([["g", "≥ 2×", "1.10×", "MISS"]]);
+    const withGoals = {
+      ...report,
+      goals: [
+        { goal: "g", target: "≥ 2×", measured: "1.10×", status: "MISS" as const, note: "why" },
+        { goal: "h", target: "≥ 1×", measured: "1.10×", status: "PASS" as const, note: null },
+      ],
+    };
+    expect(goalsTable(withGoals).rows).toEqual([["g", "≥ 2×", "1.10× [1]", "MISS"], ["h", "≥ 1×", "1.10×", "PASS"]]);
+    expect(formatTextTable(goalsTable(withGoals))).toMatch(/\n\[1\] why\n$/);
   });
 });
