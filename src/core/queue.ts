@@ -1,32 +1,45 @@
 /*
- * The pool's program-level queue (Autellix PLAS/ATLAS multi-level queue).
+ * The pool's program-level queue (Autellix PLAS/ATLAS multi-level queue), fair
+ * across tenants.
  *
- * Order: a call's level is levelOf(program value) (PLAS: attained service; ATLAS:
- * critical path), except that a call whose program is starving, i.e.
+ * Order. Tenants first: the tenant with the smallest decayed service / weight goes
+ * next (ties: the tenant whose next call has the lower level, then the earlier
+ * one). Within the tenant, its calls by level, then FCFS (enqueuedAt, then
+ * insertion order). A call's level is levelOf(program value) (PLAS: attained
+ * service; ATLAS: critical path), so program priority decides among a tenant's own
+ * calls and tenant fair share decides between tenants. Why tenants first, across
+ * levels: with fairness only inside a level, a tenant that opens a new program for
+ * every call keeps all its calls at level 0 and jumps ahead of other tenants' deeper
+ * calls; here its calls draw on its one tenant share whatever their program IDs
+ * (the order between tenants does not depend on them at all).
+ *
+ * Anti-starvation, by program: a call whose program is starving, i.e.
  *   (waitMs + (now - enqueuedAt)) / max(value, starvationMinServiceMs) > β,
- * is promoted to level 0. Within a level, tenants are served fairly: the tenant with
- * the smallest decayed service / weight goes first (ties: earliest head call, so
- * tenants with equal shares interleave FCFS), then FCFS (enqueuedAt, then insertion
- * order) within the tenant. A tenant opening many new
- * programs therefore gains nothing: all of them share its one tenant share.
+ * is promoted to level 0 of its tenant, but only one call per program at a time:
+ * the program's starving call that starved first. Its other starving calls wait
+ * behind it and move up one by one as it is taken, so a program with many parallel
+ * calls cannot flood the top level, and promotion never reaches past the tenant's
+ * own share.
  *
  * Structure, and why it is cheap. Levels change with time only through starvation,
  * and "starving" is monotone in time: a call starves from a fixed instant
  *   starveAt = enqueuedAt - waitMs + β · max(value, floor)
- * on. So each call sits in a FCFS heap per (level, tenant), and calls that may still
- * be promoted also sit in one global heap keyed by starveAt. Before answering at
- * `now`, the queue pops that heap up to `now` and moves those calls to level 0.
+ * on. So each call sits in a FCFS heap per (tenant, level), and calls that may still
+ * be promoted also sit in one global heap keyed by starveAt (or, once starving
+ * behind their program's promoted call, in that program's heap by starveAt).
+ * Before answering at `now`, the queue pops the global heap up to `now`.
  * Tenant shares all decay by the same factor, but are compared at `now` anyway (one
- * Math.pow per tenant in the level scanned), which keeps ties exact.
+ * Math.pow per tenant), which keeps ties exact.
  *
- * Complexity (n waiting calls, K levels, T tenants with calls in the first non-empty
- * level, p calls whose starvation instant passed since the previous question):
- *   enqueue O(K + log n), remove O(log n), has O(1),
- *   dequeue O(p log n + K + T + log n) when `accept` takes the best call (an
- *     `accept` that refuses it falls back to sorting the levels it scans),
- *   depthByLevel O(K + p log n), peekOrder O(n log n) (inspection only).
- * Promotions are state kept for the latest `now`; a `now` earlier than a previous one
- * (not expected from a monotone clock) undoes the promotions that no longer hold.
+ * Complexity (n waiting calls, K levels, T tenants with waiting calls, p calls whose
+ * starvation instant passed since the previous question):
+ *   enqueue O(log n), remove O(log n), has O(1),
+ *   dequeue O(p log n + T · K + log n) when `accept` takes the best call (an
+ *     `accept` that refuses it falls back to peekOrder's O(n log n)),
+ *   depthByLevel O(K + p log n), peekOrder O(n log n) (inspection only; it runs the
+ *     real dequeue on a copy, so it is exactly what successive dequeues produce).
+ * Promotions are a function of the waiting calls and `now`: a `now` earlier than a
+ * previous one (not expected from a monotone clock) re-derives them.
  */
 
 import { type HeapSlot, IndexedHeap } from "./indexed-heap.js";
@@ -171,8 +184,11 @@ interface Entry {
   readonly naturalLevel: number;
   /** First instant at which the call may be starving; Infinity when it cannot be promoted. */
   readonly starveAt: number;
+  /** tenantId + program: promotion is per program. */
+  readonly programKey: string;
   level: number;
   bucketIndex: number;
+  /** Position in the starvation heap, or in its program's deferred heap (never both). */
   starveIndex: number;
 }
 
@@ -184,25 +200,74 @@ const starvesBefore = (a: Entry, b: Entry): boolean => a.starveAt < b.starveAt |
 const bucketSlot: HeapSlot<Entry> = { get: (e) => e.bucketIndex, set: (e, i) => (e.bucketIndex = i) };
 const starveSlot: HeapSlot<Entry> = { get: (e) => e.starveIndex, set: (e, i) => (e.starveIndex = i) };
 
+/** One tenant's waiting calls: a FCFS heap per level. */
+class TenantCalls {
+  readonly levels: (IndexedHeap<Entry> | undefined)[];
+  size = 0;
+
+  constructor(levels: number) {
+    this.levels = new Array<IndexedHeap<Entry> | undefined>(levels).fill(undefined);
+  }
+
+  add(entry: Entry, level: number): void {
+    let heap = this.levels[level];
+    if (heap === undefined) {
+      heap = new IndexedHeap<Entry>(fcfsBefore, bucketSlot);
+      this.levels[level] = heap;
+    }
+    heap.push(entry);
+    this.size += 1;
+  }
+
+  delete(entry: Entry): boolean {
+    const heap = this.levels[entry.level];
+    if (heap === undefined || !heap.remove(entry)) return false;
+    this.size -= 1;
+    return true;
+  }
+
+  /** The tenant's next call: the head of its lowest non-empty level. O(K). */
+  head(): Entry | undefined {
+    for (const heap of this.levels) {
+      const head = heap?.peek();
+      if (head !== undefined) return head;
+    }
+    return undefined;
+  }
+
+  *entries(): Generator<Entry> {
+    for (const heap of this.levels) if (heap !== undefined) yield* heap.items();
+  }
+}
+
+/** Whether `a` (a tenant's head at `shareA`) goes before `b` (another tenant's head at `shareB`). */
+function tenantBefore(a: Entry, shareA: number, b: Entry, shareB: number): boolean {
+  if (shareA !== shareB) return shareA < shareB;
+  if (a.level !== b.level) return a.level < b.level;
+  return fcfsBefore(a, b);
+}
+
 export class ProgramQueue {
   readonly settings: Readonly<QueueSettings>;
   readonly #byId = new Map<string, Entry>();
-  /** Per level: tenant -> that tenant's calls in FCFS order. */
-  readonly #levels: Map<string, IndexedHeap<Entry>>[];
+  /** Tenant -> its waiting calls by level. */
+  readonly #tenantCalls = new Map<string, TenantCalls>();
   readonly #levelSizes: number[];
   /** Calls not yet promoted that can be, by starveAt. */
   readonly #starvation = new IndexedHeap<Entry>(starvesBefore, starveSlot);
-  readonly #promoted = new Set<Entry>();
+  /** The one promoted call of each program that has one. */
+  readonly #promoted = new Map<string, Entry>();
+  /** Starving calls of programs that already have a promoted call, by starveAt. */
+  readonly #deferred = new Map<string, IndexedHeap<Entry>>();
   readonly #tenants: TenantShares;
   #promotedThrough = Number.NEGATIVE_INFINITY;
   #nextSeq = 0;
 
-  constructor(settings: QueueSettings) {
+  constructor(settings: QueueSettings, tenants?: TenantShares) {
     validateQueueSettings(settings);
     this.settings = Object.freeze({ ...settings });
-    this.#levels = Array.from({ length: settings.levels }, () => new Map<string, IndexedHeap<Entry>>());
     this.#levelSizes = new Array<number>(settings.levels).fill(0);
-    this.#tenants = new TenantShares(settings.tenantHalfLifeMs);
+    this.#tenants = tenants ?? new TenantShares(settings.tenantHalfLifeMs);
   }
 
   get size(): number {
@@ -228,11 +293,7 @@ export class ProgramQueue {
     const naturalLevel = levelOf(value, this.settings);
     const floored = Math.max(value, this.settings.starvationMinServiceMs);
     const starveAt = naturalLevel === 0 ? Number.POSITIVE_INFINITY : stored.enqueuedAt - stored.waitMs + this.settings.starvationRatio * floored;
-    const entry: Entry = { call: stored, seq: this.#nextSeq++, naturalLevel, starveAt, level: naturalLevel, bucketIndex: -1, starveIndex: -1 };
-    this.#byId.set(stored.callId, entry);
-    this.#tenants.callQueued(stored.tenantId, stored.weight);
-    this.#addToLevel(entry, naturalLevel);
-    if (Number.isFinite(starveAt)) this.#starvation.push(entry);
+    this.#insert(stored, this.#nextSeq++, naturalLevel, starveAt);
   }
 
   remove(callId: string): QueuedCall | undefined {
@@ -244,29 +305,23 @@ export class ProgramQueue {
 
   dequeue(now: number, accept?: (call: QueuedCall) => boolean): Dequeued | undefined {
     this.#applyStarvation(now);
-    // The fast path asks each tenant of one level once; only the fallback needs a cache.
-    const shareAt = (tenantId: string) => this.#tenants.share(tenantId, now);
-    let shareOf: ((tenantId: string) => number) | undefined;
-    for (let level = 0; level < this.#levels.length; level++) {
-      const best = this.#bestInLevel(level, shareAt);
-      if (best === undefined) continue;
-      if (accept === undefined || accept(best.call)) return this.#take(best);
-      shareOf ??= this.#shareCache(now);
-      for (const entry of this.#orderedLevel(level, shareOf)) {
-        if (entry !== best && accept(entry.call)) return this.#take(entry);
-      }
+    const best = this.#best(now);
+    if (best === undefined) return undefined;
+    if (accept === undefined || accept(best.call)) return this.#take(best);
+    // Refused: the next call in the order successive dequeues would take, that accept takes.
+    for (const candidate of this.#successiveOrder(now)) {
+      if (candidate.call.callId === best.call.callId) continue;
+      if (!accept(candidate.call)) continue;
+      const entry = this.#byId.get(candidate.call.callId);
+      if (entry !== undefined) return this.#take(entry);
     }
     return undefined;
   }
 
+  /** Every waiting call in the order successive dequeues at `now` would take them. */
   peekOrder(now: number): Dequeued[] {
     this.#applyStarvation(now);
-    const shareOf = this.#shareCache(now);
-    const order: Dequeued[] = [];
-    for (let level = 0; level < this.#levels.length; level++) {
-      for (const entry of this.#orderedLevel(level, shareOf)) order.push({ ...dequeued(entry), call: { ...entry.call } });
-    }
-    return order;
+    return this.#successiveOrder(now).map((d) => ({ ...d, call: { ...d.call } }));
   }
 
   chargeTenant(tenantId: string, serviceMs: number, now: number): void {
@@ -290,27 +345,15 @@ export class ProgramQueue {
     return this.#tenants.forgetIdle(now, belowMs);
   }
 
-  #shareCache(now: number): (tenantId: string) => number {
-    const cache = new Map<string, number>();
-    return (tenantId) => {
-      let share = cache.get(tenantId);
-      if (share === undefined) {
-        share = this.#tenants.share(tenantId, now);
-        cache.set(tenantId, share);
-      }
-      return share;
-    };
-  }
-
-  /** Head call of the fairest tenant in a level. O(tenants in the level). */
-  #bestInLevel(level: number, shareOf: (tenantId: string) => number): Entry | undefined {
+  /** The next call: the fairest tenant's head. O(T · K). */
+  #best(now: number): Entry | undefined {
     let best: Entry | undefined;
     let bestShare = Number.POSITIVE_INFINITY;
-    for (const [tenantId, calls] of this.#levelMap(level)) {
-      const head = calls.peek();
+    for (const [tenantId, calls] of this.#tenantCalls) {
+      const head = calls.head();
       if (head === undefined) continue;
-      const share = shareOf(tenantId);
-      if (best === undefined || share < bestShare || (share === bestShare && fcfsBefore(head, best))) {
+      const share = this.#tenants.share(tenantId, now);
+      if (best === undefined || tenantBefore(head, share, best, bestShare)) {
         best = head;
         bestShare = share;
       }
@@ -319,59 +362,119 @@ export class ProgramQueue {
   }
 
   /**
-   * Every call of a level in the order successive dequeues would take them (shares do
-   * not move between dequeues at one `now`): by tenant share, and tenants with equal
-   * shares interleaved FCFS, since each pick takes the earliest head among them.
-   * O(m log m).
+   * The order successive dequeues at `now` would produce: shares do not move between
+   * dequeues, but taking a program's promoted call promotes its next starving one, so
+   * this runs the real dequeue on a copy (sharing the read-only tenant shares). O(n log n).
    */
-  #orderedLevel(level: number, shareOf: (tenantId: string) => number): Entry[] {
-    const ranked: { share: number; entry: Entry }[] = [];
-    for (const [tenantId, calls] of this.#levelMap(level)) {
-      const share = shareOf(tenantId);
-      for (const entry of calls.items()) ranked.push({ share, entry });
-    }
-    ranked.sort((a, b) => (a.share !== b.share ? (a.share < b.share ? -1 : 1) : fcfsBefore(a.entry, b.entry) ? -1 : 1));
-    return ranked.map((r) => r.entry);
+  #successiveOrder(now: number): Dequeued[] {
+    const copy = new ProgramQueue(this.settings, this.#tenants);
+    copy.#promotedThrough = this.#promotedThrough;
+    const entries = [...this.#byId.values()].sort((a, b) => a.seq - b.seq);
+    for (const entry of entries) copy.#insert(entry.call, entry.seq, entry.naturalLevel, entry.starveAt);
+    copy.#nextSeq = this.#nextSeq;
+    copy.#applyStarvation(now);
+    const order: Dequeued[] = [];
+    for (let next = copy.#best(now); next !== undefined; next = copy.#best(now)) order.push(copy.#take(next));
+    return order;
   }
 
-  #levelMap(level: number): Map<string, IndexedHeap<Entry>> {
-    const map = this.#levels[level];
-    if (map === undefined) throw new RangeError(`no level ${level}`);
-    return map;
+  #insert(call: QueuedCall, seq: number, naturalLevel: number, starveAt: number): void {
+    const entry: Entry = {
+      call,
+      seq,
+      naturalLevel,
+      starveAt,
+      programKey: `${call.tenantId}\u0000${call.programId}`,
+      level: naturalLevel,
+      bucketIndex: -1,
+      starveIndex: -1,
+    };
+    this.#byId.set(call.callId, entry);
+    this.#tenants.callQueued(call.tenantId, call.weight);
+    this.#addToLevel(entry, naturalLevel);
+    if (Number.isFinite(starveAt)) this.#starvation.push(entry);
+  }
+
+  #tenantOf(entry: Entry): TenantCalls {
+    let calls = this.#tenantCalls.get(entry.call.tenantId);
+    if (calls === undefined) {
+      calls = new TenantCalls(this.#levelSizes.length);
+      this.#tenantCalls.set(entry.call.tenantId, calls);
+    }
+    return calls;
   }
 
   #addToLevel(entry: Entry, level: number): void {
-    const map = this.#levelMap(level);
-    let calls = map.get(entry.call.tenantId);
-    if (calls === undefined) {
-      calls = new IndexedHeap<Entry>(fcfsBefore, bucketSlot);
-      map.set(entry.call.tenantId, calls);
-    }
-    calls.push(entry);
     entry.level = level;
+    this.#tenantOf(entry).add(entry, level);
     this.#levelSizes[level] = (this.#levelSizes[level] ?? 0) + 1;
   }
 
   #removeFromLevel(entry: Entry): void {
-    const map = this.#levelMap(entry.level);
-    const calls = map.get(entry.call.tenantId);
-    if (calls === undefined || !calls.remove(entry)) throw new Error(`queue invariant broken: ${entry.call.callId} not in its level`);
-    if (calls.size === 0) map.delete(entry.call.tenantId);
+    const calls = this.#tenantCalls.get(entry.call.tenantId);
+    if (calls === undefined || !calls.delete(entry)) throw new Error(`queue invariant broken: ${entry.call.callId} not in its level`);
+    if (calls.size === 0) this.#tenantCalls.delete(entry.call.tenantId);
     this.#levelSizes[entry.level] = (this.#levelSizes[entry.level] ?? 0) - 1;
   }
 
   #take(entry: Entry): Dequeued {
     this.#removeFromLevel(entry);
     this.#starvation.remove(entry);
-    this.#promoted.delete(entry);
+    this.#deferred.get(entry.programKey)?.remove(entry);
     this.#byId.delete(entry.call.callId);
     this.#tenants.callLeft(entry.call.tenantId);
-    return dequeued(entry);
+    const out = dequeued(entry);
+    if (this.#promoted.get(entry.programKey) === entry) {
+      this.#promoted.delete(entry.programKey);
+      // The program's next starving call takes its place at the top.
+      const next = this.#deferred.get(entry.programKey)?.pop();
+      if (next !== undefined) this.#promote(next);
+    }
+    if (this.#deferred.get(entry.programKey)?.size === 0) this.#deferred.delete(entry.programKey);
+    return out;
   }
 
+  #promote(entry: Entry): void {
+    this.#removeFromLevel(entry);
+    this.#addToLevel(entry, 0);
+    this.#promoted.set(entry.programKey, entry);
+  }
+
+  /**
+   * A starving call: promoted, or deferred behind its program's promoted call. The
+   * promoted call of a program is always its starving call that starved first
+   * (smallest starveAt, then insertion), so the queue's state is a function of the
+   * waiting calls and `now`, whatever the history of questions.
+   */
+  #starve(entry: Entry): void {
+    const current = this.#promoted.get(entry.programKey);
+    if (current === undefined) {
+      this.#promote(entry);
+      return;
+    }
+    let deferred = this.#deferred.get(entry.programKey);
+    if (deferred === undefined) {
+      deferred = new IndexedHeap<Entry>(starvesBefore, starveSlot);
+      this.#deferred.set(entry.programKey, deferred);
+    }
+    if (starvesBefore(entry, current)) {
+      this.#removeFromLevel(current);
+      this.#addToLevel(current, current.naturalLevel);
+      deferred.push(current);
+      this.#promote(entry);
+    } else {
+      deferred.push(entry);
+    }
+  }
+
+  /**
+   * Moves calls whose starvation instant passed to level 0, one per program: a
+   * program's further starving calls wait behind its promoted one (promotion is by
+   * program, so a wide program cannot flood the top level).
+   */
   #applyStarvation(now: number): void {
     if (!Number.isFinite(now)) throw new RangeError(`now must be finite, got ${now}`);
-    if (now < this.#promotedThrough) this.#undoPromotions(now);
+    if (now < this.#promotedThrough) this.#undoPromotions();
     this.#promotedThrough = now;
     // starveAt and the ratio are computed differently, so they may disagree by a few
     // ulps: pop with a little slack and let the ratio (the rule) decide.
@@ -379,25 +482,26 @@ export class ProgramQueue {
     const notYet: Entry[] = [];
     for (let top = this.#starvation.peek(); top !== undefined && top.starveAt <= now + slack; top = this.#starvation.peek()) {
       this.#starvation.pop();
-      if (isStarving(top.call, now, this.settings)) {
-        this.#removeFromLevel(top);
-        this.#addToLevel(top, 0);
-        this.#promoted.add(top);
-      } else {
-        notYet.push(top);
-      }
+      if (isStarving(top.call, now, this.settings)) this.#starve(top);
+      else notYet.push(top);
     }
     for (const entry of notYet) this.#starvation.push(entry);
   }
 
-  #undoPromotions(now: number): void {
-    for (const entry of this.#promoted) {
-      if (isStarving(entry.call, now, this.settings)) continue;
+  /** Asked about an earlier time: promotions that no longer hold are undone. */
+  #undoPromotions(): void {
+    const starving: Entry[] = [];
+    for (const entry of [...this.#promoted.values()]) {
+      this.#promoted.delete(entry.programKey);
       this.#removeFromLevel(entry);
       this.#addToLevel(entry, entry.naturalLevel);
-      this.#promoted.delete(entry);
-      this.#starvation.push(entry);
+      starving.push(entry);
     }
+    for (const deferred of this.#deferred.values()) for (const entry of deferred.items()) starving.push(entry);
+    for (const entry of starving) this.#deferred.get(entry.programKey)?.remove(entry);
+    this.#deferred.clear();
+    // Every one of them goes back under the starvation rule, which re-promotes those that still starve.
+    for (const entry of starving) this.#starvation.push(entry);
   }
 }
 

@@ -81,12 +81,45 @@ describe("ProgramQueue tenant fairness", () => {
     expect(drain(queue, 10)).toEqual(["c0", "b0", "a0"]);
   });
 
-  it("applies fairness only within a level", () => {
+  it("serves the fairer tenant first across levels, and each tenant's own calls by level", () => {
     const queue = new ProgramQueue(TEST_QUEUE_SETTINGS);
     queue.chargeTenant("ten_a", 50_000, 0);
-    queue.enqueue(makeCall({ callId: "b-high-level", tenantId: "ten_b", pathMs: 3_000 }));
-    queue.enqueue(makeCall({ callId: "a-level-0", tenantId: "ten_a", pathMs: 0 }));
-    expect(ids(queue, 0)).toEqual(["a-level-0", "b-high-level"]);
+    queue.enqueue(makeCall({ callId: "b-high-level", tenantId: "ten_b", pathMs: 3_000, enqueuedAt: 0 }));
+    queue.enqueue(makeCall({ callId: "b-level-0", tenantId: "ten_b", pathMs: 0, enqueuedAt: 5 }));
+    queue.enqueue(makeCall({ callId: "a-level-0", tenantId: "ten_a", pathMs: 0, enqueuedAt: 1 }));
+    // A new program of the heavier tenant does not jump ahead of the lighter tenant's deep call.
+    expect(ids(queue, 0)).toEqual(["b-level-0", "b-high-level", "a-level-0"]);
+  });
+
+  it("breaks a tie of shares by the lower level before the earlier call", () => {
+    const queue = new ProgramQueue(TEST_QUEUE_SETTINGS);
+    queue.enqueue(makeCall({ callId: "a-deep-early", tenantId: "ten_a", pathMs: 3_000, enqueuedAt: 0 }));
+    queue.enqueue(makeCall({ callId: "b-top-late", tenantId: "ten_b", pathMs: 0, enqueuedAt: 9 }));
+    expect(queue.dequeue(10)?.call.callId).toBe("b-top-late");
+  });
+
+  it("gives a tenant that opens a program per call no more turns than under one program", () => {
+    // The same calls and the same completions, once under honest program IDs (deep
+    // levels) and once one program per call (all level 0): tenant A's turns against
+    // tenant B do not move.
+    const turns = (churn: boolean) => {
+      const queue = new ProgramQueue(TEST_QUEUE_SETTINGS);
+      queue.chargeTenant("ten_b", 1, 0);
+      for (let i = 0; i < 20; i++) {
+        queue.enqueue(makeCall({ callId: `a${i}`, tenantId: "ten_a", programId: churn ? `a-prog-${i}` : "a-prog", pathMs: churn ? 0 : 1_000 * i, enqueuedAt: i }));
+        queue.enqueue(makeCall({ callId: `b${i}`, tenantId: "ten_b", programId: "b-prog", pathMs: 400 * i, enqueuedAt: i + 0.5 }));
+      }
+      const tenants: string[] = [];
+      let now = 100;
+      for (let d = queue.dequeue(now); d !== undefined; d = queue.dequeue(now)) {
+        tenants.push(d.call.tenantId);
+        now += 100;
+        queue.chargeTenant(d.call.tenantId, 250, now);
+      }
+      return tenants;
+    };
+    expect(turns(true)).toEqual(turns(false));
+    expect(turns(false).slice(0, 10).filter((t) => t === "ten_a")).toHaveLength(5);
   });
 
   it("divides the share by the tenant's plan weight", () => {
@@ -183,6 +216,40 @@ describe("ProgramQueue starvation", () => {
     const queue = new ProgramQueue({ ...settings, starvationRatio: Number.POSITIVE_INFINITY });
     queue.enqueue(makeCall({ pathMs: 5_000, waitMs: 1e9 }));
     expect(queue.dequeue(1e12)).toMatchObject({ level: 3, promoted: false });
+  });
+
+  it("promotes one call per program at a time: the rest move up as it is taken", () => {
+    const queue = new ProgramQueue(settings);
+    for (let i = 0; i < 5; i++) queue.enqueue(makeCall({ callId: `wide${i}`, programId: "wide", pathMs: 2_000, enqueuedAt: i }));
+    queue.enqueue(makeCall({ callId: "fresh", programId: "other", pathMs: 0, enqueuedAt: 50 }));
+    queue.enqueue(makeCall({ callId: "level1", programId: "mid", pathMs: 1_000, enqueuedAt: 19_000 }));
+    // All five of "wide" starve by 20 000, but only its first-starving call is at level 0.
+    expect(queue.depthByLevel(20_000)).toEqual([2, 1, 4, 0]);
+    const order = queue.peekOrder(20_000);
+    expect(order.map((d) => [d.call.callId, d.level])).toEqual([
+      ["wide0", 0],
+      ["wide1", 0],
+      ["wide2", 0],
+      ["wide3", 0],
+      ["wide4", 0],
+      ["fresh", 0],
+      ["level1", 1],
+    ]);
+    // Taken one by one, each next call of the program is promoted in turn.
+    expect(queue.dequeue(20_000)).toMatchObject({ call: { callId: "wide0" }, promoted: true });
+    expect(queue.depthByLevel(20_000)).toEqual([2, 1, 3, 0]);
+    expect(queue.remove("wide1")?.callId).toBe("wide1");
+    expect(queue.dequeue(20_000)).toMatchObject({ call: { callId: "wide2" }, promoted: true });
+  });
+
+  it("promotes a program's call that starved first, whatever order the questions came in", () => {
+    const queue = new ProgramQueue(settings);
+    queue.enqueue(makeCall({ callId: "late-starver", programId: "p", pathMs: 2_000, enqueuedAt: 0 }));
+    expect(queue.depthByLevel(8_001)).toEqual([1, 0, 0, 0]);
+    // Enqueued later, but with a long wait behind it: it starved earlier than the promoted one.
+    queue.enqueue(makeCall({ callId: "early-starver", programId: "p", pathMs: 2_000, waitMs: 9_000, enqueuedAt: 8_001 }));
+    expect(queue.dequeue(8_002)).toMatchObject({ call: { callId: "early-starver" }, promoted: true });
+    expect(queue.dequeue(8_002)).toMatchObject({ call: { callId: "late-starver" }, promoted: true });
   });
 
   it("undoes a promotion if asked about an earlier time", () => {
