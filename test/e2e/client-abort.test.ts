@@ -1,13 +1,8 @@
-import { mkdtemp, rm } from "node:fs/promises";
 import http from "node:http";
-import { tmpdir } from "node:os";
-import path from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { z } from "zod";
-import { freePort } from "../../src/cli/free-port.js";
-import { type LocalStack, startLocalStack } from "../../src/cli/local-stack.js";
 import { Header } from "../../src/protocol/headers.js";
-import { createTenant, localUsageRows, root, waitFor } from "./stack.js";
+import { createTenant, localUsageRows, useLocalStack, waitFor } from "./stack.js";
 
 /*
  * A client that leaves mid-stream, through the real stack (wrangler dev, pool core,
@@ -16,8 +11,6 @@ import { createTenant, localUsageRows, root, waitFor } from "./stack.js";
  * slot, stop the engine's work, and bill what the engine reported.
  */
 
-let stateDir: string;
-let stack: LocalStack;
 /** The edge's default STREAM_STALL_MS (wrangler.toml). */
 const STREAM_STALL_MS = 10_000;
 /** Generation requests open at the engine right now. */
@@ -33,9 +26,9 @@ const UsageRow = z.object({
 
 /** Streams a long completion over a real socket and destroys the socket after `chunks` content chunks. */
 function streamThenHangUp(key: string, chunks: number): Promise<{ programId: string; seen: number; hungUpAt: number }> {
-  const url = new URL(`${stack.edgeUrl}/v1/chat/completions`);
+  const url = new URL(`${local.stack.edgeUrl}/v1/chat/completions`);
   const body = JSON.stringify({
-    model: stack.model,
+    model: local.stack.model,
     messages: [{ role: "user", content: "Write the whole migration plan." }],
     max_tokens: 8_000,
     ignore_eos: true,
@@ -71,42 +64,30 @@ function streamThenHangUp(key: string, chunks: number): Promise<{ programId: str
   });
 }
 
-beforeAll(async () => {
-  stateDir = await mkdtemp(path.join(tmpdir(), "agentix-e2e-abort-"));
-  stack = await startLocalStack({
-    root,
-    stateDir,
-    edgePort: await freePort(),
-    poolPort: await freePort(),
-    engines: 1,
-    // 8,000 tokens take ~3 s of real time: the client leaves long before the end.
-    timeScale: 20,
-    engineObserver: {
-      opened() {
-        atEngine.open++;
-      },
-      closed() {
-        atEngine.open--;
-      },
+const local = useLocalStack("abort", {
+  engines: 1,
+  // 8,000 tokens take ~3 s of real time: the client leaves long before the end.
+  timeScale: 20,
+  engineObserver: {
+    opened() {
+      atEngine.open++;
     },
-  });
-}, 120_000);
-
-afterAll(async () => {
-  await stack?.stop();
-  await rm(stateDir, { recursive: true, force: true });
+    closed() {
+      atEngine.open--;
+    },
+  },
 });
 
 describe("a client that leaves mid-stream", () => {
   it("frees its only slot within seconds, stops the engine and is billed the engine's count", async () => {
-    const { key } = await createTenant(stack, "leaver", { max_concurrent: 1, allowed_extensions: ["ignore_eos"] });
+    const { key } = await createTenant(local.stack, "leaver", { max_concurrent: 1, allowed_extensions: ["ignore_eos"] });
 
     for (let attempt = 0; attempt < 3; attempt++) {
       const { programId, seen, hungUpAt } = await streamThenHangUp(key, 5);
       const program = async () =>
         z
           .object({ in_flight: z.number(), totals: z.object({ completion_tokens: z.number() }) })
-          .parse(await (await fetch(`${stack.edgeUrl}/v1/programs/${programId}`, { headers: { authorization: `Bearer ${key}` } })).json());
+          .parse(await (await fetch(`${local.stack.edgeUrl}/v1/programs/${programId}`, { headers: { authorization: `Bearer ${key}` } })).json());
       const settled = await waitFor(program, (p) => p.in_flight === 0, 15_000, 100);
       const settleMs = Date.now() - hungUpAt;
       expect(settled.in_flight).toBe(0);
@@ -117,15 +98,15 @@ describe("a client that leaves mid-stream", () => {
       expect(await waitFor(async () => atEngine.open, (open) => open === 0, 5_000)).toBe(0);
 
       // The tenant's one slot is free again: the next call is admitted, not 429.
-      const next = await fetch(`${stack.edgeUrl}/v1/chat/completions`, {
+      const next = await fetch(`${local.stack.edgeUrl}/v1/chat/completions`, {
         method: "POST",
         headers: { authorization: `Bearer ${key}`, "content-type": "application/json", [Header.program]: programId },
-        body: JSON.stringify({ model: stack.model, messages: [{ role: "user", content: "Go on." }], max_tokens: 4 }),
+        body: JSON.stringify({ model: local.stack.model, messages: [{ role: "user", content: "Go on." }], max_tokens: 4 }),
       });
       expect(next.status).toBe(200);
       await next.text();
 
-      const rows = await waitFor(() => localUsageRows(stateDir, programId, UsageRow), (r) => r.length >= 2, 10_000);
+      const rows = await waitFor(() => localUsageRows(local.stateDir, programId, UsageRow), (r) => r.length >= 2, 10_000);
       const cancelled = rows.find((row) => row.status === "cancelled");
       expect(cancelled).toBeDefined();
       // Billed from the engine's own per-chunk count: at least what the client saw, far below the 8,000 asked for.

@@ -1,10 +1,6 @@
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import path from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { burst, liftDevLimits } from "../../src/cli/bench/edge-burst.js";
-import { freePort } from "../../src/cli/free-port.js";
-import { type LocalStack, startLocalStack } from "../../src/cli/local-stack.js";
+import { useLocalStack } from "./stack.js";
 
 /*
  * A few hundred concurrent calls through the real stack (the Worker under
@@ -18,33 +14,20 @@ import { type LocalStack, startLocalStack } from "../../src/cli/local-stack.js";
 const CONCURRENCY = 300;
 const CALLS = 600;
 
-const root = path.resolve(import.meta.dirname, "../..");
-let stateDir: string;
-let stack: LocalStack;
+const local = useLocalStack("concurrency", {
+  engines: 2,
+  timeScale: 100,
+  // The pool holds nothing back: every call that reaches it runs at once.
+  engineMaxInFlight: 64,
+});
 
 beforeAll(async () => {
-  stateDir = await mkdtemp(path.join(tmpdir(), "agentix-e2e-concurrency-"));
-  stack = await startLocalStack({
-    root,
-    stateDir,
-    edgePort: await freePort(),
-    poolPort: await freePort(),
-    engines: 2,
-    timeScale: 100,
-    // The pool holds nothing back: every call that reaches it runs at once.
-    engineMaxInFlight: 64,
-  });
-  await liftDevLimits(stack);
-}, 90_000);
-
-afterAll(async () => {
-  await stack?.stop();
-  if (stateDir) await rm(stateDir, { recursive: true, force: true });
+  await liftDevLimits(local.stack);
 });
 
 describe("the edge under a few hundred concurrent calls", () => {
   it("reaches the pool for every call: no 502 pool_unreachable", async () => {
-    const result = await burst(stack.edgeUrl, stack.devKey, stack.model, {
+    const result = await burst(local.stack.edgeUrl, local.stack.devKey, local.stack.model, {
       concurrency: CONCURRENCY,
       calls: CALLS,
       maxSeconds: 25,

@@ -1,13 +1,8 @@
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import path from "node:path";
 import OpenAI from "openai";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { z } from "zod";
-import { type LocalStack, startLocalStack } from "../../src/cli/local-stack.js";
 import { Header } from "../../src/protocol/headers.js";
-import { freePort } from "../../src/cli/free-port.js";
-import { localUsageRows, root, waitFor } from "./stack.js";
+import { localUsageRows, useLocalStack, waitFor } from "./stack.js";
 
 /*
  * The real stack: the Worker under `wrangler dev` (local D1 and Durable Objects),
@@ -15,8 +10,6 @@ import { localUsageRows, root, waitFor } from "./stack.js";
  * only the base URL, the key and the program header changed.
  */
 
-let stateDir: string;
-let stack: LocalStack;
 
 const UsageRow = z.object({
   call_id: z.string(),
@@ -29,7 +22,7 @@ const UsageRow = z.object({
 });
 type UsageRow = z.infer<typeof UsageRow>;
 
-const usageRows = (programId: string): Promise<UsageRow[]> => localUsageRows(stateDir, programId, UsageRow);
+const usageRows = (programId: string): Promise<UsageRow[]> => localUsageRows(local.stateDir, programId, UsageRow);
 
 const ProgramView = z.object({
   id: z.string(),
@@ -41,37 +34,25 @@ const ProgramView = z.object({
 });
 
 async function program(id: string) {
-  const res = await fetch(`${stack.edgeUrl}/v1/programs/${id}`, { headers: { authorization: `Bearer ${stack.devKey}` } });
+  const res = await fetch(`${local.stack.edgeUrl}/v1/programs/${id}`, { headers: { authorization: `Bearer ${local.stack.devKey}` } });
   expect(res.status).toBe(200);
   return ProgramView.parse(await res.json());
 }
 
-beforeAll(async () => {
-  stateDir = await mkdtemp(path.join(tmpdir(), "agentix-e2e-"));
-  stack = await startLocalStack({
-    root,
-    stateDir,
-    edgePort: await freePort(),
-    poolPort: await freePort(),
-    engines: 2,
-    timeScale: 50,
-  });
-}, 120_000);
-
-afterAll(async () => {
-  await stack?.stop();
-  await rm(stateDir, { recursive: true, force: true });
+const local = useLocalStack("stack", {
+  engines: 2,
+  timeScale: 50,
 });
 
 describe("end to end through edge, pool and simulated engines", () => {
   it("serves a program's non-streaming and streaming calls and meters each exactly once", async () => {
-    const client = new OpenAI({ baseURL: `${stack.edgeUrl}/v1`, apiKey: stack.devKey, maxRetries: 0 });
+    const client = new OpenAI({ baseURL: `${local.stack.edgeUrl}/v1`, apiKey: local.stack.devKey, maxRetries: 0 });
     const messages: OpenAI.ChatCompletionMessageParam[] = [
       { role: "system", content: "You are a coding agent. ".repeat(40) },
       { role: "user", content: "List the failing tests." },
     ];
 
-    const first = await client.chat.completions.create({ model: stack.model, messages, max_tokens: 24 }).withResponse();
+    const first = await client.chat.completions.create({ model: local.stack.model, messages, max_tokens: 24 }).withResponse();
     const programId = first.response.headers.get(Header.program);
     expect(programId).toMatch(/^prog_/);
     expect(first.data.usage?.completion_tokens).toBeGreaterThan(0);
@@ -87,7 +68,7 @@ describe("end to end through edge, pool and simulated engines", () => {
     messages.push({ role: "user", content: "Fix the first one." });
     const stream = await client.chat.completions
       .create(
-        { model: stack.model, messages, max_tokens: 16, stream: true, stream_options: { include_usage: true } },
+        { model: local.stack.model, messages, max_tokens: 16, stream: true, stream_options: { include_usage: true } },
         { headers: { [Header.program]: programId ?? "" } },
       )
       .withResponse();
@@ -128,9 +109,9 @@ describe("end to end through edge, pool and simulated engines", () => {
   });
 
   it("keeps the usage chunk out of a stream that did not ask for it", async () => {
-    const client = new OpenAI({ baseURL: `${stack.edgeUrl}/v1`, apiKey: stack.devKey, maxRetries: 0 });
+    const client = new OpenAI({ baseURL: `${local.stack.edgeUrl}/v1`, apiKey: local.stack.devKey, maxRetries: 0 });
     const stream = await client.chat.completions.create({
-      model: stack.model,
+      model: local.stack.model,
       messages: [{ role: "user", content: "hello" }],
       max_tokens: 4,
       stream: true,
@@ -142,9 +123,9 @@ describe("end to end through edge, pool and simulated engines", () => {
   });
 
   it("rejects a wrong key with OpenAI's error shape through the SDK", async () => {
-    const client = new OpenAI({ baseURL: `${stack.edgeUrl}/v1`, apiKey: "agx_wrong", maxRetries: 0 });
+    const client = new OpenAI({ baseURL: `${local.stack.edgeUrl}/v1`, apiKey: "agx_wrong", maxRetries: 0 });
     const error = await client.chat.completions
-      .create({ model: stack.model, messages: [{ role: "user", content: "hi" }] })
+      .create({ model: local.stack.model, messages: [{ role: "user", content: "hi" }] })
       .catch((e: unknown) => e);
     expect(error).toBeInstanceOf(OpenAI.AuthenticationError);
     expect((error as InstanceType<typeof OpenAI.AuthenticationError>).code).toBe("invalid_api_key");

@@ -1,6 +1,10 @@
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
 import path from "node:path";
+import { afterAll, beforeAll } from "vitest";
 import { z } from "zod";
-import type { LocalStack } from "../../src/cli/local-stack.js";
+import { freePort } from "../../src/cli/free-port.js";
+import { type LocalStack, type LocalStackOptions, startLocalStack } from "../../src/cli/local-stack.js";
 import { runWrangler } from "../../src/cli/wrangler-process.js";
 
 /* What the end-to-end tests do against a running local stack: admin calls, tenants, the local D1, polling. */
@@ -64,4 +68,36 @@ export async function waitFor<T>(probe: () => Promise<T>, done: (value: T) => bo
     if (done(value) || Date.now() > deadline) return value;
     await new Promise((resolve) => setTimeout(resolve, intervalMs));
   }
+}
+
+export type TestStackOptions = Omit<LocalStackOptions, "root" | "stateDir" | "edgePort" | "poolPort">;
+
+/**
+ * Starts a local stack before the file's tests (a fresh state directory, free ports)
+ * and stops it and removes its state after them. Read `stack` and `stateDir` inside tests.
+ */
+export function useLocalStack(name: string, options: TestStackOptions): { readonly stack: LocalStack; readonly stateDir: string } {
+  let started: { stack: LocalStack; stateDir: string } | undefined;
+  let stateDir: string | undefined;
+  beforeAll(async () => {
+    stateDir = await mkdtemp(path.join(tmpdir(), `agentix-e2e-${name}-`));
+    const stack = await startLocalStack({ root, stateDir, edgePort: await freePort(), poolPort: await freePort(), ...options });
+    started = { stack, stateDir };
+  }, 120_000);
+  afterAll(async () => {
+    await started?.stack.stop();
+    if (stateDir) await rm(stateDir, { recursive: true, force: true });
+  });
+  const get = () => {
+    if (!started) throw new Error("the local stack has not started");
+    return started;
+  };
+  return {
+    get stack() {
+      return get().stack;
+    },
+    get stateDir() {
+      return get().stateDir;
+    },
+  };
 }

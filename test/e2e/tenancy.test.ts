@@ -1,11 +1,6 @@
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import path from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type LocalStack, startLocalStack } from "../../src/cli/local-stack.js";
+import { describe, expect, it } from "vitest";
 import { Header, RateLimitHeader } from "../../src/protocol/headers.js";
-import { freePort } from "../../src/cli/free-port.js";
-import { createTenant, root } from "./stack.js";
+import { createTenant, useLocalStack } from "./stack.js";
 
 /*
  * Tenancy through the real stack (wrangler dev + pool core + simulated engines):
@@ -15,17 +10,15 @@ import { createTenant, root } from "./stack.js";
  * bottleneck of a flood.)
  */
 
-let stateDir: string;
-let stack: LocalStack;
 /** Generation requests open at the engines right now, and the most ever seen at once. */
 const atEngines = { open: 0, peak: 0 };
 
 async function newTenant(name: string, overrides?: Record<string, unknown>): Promise<string> {
-  return (await createTenant(stack, name, overrides)).key;
+  return (await createTenant(local.stack, name, overrides)).key;
 }
 
 function chat(key: string, maxTokens: number, program?: string, content = "Next step?"): Promise<Response> {
-  return fetch(`${stack.edgeUrl}/v1/chat/completions`, {
+  return fetch(`${local.stack.edgeUrl}/v1/chat/completions`, {
     method: "POST",
     headers: {
       authorization: `Bearer ${key}`,
@@ -33,7 +26,7 @@ function chat(key: string, maxTokens: number, program?: string, content = "Next 
       ...(program ? { [Header.program]: program } : {}),
     },
     body: JSON.stringify({
-      model: stack.model,
+      model: local.stack.model,
       messages: [{ role: "user", content }],
       max_tokens: maxTokens,
       ignore_eos: true,
@@ -41,32 +34,20 @@ function chat(key: string, maxTokens: number, program?: string, content = "Next 
   });
 }
 
-beforeAll(async () => {
-  stateDir = await mkdtemp(path.join(tmpdir(), "agentix-e2e-tenancy-"));
-  stack = await startLocalStack({
-    root,
-    stateDir,
-    edgePort: await freePort(),
-    poolPort: await freePort(),
-    engines: 1,
-    // 64 tokens take ~25 ms of real time: long enough for calls to overlap.
-    timeScale: 20,
-    engineMaxInFlight: 4,
-    engineObserver: {
-      opened() {
-        atEngines.open++;
-        atEngines.peak = Math.max(atEngines.peak, atEngines.open);
-      },
-      closed() {
-        atEngines.open--;
-      },
+const local = useLocalStack("tenancy", {
+  engines: 1,
+  // 64 tokens take ~25 ms of real time: long enough for calls to overlap.
+  timeScale: 20,
+  engineMaxInFlight: 4,
+  engineObserver: {
+    opened() {
+      atEngines.open++;
+      atEngines.peak = Math.max(atEngines.peak, atEngines.open);
     },
-  });
-}, 120_000);
-
-afterAll(async () => {
-  await stack?.stop();
-  await rm(stateDir, { recursive: true, force: true });
+    closed() {
+      atEngines.open--;
+    },
+  },
 });
 
 describe("tenant limits end to end", () => {
