@@ -25,12 +25,11 @@ class Stop extends Error {
   }
 }
 
-/** The first of `work`, the signals, or the timer; the loser's timer and listeners are released. */
-function within<T>(work: Promise<T>, watch: StreamWatch, ms: number, onTimer: Stop, gone: Promise<never>): Promise<T> {
-  const stops: [AbortSignal, Stop][] = [
-    [watch.client, new Stop("cancelled")],
-    [watch.deadline, new Stop("timeout")],
-  ];
+/** What ends a wait early: each signal with the end it means. */
+type Stops = readonly (readonly [AbortSignal, Stop])[];
+
+/** The first of `work`, the stop signals, or the timer; the loser's timer and listeners are released. */
+function within<T>(work: Promise<T>, stops: Stops, ms: number, onTimer: Stop): Promise<T> {
   for (const [signal, stop] of stops) if (signal.aborted) return Promise.reject(stop);
   return new Promise<T>((resolve, reject) => {
     const listeners = stops.map(([signal, stop]) => {
@@ -51,7 +50,6 @@ function within<T>(work: Promise<T>, watch: StreamWatch, ms: number, onTimer: St
       (value) => finish(() => resolve(value)),
       (error: unknown) => finish(() => reject(error)),
     );
-    gone.catch((stop: unknown) => finish(() => reject(stop)));
   });
 }
 
@@ -76,18 +74,20 @@ export function relayEventStream(
   });
   const writer = writable.getWriter();
   // The client cancelling the response body errors the writable side at once, even between writes.
-  const clientCancelled: Promise<never> = writer.closed.then(
-    () => new Promise<never>(() => undefined),
-    () => Promise.reject(new Stop("cancelled")),
-  );
-  clientCancelled.catch(() => undefined);
+  const bodyCancelled = new AbortController();
+  writer.closed.catch(() => bodyCancelled.abort());
+  const stops: Stops = [
+    [watch.client, new Stop("cancelled")],
+    [bodyCancelled.signal, new Stop("cancelled")],
+    [watch.deadline, new Stop("timeout")],
+  ];
   const encoder = new TextEncoder();
   const clientStalled = new Stop("cancelled");
   const poolSilent = new Stop("failed");
 
   const pump = async (): Promise<StreamEnd> => {
     for (;;) {
-      const next = await within(events.read(), watch, watch.poolIdleMs, poolSilent, clientCancelled);
+      const next = await within(events.read(), stops, watch.poolIdleMs, poolSilent);
       if (next.done) return "complete";
       const out = filter.pass(next.value);
       if (out === undefined) continue;
@@ -96,10 +96,9 @@ export function relayEventStream(
         writer.write(encoder.encode(formatEvent(out))).catch(() => {
           throw new Stop("cancelled");
         }),
-        watch,
+        stops,
         watch.stallMs,
         clientStalled,
-        clientCancelled,
       );
     }
   };
