@@ -60,12 +60,21 @@ export async function localUsageRows<T extends z.ZodRawShape>(
   return parsed[0]?.results ?? [];
 }
 
-/** Polls `probe` until `done` says so or `timeoutMs` passed; returns the last value either way. */
+/**
+ * Polls `probe` until `done` says so or `timeoutMs` passed; returns the last value
+ * either way. A probe that throws is asked again until the time is up (then the error
+ * is thrown): wrangler's local proxy sometimes closes a kept-alive connection just as
+ * the client reuses it.
+ */
 export async function waitFor<T>(probe: () => Promise<T>, done: (value: T) => boolean, timeoutMs = 20_000, intervalMs = 200): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    const value = await probe();
-    if (done(value) || Date.now() > deadline) return value;
+    try {
+      const value = await probe();
+      if (done(value) || Date.now() > deadline) return value;
+    } catch (error) {
+      if (Date.now() > deadline) throw error;
+    }
     await new Promise((resolve) => setTimeout(resolve, intervalMs));
   }
 }
