@@ -68,6 +68,24 @@ function parseJson(bytes: ArrayBuffer): unknown {
 /** Why the edge stopped waiting on the pool, in the order that explains it best. */
 export type Unanswered = "client_gone" | "timeout" | "unreachable";
 
+/** Why a wait on the pool failed: the client left, the deadline passed, or else the pool's side broke. */
+export function whyUnanswered(watch: Pick<StreamWatch, "client" | "deadline">): Unanswered {
+  return watch.client.aborted ? "client_gone" : watch.deadline.aborted ? "timeout" : "unreachable";
+}
+
+const STATUS_OF_UNANSWERED: Record<Unanswered, SettleCallInput["status"]> = {
+  client_gone: "cancelled",
+  timeout: "timeout",
+  unreachable: "error",
+};
+
+/** The answer to a call the edge gave up on; `poolBroke` words the pool's own failure. */
+function unansweredResponse(call: ForwardedCall, why: Unanswered, poolBroke: () => Response): Response {
+  if (why === "client_gone") return clientClosed(call);
+  if (why === "timeout") return callTimedOut(call);
+  return poolBroke();
+}
+
 /**
  * The pool could not be reached, the client left before it answered, or the
  * call's deadline passed first. A call that never reached an engine is settled
@@ -77,16 +95,16 @@ export function unanswered(call: ForwardedCall, why: Unanswered): Response {
   const finishedAt = Date.now();
   call.settle(
     settleWith(call, {
-      status: why === "client_gone" ? "cancelled" : why === "timeout" ? "timeout" : "error",
+      status: STATUS_OF_UNANSWERED[why],
       served: false,
       outputChunks: 0,
       observedTiming: { queueMs: finishedAt - call.sentAt, serviceMs: 0 },
       finishedAt,
     }),
   );
-  if (why === "client_gone") return clientClosed(call);
-  if (why === "timeout") return callTimedOut(call);
-  return poolTrouble(call, 502, "The GPU pool could not be reached; retry shortly", "pool_unreachable");
+  return unansweredResponse(call, why, () =>
+    poolTrouble(call, 502, "The GPU pool could not be reached; retry shortly", "pool_unreachable"),
+  );
 }
 
 /** The pool's own account of a refusal, as the pool's log and the edge's log want it. */
@@ -153,11 +171,11 @@ export async function relayJson(pool: Response, call: ForwardedCall, watch: Stre
   } catch (error) {
     // The pool answered, so the engine did the work: it is charged (prompt estimate, service) even though the body broke.
     const finishedAt = Date.now();
-    const why: Unanswered = watch.client.aborted ? "client_gone" : watch.deadline.aborted ? "timeout" : "unreachable";
+    const why = whyUnanswered(watch);
     if (why === "unreachable") console.error(`The pool's answer to ${call.callId} broke off`, error);
     call.settle(
       settleWith(call, {
-        status: why === "client_gone" ? "cancelled" : why === "timeout" ? "timeout" : "error",
+        status: STATUS_OF_UNANSWERED[why],
         served: true,
         ...(stats ? { stats } : {}),
         outputChunks: 0,
@@ -165,9 +183,9 @@ export async function relayJson(pool: Response, call: ForwardedCall, watch: Stre
         finishedAt,
       }),
     );
-    if (why === "client_gone") return clientClosed(call);
-    if (why === "timeout") return callTimedOut(call);
-    return poolTrouble(call, 502, "The GPU pool's answer broke off; retry shortly", "pool_response_broken");
+    return unansweredResponse(call, why, () =>
+      poolTrouble(call, 502, "The GPU pool's answer broke off; retry shortly", "pool_response_broken"),
+    );
   }
   const finishedAt = Date.now();
   const completion = ChatCompletion.safeParse(parseJson(bytes));

@@ -5,7 +5,7 @@ import { estimatePromptTokens } from "../../protocol/tokens.js";
 import { forwardBody, parseChatRequest } from "../chat/forward-body.js";
 import { forwardToPool } from "../chat/pool-client.js";
 import { CallLifecycle } from "../chat/call-lifecycle.js";
-import { type ForwardedCall, relayJson, relayPoolError, relayStream, unanswered } from "../chat/relay.js";
+import { type ForwardedCall, relayJson, relayPoolError, relayStream, unanswered, whyUnanswered } from "../chat/relay.js";
 import type { StreamWatch } from "../chat/relay-stream.js";
 import type { EdgeEnv } from "../context.js";
 import { poolNameOf } from "../env.js";
@@ -165,7 +165,7 @@ export function chatRoutes() {
           signal: AbortSignal.any([watch.client, watch.deadline]),
         });
       } catch (error) {
-        const why = watch.client.aborted ? "client_gone" : watch.deadline.aborted ? "timeout" : "unreachable";
+        const why = whyUnanswered(watch);
         if (why === "unreachable") console.error(`pool unreachable for ${callId}`, error);
         return unanswered(call, why);
       }
