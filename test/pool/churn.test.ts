@@ -1,9 +1,8 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { callStartValue, completeCall, NO_SERVICE, type ProgramService } from "../../src/core/service.js";
 import { statsFromHeaders } from "../../src/protocol/stats.js";
-import { type PoolHandle, startPool } from "../../src/pool/server.js";
-import { DEFAULT_SIM_MODEL, type SimEngineHandle, startSimEngine } from "../../src/sim/engine-server.js";
-import { signedCall, testConfig } from "./helpers.js";
+import { DEFAULT_SIM_MODEL } from "../../src/sim/engine-server.js";
+import { signedCall, useSimEnginePool } from "./helpers.js";
 
 /*
  * Churning program IDs buys a tenant nothing. Tenant A runs eight agents of twelve
@@ -14,18 +13,7 @@ import { signedCall, testConfig } from "./helpers.js";
  * the pool's queue holds most calls and its order decides who runs.
  */
 
-let engine: SimEngineHandle;
-let pool: PoolHandle;
-
-beforeAll(async () => {
-  engine = await startSimEngine({ engineId: "sim-1", timeScale: 10 });
-  pool = await startPool(testConfig({ engines: [{ id: "sim-1", url: engine.url, maxInFlight: 2 }] }));
-});
-
-afterAll(async () => {
-  await pool?.close();
-  await engine?.close();
-});
+const sim = useSimEnginePool({ maxInFlight: 2, timeScale: 10 });
 
 interface CallFigures {
   queueMs: number;
@@ -36,7 +24,7 @@ async function call(tenant: string, program: string, service: ProgramService): P
     fields: { tenant, program, serviceMs: Math.round(service.attainedServiceMs), pathMs: Math.round(service.criticalPathMs) },
     body: { model: DEFAULT_SIM_MODEL, messages: [{ role: "user", content: `${program} step` }], max_tokens: 24, ignore_eos: true },
   });
-  const res = await fetch(`${pool.url}/v1/chat/completions`, { method: "POST", headers: signed.headers, body: signed.body });
+  const res = await fetch(`${sim.pool.url}/v1/chat/completions`, { method: "POST", headers: signed.headers, body: signed.body });
   await res.arrayBuffer();
   expect(res.status).toBe(200);
   const stats = statsFromHeaders(res.headers);

@@ -1,9 +1,8 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { callStartValue, completeCall, NO_SERVICE, type ProgramService } from "../../src/core/service.js";
 import { statsFromHeaders } from "../../src/protocol/stats.js";
-import { type PoolHandle, startPool } from "../../src/pool/server.js";
-import { DEFAULT_SIM_MODEL, type SimEngineHandle, startSimEngine } from "../../src/sim/engine-server.js";
-import { signedCall, testConfig } from "./helpers.js";
+import { DEFAULT_SIM_MODEL } from "../../src/sim/engine-server.js";
+import { signedCall, useSimEnginePool } from "./helpers.js";
 
 /*
  * Tenant fairness with the pool and a simulated engine in the loop: tenant A opens
@@ -12,25 +11,14 @@ import { signedCall, testConfig } from "./helpers.js";
  * serves tenants by decayed service / weight, so B is not stuck behind A's flood.
  */
 
-let engine: SimEngineHandle;
-let pool: PoolHandle;
-
-beforeAll(async () => {
-  engine = await startSimEngine({ engineId: "sim-1", timeScale: 10 });
-  pool = await startPool(testConfig({ engines: [{ id: "sim-1", url: engine.url, maxInFlight: 2 }] }));
-});
-
-afterAll(async () => {
-  await pool?.close();
-  await engine?.close();
-});
+const sim = useSimEnginePool({ maxInFlight: 2, timeScale: 10 });
 
 async function call(tenant: string, program: string, service: ProgramService, maxTokens: number) {
   const signed = await signedCall({
     fields: { tenant, program, serviceMs: Math.round(service.attainedServiceMs), pathMs: Math.round(service.criticalPathMs) },
     body: { model: DEFAULT_SIM_MODEL, messages: [{ role: "user", content: `${program} step` }], max_tokens: maxTokens, ignore_eos: true },
   });
-  const res = await fetch(`${pool.url}/v1/chat/completions`, { method: "POST", headers: signed.headers, body: signed.body });
+  const res = await fetch(`${sim.pool.url}/v1/chat/completions`, { method: "POST", headers: signed.headers, body: signed.body });
   await res.arrayBuffer();
   expect(res.status).toBe(200);
   const stats = statsFromHeaders(res.headers);
@@ -78,7 +66,7 @@ describe("tenant fairness under a flood of new programs", () => {
     // Flood calls are as short as B's, so what B cannot avoid (a busy engine slot, no
     // preemption) stays small; behind the flood in FCFS order B would wait ~20 calls.
     const workers = Array.from({ length: 32 }, (_, w) => flood(w));
-    while (pool.dispatcher.queuedCount < 20) await new Promise((resolve) => setTimeout(resolve, 5));
+    while (sim.pool.dispatcher.queuedCount < 20) await new Promise((resolve) => setTimeout(resolve, 5));
     const loaded = await steadyAgent(9);
     flooding = false;
     await Promise.all(workers);

@@ -1,8 +1,11 @@
+import { afterAll, beforeAll } from "vitest";
 import type { ForwardFields } from "../../src/protocol/forward.js";
 import { signedForwardHeaders } from "../../src/protocol/signing.js";
 import { newCallId, newEventBatchId } from "../../src/protocol/ids.js";
 import type { ToolEventInput } from "../../src/protocol/tool-events.js";
 import { parsePoolConfig, type PoolConfig, type PoolConfigInput } from "../../src/pool/config.js";
+import { type PoolHandle, startPool } from "../../src/pool/server.js";
+import { type SimEngineHandle, startSimEngine } from "../../src/sim/engine-server.js";
 
 export const SECRET = "test-pool-signing-secret";
 /** The test pools' operator token (testConfig sets it): /metrics, /tao/* and /health's detail need it. */
@@ -72,4 +75,33 @@ export async function waitFor(predicate: () => boolean | Promise<boolean>, what:
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await new Promise((resolve) => setTimeout(resolve, 5));
   }
+}
+
+/**
+ * One simulated engine behind a pool that sends it at most `maxInFlight` calls, started
+ * before the file's tests and closed after them. Read `pool` and `engine` inside tests.
+ */
+export function useSimEnginePool(options: { maxInFlight: number; timeScale: number }): { readonly pool: PoolHandle; readonly engine: SimEngineHandle } {
+  let started: { pool: PoolHandle; engine: SimEngineHandle } | undefined;
+  beforeAll(async () => {
+    const engine = await startSimEngine({ engineId: "sim-1", timeScale: options.timeScale });
+    const pool = await startPool(testConfig({ engines: [{ id: "sim-1", url: engine.url, maxInFlight: options.maxInFlight }] }));
+    started = { pool, engine };
+  });
+  afterAll(async () => {
+    await started?.pool.close();
+    await started?.engine.close();
+  });
+  const get = () => {
+    if (!started) throw new Error("the pool and engine have not started");
+    return started;
+  };
+  return {
+    get pool() {
+      return get().pool;
+    },
+    get engine() {
+      return get().engine;
+    },
+  };
 }
