@@ -88,12 +88,14 @@ describe("a client that leaves mid-stream", () => {
         z
           .object({ in_flight: z.number(), totals: z.object({ completion_tokens: z.number() }) })
           .parse(await (await fetch(`${local.stack.edgeUrl}/v1/programs/${programId}`, { headers: { authorization: `Bearer ${key}` } })).json());
-      const settled = await waitFor(program, (p) => p.in_flight === 0, 15_000, 100);
+      const settled = await waitFor(program, (p) => p.in_flight === 0, 30_000, 100);
       const settleMs = Date.now() - hungUpAt;
       expect(settled.in_flight).toBe(0);
       // Usually under a second; when the local runtime never reports the hang-up (wrangler's proxy
-      // often does not), the edge's stall rule (STREAM_STALL_MS, 10 s) ends the call.
-      expect(settleMs).toBeLessThan(STREAM_STALL_MS + 3_000);
+      // often does not), the edge's stall rule ends the call STREAM_STALL_MS after the proxy's
+      // buffers stop taking events, which can be a few seconds after the hang-up (seen: 14.6 s on a
+      // loaded 2-core CI machine). Far from the ten minutes a leaked slot used to stay taken.
+      expect(settleMs).toBeLessThan(STREAM_STALL_MS + 10_000);
       // The engine stopped generating for the call nobody reads.
       expect(await waitFor(async () => atEngine.open, (open) => open === 0, 5_000)).toBe(0);
 
