@@ -1,3 +1,4 @@
+export * from "./admission.js";
 export * from "./clock.js";
 export * from "./dispatch.js";
 export * from "./engines.js";

@@ -60,6 +60,8 @@ export interface QueuedCall {
   /** Tenant plan weight (> 0). */
   weight: number;
   promptTokens: number;
+  /** The call's max_tokens, when known (admission's expected output never exceeds it). */
+  maxTokens?: number;
   /** Engine that served the program last. */
   affinityEngine?: string;
   /** ms, injected clock. */
@@ -174,6 +176,9 @@ function validateCall(call: QueuedCall): void {
   }
   if (call.remainingMs !== undefined && !(Number.isFinite(call.remainingMs) && call.remainingMs >= 0)) {
     fail(`remainingMs must be a finite number >= 0 when present, got ${call.remainingMs}`);
+  }
+  if (call.maxTokens !== undefined && !(Number.isInteger(call.maxTokens) && call.maxTokens >= 1)) {
+    fail(`maxTokens must be an integer >= 1 when present, got ${call.maxTokens}`);
   }
 }
 
@@ -303,11 +308,17 @@ export class ProgramQueue {
     return entry.call;
   }
 
-  dequeue(now: number, accept?: (call: QueuedCall) => boolean): Dequeued | undefined {
+  /**
+   * Takes the next call in order that `accept` takes. With `backfill` false, only the
+   * next call itself: when `accept` refuses it, nothing is taken (strict priority, so a
+   * call that needs more room than is free now is not overtaken by smaller ones forever).
+   */
+  dequeue(now: number, accept?: (call: QueuedCall) => boolean, backfill = true): Dequeued | undefined {
     this.#applyStarvation(now);
     const best = this.#best(now);
     if (best === undefined) return undefined;
     if (accept === undefined || accept(best.call)) return this.#take(best);
+    if (!backfill) return undefined;
     // Refused: the next call in the order successive dequeues would take, that accept takes.
     for (const candidate of this.#successiveOrder(now)) {
       if (candidate.call.callId === best.call.callId) continue;

@@ -20,9 +20,17 @@
  * Routing: 2,048-token long-prompt threshold (Autellix), SGLang's imbalance override
  *   (max - min > 32 and max > 1.1 x min).
  * Saturation: the Gateway API Inference Extension treats an engine as saturated at a
- *   waiting queue of 5 or 80 % KV use, hence waiting > 4 or kvUsage > 0.8.
+ *   waiting queue of 5 or 80 % KV use, hence waiting > 4 or kvUsage > 0.8. With
+ *   admission the engine-waiting rule stays a safety limit and the KV one applies only
+ *   to engines whose capacity is unknown.
+ * Admission: projected KV within 90 % of capacity (the projection counts every call
+ *   at its peak, so the engine itself rarely runs past ~80 %, and its cache keeps room
+ *   for prefixes that are about to be read again); decode step within STEP_FACTOR × the
+ *   weight-read floor (see below); 256 output tokens expected before anything finished
+ *   (the reference's agent calls: 34-277), averaged over ~5 calls (weight 0.2).
  */
 
+import type { AdmissionSettings } from "./admission.js";
 import type { DispatchSettings } from "./dispatch.js";
 import type { SaturationSettings } from "./engines.js";
 import type { QueueSettings } from "./queue.js";
@@ -49,8 +57,16 @@ export const DEFAULT_SATURATION_SETTINGS: SaturationSettings = Object.freeze({
   maxKvUsage: 0.8,
 });
 
+export const DEFAULT_ADMISSION_SETTINGS: AdmissionSettings = Object.freeze({
+  kvTarget: 0.9,
+  stepTargetFactor: Infinity,
+  defaultOutputTokens: 256,
+  outputAverageWeight: 0.2,
+});
+
 export const DEFAULT_DISPATCH_SETTINGS: DispatchSettings = Object.freeze({
   queue: DEFAULT_QUEUE_SETTINGS,
   routing: DEFAULT_ROUTING_SETTINGS,
   saturation: DEFAULT_SATURATION_SETTINGS,
+  admission: DEFAULT_ADMISSION_SETTINGS,
 });

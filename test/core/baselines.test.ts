@@ -140,7 +140,7 @@ describe("round-robin routing policy", () => {
     for (let i = 0; i < 5; i++) queue.enqueue(makeCall({ callId: `c${i}`, serviceMs: 1_000 * (5 - i), enqueuedAt: i }));
     const engines = [engine("e1", { maxInFlight: Infinity }), engine("e2", { maxInFlight: Infinity, waiting: 99, kvUsage: 1 })];
     const cursor: RoundRobinCursor = { next: 0 };
-    const dispatches = takeDispatches(queue, engines, 10, settings, cursor);
+    const { dispatches } = takeDispatches(queue, engines, 10, settings, { cursor });
     expect(dispatches.map((d) => [d.call.callId, d.engineId, d.level])).toEqual([
       ["c0", "e1", 0],
       ["c1", "e2", 0],

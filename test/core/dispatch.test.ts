@@ -22,7 +22,7 @@ describe("takeDispatches", () => {
     queue.enqueue(makeCall({ callId: "p0a", pathMs: 10, enqueuedAt: 3 }));
     const engines = [engine("e1"), engine("e2", { inFlight: 1 })];
 
-    const dispatches = takeDispatches(queue, engines, 10, settings);
+    const { dispatches } = takeDispatches(queue, engines, 10, settings);
 
     expect(dispatches.map((d) => d.call.callId)).toEqual(["p0a", "p0b", "p1"]);
     expect(dispatches.map((d) => d.level)).toEqual([0, 0, 1]);
@@ -31,7 +31,7 @@ describe("takeDispatches", () => {
     expect(queue.size).toBe(2);
     expect(queue.has("p2") && queue.has("p3")).toBe(true);
     // Full engines: nothing more goes out, and nothing is lost.
-    expect(takeDispatches(queue, engines, 10, settings)).toEqual([]);
+    expect(takeDispatches(queue, engines, 10, settings)).toEqual({ dispatches: [], held: "count" });
     expect(queue.size).toBe(2);
   });
 
@@ -39,7 +39,7 @@ describe("takeDispatches", () => {
     const queue = new ProgramQueue(TEST_QUEUE_SETTINGS);
     for (let i = 0; i < 4; i++) queue.enqueue(makeCall({ callId: `c${i}`, enqueuedAt: i }));
     const engines = [engine("e1", { maxInFlight: 10 }), engine("e2", { maxInFlight: 10 })];
-    const dispatches = takeDispatches(queue, engines, 10, settings);
+    const { dispatches } = takeDispatches(queue, engines, 10, settings);
     expect(dispatches.map((d) => [d.call.callId, d.engineId, d.reason])).toEqual([
       ["c0", "e1", "short-least-loaded"],
       ["c1", "e2", "short-least-loaded"],
@@ -52,7 +52,7 @@ describe("takeDispatches", () => {
     const queue = new ProgramQueue(TEST_QUEUE_SETTINGS);
     queue.enqueue(makeCall({ callId: "long", promptTokens: 5_000, affinityEngine: "e2", pathMs: 2_000, waitMs: 100_000 }));
     const engines = [engine("e1"), engine("e2", { inFlight: 1 })];
-    expect(takeDispatches(queue, engines, 0, settings)).toEqual([
+    expect(takeDispatches(queue, engines, 0, settings).dispatches).toEqual([
       expect.objectContaining({ engineId: "e2", reason: "long-affinity", level: 0, promoted: true }),
     ]);
     expect(engines[1]?.inFlight).toBe(2);
@@ -62,13 +62,14 @@ describe("takeDispatches", () => {
     const queue = new ProgramQueue(TEST_QUEUE_SETTINGS);
     queue.enqueue(makeCall({ callId: "x" }));
     const engines = [engine("down", { healthy: false }), engine("busy", { waiting: 9 }), engine("full", { kvUsage: 0.99 })];
-    expect(takeDispatches(queue, engines, 0, settings)).toEqual([]);
+    // Held, and the most binding reason any engine gave is named.
+    expect(takeDispatches(queue, engines, 0, settings)).toEqual({ dispatches: [], held: "kv" });
     expect(queue.has("x")).toBe(true);
     expect(engines.map((e) => e.inFlight)).toEqual([0, 0, 0]);
   });
 
   it("returns nothing for an empty queue", () => {
-    expect(takeDispatches(new ProgramQueue(TEST_QUEUE_SETTINGS), [engine("e1")], 0, settings)).toEqual([]);
+    expect(takeDispatches(new ProgramQueue(TEST_QUEUE_SETTINGS), [engine("e1")], 0, settings)).toEqual({ dispatches: [], held: undefined });
   });
 
   it("rejects duplicate engine ids without taking any call", () => {

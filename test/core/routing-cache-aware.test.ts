@@ -86,7 +86,7 @@ describe('"cache-aware" routing', () => {
       treeTokens: (id) => (id === "e3" ? 0 : 1_000),
     };
     const engines = [engine("e1"), engine("e2"), engine("e3")];
-    const dispatches = takeDispatches(queue, engines, 10, settings, undefined, prefixes);
+    const { dispatches } = takeDispatches(queue, engines, 10, settings, { prefixes });
     expect(dispatches.map((d) => [d.call.callId, d.engineId, d.reason])).toEqual([
       ["a", "e2", "cache-match"],
       ["b", "e1", "cache-match"],

@@ -159,7 +159,7 @@ export class TaoPump {
     this.expire(now, engines);
     const dispatches = this.claimReservations(queue, engines, now);
     if (this.#failed) {
-      dispatches.push(...takeDispatches(queue, engines, now, dispatch));
+      dispatches.push(...takeDispatches(queue, engines, now, dispatch).dispatches);
       return { dispatches, needsPlan: queue.size > 0, held: 0, holdUntil: undefined };
     }
     const plan = this.#plan;
