@@ -4,6 +4,7 @@ import { z } from "zod";
 import { randomToken } from "../protocol/ids.js";
 import { parsePoolConfig } from "../pool/config.js";
 import { type PoolHandle, startPool } from "../pool/server.js";
+import { DEFAULT_PROFILE } from "../sim/profiles.js";
 import {
   DEFAULT_SIM_MODEL,
   type EngineRequestObserver,
@@ -160,6 +161,8 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
           url: e.url,
           kind: "vllm",
           maxInFlight: options.engineMaxInFlight ?? 8,
+          // The simulated engines run the default profile: admission projects their KV and step time from it.
+          profile: DEFAULT_PROFILE,
         })),
       }),
     );

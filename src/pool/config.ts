@@ -1,10 +1,12 @@
 import { readFile } from "node:fs/promises";
 import { z } from "zod";
 import { type DispatchSettings, validateDispatchSettings } from "../core/dispatch.js";
+import type { AdmissionSettings, DecodeCostModel } from "../core/admission.js";
 import type { SaturationSettings } from "../core/engines.js";
 import type { QueueSettings } from "../core/queue.js";
 import type { RoutingSettings } from "../core/routing.js";
 import { DEFAULT_DISPATCH_SETTINGS } from "../core/settings.js";
+import { decodeCostOf, ENGINE_PROFILES, isEngineProfileName } from "../sim/profiles.js";
 import { adapterFor, ENGINE_KINDS } from "./engines/index.js";
 import { type PlacementSettings, PlacementPolicyConfig, TaoConfig } from "./tao/config.js";
 
@@ -26,6 +28,14 @@ const ENGINE_ID = /^[\w.:-]{1,64}$/;
  * kvCapacityTokens, else what its metrics state, else this.
  */
 export const DEFAULT_KV_CAPACITY_TOKENS = 420_800;
+
+const costTerm = z.number().min(0).max(10_000);
+const DecodeCostConfig = z.strictObject({
+  decodeBaseMs: costTerm,
+  perTokenMs: costTerm,
+  perContextTokenMs: costTerm,
+  perSequenceMs: costTerm,
+}) satisfies z.ZodType<DecodeCostModel>;
 
 export const EngineConfig = z
   .strictObject({
@@ -53,13 +63,31 @@ export const EngineConfig = z
      * Unset: read from the engine's metrics when they state it, else DEFAULT_KV_CAPACITY_TOKENS.
      */
     kvCapacityTokens: z.int().positive().max(1_000_000_000).optional(),
+    /**
+     * The engine's decode cost, for admission by step time: a named profile of
+     * published figures (model and GPU, src/sim/profiles.ts) or the terms themselves.
+     * Unset: no step-time rule for this engine (KV and the safety limits still apply).
+     */
+    profile: z
+      .string()
+      .refine(isEngineProfileName, { error: `profile: one of ${Object.keys(ENGINE_PROFILES).join(", ")}` })
+      .optional(),
+    decodeCost: DecodeCostConfig.optional(),
+  })
+  .refine((engine) => engine.profile === undefined || engine.decodeCost === undefined, {
+    error: "give an engine a profile or a decodeCost, not both",
   })
   .transform((engine) => {
     const adapter = adapterFor(engine.kind);
+    const { profile, decodeCost, ...rest } = engine;
+    const named = profile !== undefined && isEngineProfileName(profile) ? ENGINE_PROFILES[profile] : undefined;
     return {
-      ...engine,
+      ...rest,
       healthPath: engine.healthPath ?? adapter.healthPath,
       metricsPath: engine.metricsPath === undefined ? adapter.metricsPath : (engine.metricsPath ?? undefined),
+      decodeCost: decodeCost ?? (named === undefined ? undefined : decodeCostOf(named)),
+      /** A named profile states the capacity too, unless configured. */
+      kvCapacityTokens: engine.kvCapacityTokens ?? (named === undefined ? undefined : named.kvBlocks * named.blockSize),
     };
   });
 export type EngineConfig = z.output<typeof EngineConfig>;
@@ -75,6 +103,8 @@ const QueueOverrides = z.strictObject({
 }) satisfies z.ZodType<Partial<QueueSettings>>;
 
 const RoutingOverrides = z.strictObject({
+  /** "affinity" (default), or a baseline the benchmark compares it with: "least-loaded", "round-robin". */
+  policy: z.enum(["affinity", "least-loaded", "round-robin"]).optional(),
   longPromptTokens: z.number().optional(),
   imbalanceAbs: z.number().optional(),
   imbalanceRatio: z.number().optional(),
@@ -85,11 +115,22 @@ const SaturationOverrides = z.strictObject({
   maxKvUsage: z.number().optional(),
 }) satisfies z.ZodType<Partial<SaturationSettings>>;
 
+const AdmissionOverrides = z.strictObject({
+  /** false: no pool-side admission; the count cap and scraped saturation alone decide. */
+  enabled: z.boolean().default(true),
+  kvTarget: z.number().optional(),
+  stepTargetMs: z.number().optional(),
+  stepTargetFactor: z.number().optional(),
+  defaultOutputTokens: z.int().optional(),
+  outputAverageWeight: z.number().optional(),
+}) satisfies z.ZodType<Partial<AdmissionSettings> & { enabled: boolean }>;
+
 const SchedulingConfig = z
   .strictObject({
     queue: QueueOverrides.default({}),
     routing: RoutingOverrides.default({}),
     saturation: SaturationOverrides.default({}),
+    admission: AdmissionOverrides.default({ enabled: true }),
     /** Where calls run: "routing" (default, the core's routing rule) or "tao" (TAO placement plans). */
     placement: PlacementPolicyConfig,
     tao: TaoConfig,
@@ -100,6 +141,7 @@ const SchedulingConfig = z
       queue: { ...DEFAULT_DISPATCH_SETTINGS.queue, ...overrides.queue },
       routing: { ...DEFAULT_DISPATCH_SETTINGS.routing, ...overrides.routing },
       saturation: { ...DEFAULT_DISPATCH_SETTINGS.saturation, ...overrides.saturation },
+      admission: admissionSettings(overrides.admission),
     };
     try {
       validateDispatchSettings(settings);
@@ -109,6 +151,13 @@ const SchedulingConfig = z
     }
     return { dispatch: settings, placement: { policy: overrides.placement, tao: overrides.tao } };
   });
+
+function admissionSettings(overrides: z.output<typeof AdmissionOverrides>): AdmissionSettings | undefined {
+  const { enabled, ...given } = overrides;
+  if (!enabled) return undefined;
+  const defaults = DEFAULT_DISPATCH_SETTINGS.admission as AdmissionSettings;
+  return { ...defaults, ...Object.fromEntries(Object.entries(given).filter(([, value]) => value !== undefined)) };
+}
 
 const DEFAULT_TIMESTAMP_WINDOW_MS = 30_000;
 

@@ -1,11 +1,12 @@
 import type { UnofficialStatusCode } from "hono/utils/http-status";
 import type { Dispatcher as HttpDispatcher } from "undici";
+import { Admission, type HoldReason } from "../core/admission.js";
 import type { Clock } from "../core/clock.js";
 import { type DispatchSettings, takeDispatches } from "../core/dispatch.js";
 import type { EngineState } from "../core/engines.js";
 import { ProgramQueue, type QueuedCall } from "../core/queue.js";
-import { chooseEngine } from "../core/routing.js";
-import type { ChatCompletionRequest } from "../protocol/chat.js";
+import { chooseEngine, type RoundRobinCursor } from "../core/routing.js";
+import { type ChatCompletionRequest, requestedMaxTokens } from "../protocol/chat.js";
 import type { ForwardFields } from "../protocol/forward.js";
 import { estimatePromptTokens } from "../protocol/tokens.js";
 import type { ToolEvent } from "../protocol/tool-events.js";
@@ -120,6 +121,11 @@ export class Dispatcher {
   readonly #planLoop: PlanLoop | undefined;
   /** Left-out programs TAO held in the queue at the last pump (a gauge). */
   #heldPrograms = 0;
+  /** Admission by KV room and step time (core/admission.ts); undefined when turned off, and under TAO, which plans KV itself. */
+  readonly #admission: Admission | undefined;
+  readonly #cursor: RoundRobinCursor = { next: 0 };
+  /** Why the last pump left calls waiting. */
+  #held: HoldReason | undefined;
   #lastHealthyAt: number;
   #lastPruneAt: number;
   #closed = false;
@@ -152,6 +158,14 @@ export class Dispatcher {
       this.#kvCapacity.set(engine.id, engine.kvCapacityTokens ?? DEFAULT_KV_CAPACITY_TOKENS);
       if (engine.kvCapacityTokens !== undefined) this.#kvConfigured.add(engine.id);
     }
+    const admission = options.settings.admission;
+    this.#admission =
+      admission === undefined || this.#placement.policy === "tao"
+        ? undefined
+        : new Admission(
+            admission,
+            options.engines.map((engine) => ({ id: engine.id, capacityTokens: engine.kvCapacityTokens, costModel: engine.decodeCost })),
+          );
     if (this.#placement.policy === "tao") {
       const settings = this.#placement.tao;
       this.#tao = new PoolTaoPlacement({
@@ -192,6 +206,16 @@ export class Dispatcher {
         return Object.fromEntries([...READINESS_SOURCES, "all" as const].map((key) => [key, accuracy[key]]));
       },
       cacheRetention: () => this.#states.map((state) => ({ engine: state.id, retention: this.signals.credits.retention(state.id) })),
+      holdReason: () => (this.queue.size > 0 ? this.#held : undefined),
+      admissionProjections: () => {
+        const admission = this.#admission;
+        if (admission === undefined) return [];
+        return this.#states.map((state) => ({
+          engine: state.id,
+          kvTokens: admission.projectedKvTokens(state.id),
+          stepMs: admission.projectedStepMs(state),
+        }));
+      },
     };
     options.metrics.observe(source);
   }
@@ -230,6 +254,8 @@ export class Dispatcher {
       enqueuedAt: now,
     };
     if (fields.engine !== "") call.affinityEngine = fields.engine;
+    const maxTokens = requestedMaxTokens(request);
+    if (maxTokens !== undefined) call.maxTokens = maxTokens;
 
     let resolve!: (response: Response) => void;
     const response = new Promise<Response>((settle) => {
@@ -266,6 +292,7 @@ export class Dispatcher {
     signal.addEventListener("abort", onAbort, { once: true });
     this.signals.callArrived(call.programId, now);
     this.pump();
+    if (pending.stage === "queued") metrics.callsHeld.inc({ reason: this.#held ?? "count" });
     return response;
   }
 
@@ -304,7 +331,9 @@ export class Dispatcher {
       slot.state.healthy = reading.healthy;
       slot.state.waiting = reading.waiting;
       slot.state.kvUsage = reading.kvUsage;
-      if (reading.kvCapacityTokens !== undefined && !this.#kvConfigured.has(reading.id)) this.#kvCapacity.set(reading.id, reading.kvCapacityTokens);
+      const statedCapacity = this.#kvConfigured.has(reading.id) ? undefined : reading.kvCapacityTokens;
+      if (statedCapacity !== undefined) this.#kvCapacity.set(reading.id, statedCapacity);
+      this.#admission?.scraped(reading.id, reading.kvUsage, statedCapacity);
     }
     this.queue.forgetIdleTenants(now);
     if (now - this.#lastPruneAt >= SIGNALS_PRUNE_INTERVAL_MS) {
@@ -390,7 +419,12 @@ export class Dispatcher {
   /** The calls to send now, and where: by the placement policy. */
   #takeDispatches(now: number) {
     const tao = this.#tao;
-    if (tao === undefined) return takeDispatches(this.queue, this.#states, now, this.#options.settings);
+    if (tao === undefined) {
+      const round = takeDispatches(this.queue, this.#states, now, this.#options.settings, { cursor: this.#cursor, admission: this.#admission });
+      this.#held = round.held;
+      if (round.held !== undefined) this.#options.metrics.holdRounds.inc({ reason: round.held });
+      return round.dispatches;
+    }
     const { dispatches, needsPlan, held } = tao.pump(this.queue, this.#states, now);
     this.#heldPrograms = held;
     if (needsPlan) this.#planLoop?.request();
@@ -448,7 +482,7 @@ export class Dispatcher {
   #attemptEnded(pending: PendingCall, slot: EngineSlot, end: RelayEnd): void {
     const { metrics, clock } = this.#options;
     const engine = slot.state.id;
-    this.#release(slot, end.outcome, pending);
+    this.#release(slot, end.outcome, pending, end.facts?.usage?.completionTokens);
     this.queue.chargeTenant(pending.call.tenantId, end.serviceMs, clock.now());
     metrics.serviceSeconds.observe({ engine }, end.serviceMs / 1000);
     if (end.outcome === "completed") metrics.cacheObservations.inc({ engine, usage: end.facts?.usage ? "reported" : "estimated" });
@@ -502,19 +536,28 @@ export class Dispatcher {
     this.pump();
   }
 
-  #release(slot: EngineSlot, outcome: CallOutcome, pending: PendingCall): void {
+  /** The attempt left the engine; `outputTokens` is what it generated, when the engine said. */
+  #release(slot: EngineSlot, outcome: CallOutcome, pending: PendingCall, outputTokens?: number): void {
     this.#tao?.callReleased(slot.state.id, pending.call.promptTokens);
+    this.#admission?.finished(slot.state.id, pending.call.callId, outcome === "completed" ? outputTokens : undefined);
     slot.state.inFlight = Math.max(0, slot.state.inFlight - 1);
     this.#options.metrics.calls.inc({ engine: slot.state.id, outcome });
   }
 
   #retry(pending: PendingCall): void {
     const { settings, clock, metrics } = this.#options;
-    const candidates = this.#states.filter((state) => !pending.failedEngines.has(state.id));
-    const route = chooseEngine(pending.call, candidates, settings.routing, settings.saturation);
+    const admission = this.#admission;
+    const candidates = this.#states.filter(
+      (state) =>
+        !pending.failedEngines.has(state.id) && (admission === undefined || admission.holdReason(state, pending.call, settings.saturation) === undefined),
+    );
+    // Admission already judged the candidates' KV: the scraped-KV limit is its, not routing's.
+    const saturation = admission === undefined ? settings.saturation : { ...settings.saturation, maxKvUsage: Infinity };
+    const route = chooseEngine(pending.call, candidates, settings.routing, saturation, this.#cursor);
     const slot = route && this.#slots.get(route.engineId);
     if (route && slot) {
       slot.state.inFlight += 1;
+      admission?.sent(slot.state.id, pending.call);
       metrics.dispatches.inc({ engine: route.engineId, reason: route.reason });
       this.#start(pending, slot, clock.now());
       return;

@@ -25,6 +25,10 @@ export interface PoolStateSource {
   readinessAccuracy?(): Readonly<Record<string, { count: number; meanAbsErrorMs: number }>>;
   /** Each engine's calibrated cache retention (cache-credit ledger), 0–1. */
   cacheRetention?(): readonly { engine: string; retention: number }[];
+  /** Why the queue is held now (the last pump left calls waiting), or undefined. */
+  holdReason?(): string | undefined;
+  /** Admission's projection per engine (absent without admission). */
+  admissionProjections?(): readonly { engine: string; kvTokens: number; stepMs: number | undefined }[];
 }
 
 export type RejectReason =
@@ -90,9 +94,21 @@ export class PoolMetrics {
     labelNames: ["engine", "kind", "outcome"] as const,
     registers: [this.registry],
   });
+  readonly callsHeld = new Counter({
+    name: "agentix_pool_calls_held_total",
+    help: "Calls that could not go to an engine when they arrived and waited in the pool queue, by what held them (kv, step-time, count, engine-backlog, unhealthy).",
+    labelNames: ["reason"] as const,
+    registers: [this.registry],
+  });
+  readonly holdRounds = new Counter({
+    name: "agentix_pool_admission_holds_total",
+    help: "Dispatch rounds that ended with calls left waiting, by what held the next one.",
+    labelNames: ["reason"] as const,
+    registers: [this.registry],
+  });
   readonly queueSeconds = new Histogram({
     name: "agentix_pool_queue_seconds",
-    help: "Time from enqueue to dispatch.",
+    help: "Time from enqueue to dispatch (the hold time of held calls).",
     buckets: SECONDS_BUCKETS,
     registers: [this.registry],
   });
@@ -200,6 +216,41 @@ export class PoolMetrics {
       "agentix_pool_tao_held_programs",
       "Programs the TAO plan left out for want of KV, held in the queue (routed once overdue).",
       (source) => source?.heldPrograms?.() ?? 0,
+    );
+    new Gauge({
+      name: "agentix_pool_admission_hold",
+      help: "1 for the reason calls are held in the pool queue now (none when nothing waits).",
+      labelNames: ["reason"] as const,
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        const reason = metrics.#source?.holdReason?.();
+        if (reason !== undefined) this.set({ reason }, 1);
+      },
+    });
+    const projectionGauge = (name: string, help: string, read: (p: { kvTokens: number; stepMs: number | undefined }) => number | undefined) =>
+      new Gauge({
+        name,
+        help,
+        labelNames: ["engine"] as const,
+        registers: [this.registry],
+        collect() {
+          this.reset();
+          for (const projection of metrics.#source?.admissionProjections?.() ?? []) {
+            const value = read(projection);
+            if (value !== undefined) this.set({ engine: projection.engine }, value);
+          }
+        },
+      });
+    projectionGauge(
+      "agentix_pool_engine_projected_kv_tokens",
+      "KV tokens admission projects the engine's running calls to hold at their peak (own account + what the last scrape showed beyond it).",
+      (p) => p.kvTokens,
+    );
+    projectionGauge(
+      "agentix_pool_engine_projected_step_seconds",
+      "Decode step time admission projects for the engine's current batch (engines with a decode cost model).",
+      (p) => (p.stepMs === undefined ? undefined : p.stepMs / 1000),
     );
     const accuracyGauge = (name: string, help: string, read: (a: { count: number; meanAbsErrorMs: number }) => number) =>
       new Gauge({

@@ -7,6 +7,8 @@
  * All times are milliseconds.
  */
 
+import type { DecodeCostModel } from "../core/admission.js";
+
 export interface EngineProfile {
   readonly name: string;
   /** KV cache capacity in blocks of `blockSize` tokens. */
@@ -115,6 +117,12 @@ export const LLAMA_31_8B_A100: EngineProfile = {
   maxBatchedTokens: 2_048,
   maxNumSeqs: 128,
 };
+
+/** The decode terms of a profile: the cost model the pool's admission projects step time with. */
+export function decodeCostOf(profile: EngineProfile): DecodeCostModel {
+  const { decodeBaseMs, perTokenMs, perContextTokenMs, perSequenceMs } = profile;
+  return { decodeBaseMs, perTokenMs, perContextTokenMs, perSequenceMs };
+}
 
 export const ENGINE_PROFILES = {
   "llama-3.1-8b-h100": LLAMA_31_8B_H100,

@@ -160,6 +160,7 @@ export function policySetup(name: PolicyName, options: { maxInFlightPerEngine?: 
       queue: { ...defaults.queue, ...noStarvation, ...queue },
       routing: { ...defaults.routing, policy: "least-loaded" },
       saturation: { ...defaults.saturation },
+      admission: defaults.admission,
     },
     maxInFlight,
     priorityScheduling: false,
@@ -170,6 +171,7 @@ export function policySetup(name: PolicyName, options: { maxInFlightPerEngine?: 
       queue: { ...defaults.queue, ...noStarvation, priorityValue: "none" },
       routing: { ...defaults.routing, policy: routing },
       saturation: NEVER_SATURATED,
+      admission: undefined,
     },
     maxInFlight: Infinity,
     priorityScheduling: false,
@@ -197,12 +199,20 @@ export function policySetup(name: PolicyName, options: { maxInFlightPerEngine?: 
       return direct("cache-aware");
     case "agentix":
       return agentix();
-    case "agentix-tao":
-      return { ...agentix(), placement: "tao" };
+    case "agentix-tao": {
+      // TAO's planner places under each engine's free KV itself (core/tao): no second admission on top.
+      const setup = agentix();
+      return { ...setup, dispatch: { ...setup.dispatch, admission: undefined }, placement: "tao" };
+    }
   }
   function agentix(): PolicySetup {
     return {
-      dispatch: { queue: { ...defaults.queue }, routing: { ...defaults.routing }, saturation: { ...defaults.saturation } },
+      dispatch: {
+        queue: { ...defaults.queue },
+        routing: { ...defaults.routing },
+        saturation: { ...defaults.saturation },
+        admission: defaults.admission,
+      },
       maxInFlight,
       priorityScheduling: true,
       // The same rule the pool's vLLM adapter applies: priority = level.

@@ -27,6 +27,7 @@
  * the core's TAO planner and applies the plan with the core's applyPlan.
  */
 
+import { Admission } from "../../core/admission.js";
 import { type Dispatch, takeDispatches } from "../../core/dispatch.js";
 import { type EngineState, metricsSaturated } from "../../core/engines.js";
 import { DEFAULT_ROUTED_PREFIX_SETTINGS, RoutedPrefixIndex, type RoutedPrefixSettings } from "../../core/prefix-index.js";
@@ -35,7 +36,7 @@ import type { PrefixMatcher, RoundRobinCursor, RouteReason } from "../../core/ro
 import { callStartValue, completeCall, NO_SERVICE, type ProgramService } from "../../core/service.js";
 import { PoolConfig } from "../../pool/config.js";
 import { type EngineEvent, EngineModel, EngineRequestError, type FinishedEvent } from "../engine-model.js";
-import { DEFAULT_PROFILE, type EngineProfileName, resolveProfile } from "../profiles.js";
+import { DEFAULT_PROFILE, decodeCostOf, type EngineProfileName, resolveProfile } from "../profiles.js";
 import type { AgentKind } from "../workload/kinds.js";
 import { type CallSpec, type ProgramSpec, promptTokenCount } from "../workload/program-spec.js";
 import { EventQueue } from "./event-queue.js";
@@ -333,6 +334,14 @@ export function simulate(config: SimulationConfig): SimulationResult {
     states.push(state);
   }
   const engineById = new Map(engines.map((engine) => [engine.state.id, engine]));
+  // The engine profile is the decode cost model the pool would be configured with for this hardware.
+  const admission =
+    setup.dispatch.admission === undefined
+      ? undefined
+      : new Admission(
+          setup.dispatch.admission,
+          states.map((state) => ({ id: state.id, capacityTokens: profile.kvBlocks * profile.blockSize, costModel: decodeCostOf(profile) })),
+        );
   const prefixRouting = setup.dispatch.routing.policy === "cache-aware";
   const prefixIndex = prefixRouting ? new RoutedPrefixIndex(config.prefixTree ?? DEFAULT_ROUTED_PREFIX_SETTINGS) : undefined;
   const tao =
@@ -423,6 +432,7 @@ export function simulate(config: SimulationConfig): SimulationResult {
   const readEngineMetrics = (engine: SimEngine): void => {
     engine.state.waiting = engine.model.numWaiting;
     engine.state.kvUsage = engine.model.kvUsage;
+    admission?.scraped(engine.state.id, engine.state.kvUsage);
     // As the pool's monitor: metrics over the limits hold calls back, so they are re-read soon.
     if (metricsIntervalMs > 0 && !engine.rescrapePending && metricsSaturated(engine.state, setup.dispatch.saturation)) {
       engine.rescrapePending = true;
@@ -594,7 +604,8 @@ export function simulate(config: SimulationConfig): SimulationResult {
   const onPump = (): void => {
     pumpPending = false;
     if (metricsIntervalMs === 0) readMetrics();
-    const dispatches = tao !== undefined ? tao.pump(queue, now) : takeDispatches(queue, states, now, setup.dispatch, cursor, prefixMatcher);
+    const dispatches =
+      tao !== undefined ? tao.pump(queue, now) : takeDispatches(queue, states, now, setup.dispatch, { cursor, prefixes: prefixMatcher, admission }).dispatches;
     for (const dispatch of dispatches) {
       const call = live.get(dispatch.call.callId);
       const engine = engineById.get(dispatch.engineId);
@@ -622,6 +633,7 @@ export function simulate(config: SimulationConfig): SimulationResult {
     const engine = call.engine as SimEngine;
     live.delete(call.key);
     engine.state.inFlight = Math.max(0, engine.state.inFlight - 1);
+    admission?.finished(engine.state.id, call.key, event.usage.completionTokens);
     const serviceMs = now - call.dispatchMs;
     const poolQueueMs = call.dispatchMs - call.readyMs;
     queue.chargeTenant(program.tenantId, serviceMs, now);
