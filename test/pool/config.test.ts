@@ -48,7 +48,37 @@ describe("pool config", () => {
     expect(config.scheduling.routing).toEqual(DEFAULT_DISPATCH_SETTINGS.routing);
   });
 
+  it("configures admission, an engine's decode cost by profile or terms, and routing baselines", () => {
+    const config = parsePoolConfig({
+      ...minimal,
+      engines: [
+        { id: "h", url: "http://h", profile: "llama-3.1-8b-h100" },
+        { id: "c", url: "http://c", decodeCost: { decodeBaseMs: 10, perTokenMs: 0.03, perContextTokenMs: 0.0001, perSequenceMs: 0.005 } },
+      ],
+      scheduling: { admission: { kvTarget: 0.8, stepTargetMs: 50 }, routing: { policy: "round-robin" } },
+    });
+    // A named profile states the decode terms and the KV capacity (26,300 blocks of 16).
+    expect(config.engines[0]).toMatchObject({ decodeCost: { decodeBaseMs: 7 }, kvCapacityTokens: 420_800 });
+    expect(config.engines[1]).toMatchObject({ decodeCost: { decodeBaseMs: 10 } });
+    expect(config.engines[1]?.kvCapacityTokens).toBeUndefined();
+    expect(config.scheduling.admission).toEqual({ ...DEFAULT_DISPATCH_SETTINGS.admission, kvTarget: 0.8, stepTargetMs: 50 });
+    expect(config.scheduling.routing.policy).toBe("round-robin");
+    expect(parsePoolConfig({ ...minimal, scheduling: { admission: { enabled: false } } }).scheduling.admission).toBeUndefined();
+  });
+
   it.each([
+    ["an admission target the core refuses", { ...minimal, scheduling: { admission: { kvTarget: 1.5 } } }, /kvTarget must be/],
+    ["an unknown engine profile", { ...minimal, engines: [{ id: "e", url: "http://x", profile: "gpt-5-b200" }] }, /profile: one of/],
+    [
+      "both a profile and a decode cost",
+      {
+        ...minimal,
+        engines: [
+          { id: "e", url: "http://x", profile: "llama-3.1-8b-h100", decodeCost: { decodeBaseMs: 1, perTokenMs: 0, perContextTokenMs: 0, perSequenceMs: 0 } },
+        ],
+      },
+      /not both/,
+    ],
     ["no engines", { ...minimal, engines: [] }, /at least one engine/],
     ["duplicate engine ids", { ...minimal, engines: [minimal.engines[0], minimal.engines[0]] }, /unique/],
     ["a non-http url", { ...minimal, engines: [{ id: "e", url: "ftp://x" }] }, /http\(s\) URL/],
