@@ -116,7 +116,7 @@ function heldShare(report: BenchReport, policy: string, atLeast: number): GoalRe
     status,
     note:
       status === "MISS"
-        ? `the engines stayed under the pool's limits (64 calls in flight; waiting > 4 or KV > 80 % at a scrape): mean batch ${sig3(e.meanBatch)} (max ${e.maxBatch}), KV ${(e.meanKv * 100).toFixed(0)} % mean, ${(e.maxKv * 100).toFixed(0)} % max`
+        ? `the engines stayed under the pool's admission limits (projected KV within 90 % of capacity, 64 calls in flight, engine waiting ≤ 4): mean batch ${sig3(e.meanBatch)} (max ${e.maxBatch}), KV ${(e.meanKv * 100).toFixed(0)} % mean, ${(e.maxKv * 100).toFixed(0)} % max`
         : null,
   };
 }

@@ -83,7 +83,7 @@ describe("held share", () => {
     expect(evaluateGoal(r, goal).measured).toMatch(/^100.0 % at 1\/s/);
     const miss = evaluateGoal(r, { ...goal, policy: "fcfs-rr" });
     expect(miss).toMatchObject({ status: "MISS", measured: expect.stringMatching(/^0.0 %/) });
-    expect(miss.note).toMatch(/the engines stayed under the pool's limits .*: mean batch 4 \(max 6\), KV 25 % mean, 50 % max/);
+    expect(miss.note).toMatch(/the engines stayed under the pool's admission limits .*: mean batch 4 \(max 6\), KV 25 % mean, 50 % max/);
   });
 
   it("n/a when it sustained no rate", () => {
