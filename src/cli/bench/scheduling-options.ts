@@ -36,6 +36,8 @@ export interface SchedulingBenchOptions {
   outDir: string;
   /** Pool buffer per engine for the queueing policies; undefined: the pool's default. */
   maxInFlightPerEngine: number | undefined;
+  /** Admission's step-time target (× the decode floor) for the queueing policies; undefined: the core's (none). */
+  stepTargetFactor: number | undefined;
   /** Factor on the workload's tool / think gaps. */
   gapScale: number;
   /** Cap on simulated time per batch run (--batch). */
@@ -94,6 +96,8 @@ JSON file and an HTML report.
                             (default ${DEFAULT_SLO_FACTOR})
   --max-in-flight N         pool buffer per engine for the queueing policies (default: the
                             pool's own default, ${POOL_DEFAULT_MAX_IN_FLIGHT})
+  --step-target-factor X    admission holds a call while the engine's projected decode step
+                            would pass X × the profile's decode floor (default: no step limit)
   --gap-scale X             multiply every tool / think gap (default 1; 0 = no tool time,
                             Autellix's stress setting)
   --warmup X                share of programs that only warm up (default ${DEFAULT_WINDOW_SPEC.warmupFraction})
@@ -185,6 +189,7 @@ const FlagValues = z.strictObject({
   "slo-factor": positiveNumber.refine((n) => n > 1, "must be > 1 (a multiple of the unloaded latency)").optional(),
   "max-sim-hours": positiveNumber.optional(),
   "max-in-flight": positiveInt(10_000).optional(),
+  "step-target-factor": positiveNumber.refine((n) => n >= 1, "must be >= 1 (a multiple of the decode floor)").optional(),
   "gap-scale": z
     .string()
     .trim()
@@ -230,6 +235,7 @@ export function parseSchedulingBenchArgs(argv: string[]): SchedulingBenchOptions
         "slo-factor": { type: "string" },
         "max-sim-hours": { type: "string" },
         "max-in-flight": { type: "string" },
+        "step-target-factor": { type: "string" },
         "gap-scale": { type: "string" },
         warmup: { type: "string" },
         cooldown: { type: "string" },
@@ -274,6 +280,7 @@ export function parseSchedulingBenchArgs(argv: string[]): SchedulingBenchOptions
     sloFactor: v["slo-factor"] ?? regime?.sloFactor ?? DEFAULT_SLO_FACTOR,
     outDir: v.out,
     maxInFlightPerEngine: v["max-in-flight"],
+    stepTargetFactor: v["step-target-factor"],
     gapScale: v["gap-scale"] ?? regime?.gapScale ?? 1,
     maxSimMs: (v["max-sim-hours"] ?? DEFAULTS.maxSimHours) * 3_600_000,
     warmupFraction: v.warmup ?? DEFAULT_WINDOW_SPEC.warmupFraction,

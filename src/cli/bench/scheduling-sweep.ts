@@ -251,6 +251,7 @@ export async function runSchedulingSweep(options: SchedulingBenchOptions, worklo
     engineProfile: options.engineProfile,
     tenantWeights: weights,
     ...(options.maxInFlightPerEngine === undefined ? {} : { maxInFlightPerEngine: options.maxInFlightPerEngine }),
+    ...(options.stepTargetFactor === undefined ? {} : { stepTargetFactor: options.stepTargetFactor }),
   };
   const plan = makeRunPlan(programs, settings, { warmupFraction: options.warmupFraction, cooldownFraction: options.cooldownFraction });
   const executor = (deps.executor ?? localExecutor(deps.simulate))(plan, deps.progress);

@@ -54,8 +54,13 @@ export interface SimulationConfig {
   engines: number;
   /** Default llama-3.1-8b-h100. */
   engineProfile?: EngineProfileName;
-  /** Pool buffer per engine for the queueing policies; default the pool config's (4). Ignored by the direct policies. */
+  /** Pool buffer per engine for the queueing policies; default the pool config's (64). Ignored by the direct policies. */
   maxInFlightPerEngine?: number;
+  /**
+   * Admission's step-time target as a multiple of the profile's decode floor, for the
+   * policies with admission; default the core's (no step-time limit). Ignored by the others.
+   */
+  stepTargetFactor?: number;
   /** Stop (truncate) after this much virtual time. */
   maxSimMs?: number;
   /** Called when another 1 % of the programs finished (or of maxSimMs passed), and once at the end. */
@@ -339,7 +344,7 @@ export function simulate(config: SimulationConfig): SimulationResult {
     setup.dispatch.admission === undefined
       ? undefined
       : new Admission(
-          setup.dispatch.admission,
+          config.stepTargetFactor === undefined ? setup.dispatch.admission : { ...setup.dispatch.admission, stepTargetFactor: config.stepTargetFactor },
           states.map((state) => ({ id: state.id, capacityTokens: profile.kvBlocks * profile.blockSize, costModel: decodeCostOf(profile) })),
         );
   const prefixRouting = setup.dispatch.routing.policy === "cache-aware";
