@@ -156,6 +156,8 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
         port: options.poolPort,
         signingSecret: credentials.signingSecret,
         operatorToken: credentials.poolOperatorToken,
+        // Tenants may name only the model the simulated engines serve (no other model or adapter passes through).
+        models: [DEFAULT_SIM_MODEL],
         engines: engines.map((e) => ({
           id: e.engineId,
           url: e.url,

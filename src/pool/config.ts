@@ -181,6 +181,12 @@ export const PoolConfig = z
     replayCapacity: z.int().positive().default(200_000),
     // The edge's 16 MiB plus room for what it adds when it re-serialises a body (the effective max_tokens).
     maxBodyBytes: z.int().positive().default(17 * 1024 * 1024),
+    /**
+     * Model names a call may ask for; any other is refused 404 model_not_found before it
+     * is queued. Unset: any name, which an engine without its own `model` receives as
+     * sent (a tenant could then name any model or LoRA adapter that engine serves).
+     */
+    models: z.array(z.string().min(1).max(256)).min(1).optional(),
     engines: z
       .array(EngineConfig)
       .min(1, "at least one engine is required")

@@ -55,6 +55,8 @@ export interface DispatcherOptions {
   onEngineDown?: (engineId: string) => void;
   /** Placement policy and TAO settings; default: "routing", with the core's TAO defaults for the predictor. */
   placement?: PlacementSettings;
+  /** Model names a call may ask for (pool config `models`); undefined: any. */
+  models?: readonly string[] | undefined;
 }
 
 export interface CallSubmission {
@@ -129,9 +131,11 @@ export class Dispatcher {
   #lastHealthyAt: number;
   #lastPruneAt: number;
   #closed = false;
+  readonly #models: ReadonlySet<string> | undefined;
 
   constructor(options: DispatcherOptions) {
     this.#options = options;
+    this.#models = options.models === undefined ? undefined : new Set(options.models);
     this.queue = new ProgramQueue(options.settings.queue);
     const { metrics } = options;
     this.#placement = options.placement ?? { policy: "routing", tao: TaoConfig.parse({}) };
@@ -240,6 +244,15 @@ export class Dispatcher {
     if (this.queue.size >= this.#options.maxQueuedCalls) throw unavailable("queue_full", "The pool queue is full");
     if (this.#noHealthyEngineTooLong(now)) throw unavailable("no_healthy_engine", "No healthy engine in this pool");
     if (this.#calls.has(fields.call)) throw callError(409, "This call is already in progress", fields.call, { code: "duplicate_call" });
+    if (this.#models !== undefined && !this.#models.has(request.model)) {
+      metrics.reject("model_not_found");
+      throw callError(404, `The model ${JSON.stringify(request.model.slice(0, 100))} does not exist or you do not have access to it`, fields.call, {
+        // OpenAI's own answer to an unknown model: 404 with type invalid_request_error.
+        type: "invalid_request_error",
+        code: "model_not_found",
+        param: "model",
+      });
+    }
 
     const call: QueuedCall = {
       callId: fields.call,

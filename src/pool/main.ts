@@ -12,6 +12,12 @@ async function main(): Promise<void> {
   const config = await loadPoolConfig({ path: values.config });
   const pool = await startPool(config);
   console.log(`agentix pool listening on ${pool.url} with ${config.engines.length} engine(s): ${config.engines.map((e) => `${e.id}=${e.url}`).join(", ")}`);
+  const passThrough = config.engines.filter((engine) => engine.model === undefined).map((engine) => engine.id);
+  if (config.models === undefined && passThrough.length > 0) {
+    console.warn(
+      `agentix pool: no models list, and engine(s) ${passThrough.join(", ")} have no model: they get the model name tenants send (any model or LoRA adapter they serve); set models or engines[].model`,
+    );
+  }
   if (config.operatorToken === undefined) {
     console.warn("agentix pool: no operatorToken (or AGENTIX_POOL_OPERATOR_TOKEN): /metrics and /tao/* answer 403, /health only ok or degraded");
   }

@@ -38,6 +38,7 @@ export type RejectReason =
   | "replayed_call"
   | "replay_cache_full"
   | "invalid_request"
+  | "model_not_found"
   | "body_too_large"
   | "queue_full"
   | "no_healthy_engine"

@@ -90,6 +90,7 @@ export async function startPool(config: PoolConfig, options: StartPoolOptions = 
     retryAfterSeconds: config.retryAfterSeconds,
     onEngineDown: (engineId) => monitor?.markDown(engineId),
     placement: config.placement,
+    models: config.models,
   });
   monitor = new EngineMonitor({
     engines: config.engines.map((engine) => ({ ...engine, adapter: adapterFor(engine.kind) })),

@@ -13,15 +13,21 @@ export const OpenAIErrorBody = z.object({
 });
 export type OpenAIErrorBody = z.infer<typeof OpenAIErrorBody>;
 
-export type OpenAIErrorType =
-  | "invalid_request_error"
-  | "authentication_error"
-  | "permission_error"
-  | "not_found_error"
-  | "rate_limit_error"
-  /** OpenAI's type for a spent quota (billing), as opposed to a rate limit. */
-  | "insufficient_quota"
-  | "server_error";
+export const OPENAI_ERROR_TYPES = Object.freeze([
+  "invalid_request_error",
+  "authentication_error",
+  "permission_error",
+  "not_found_error",
+  "rate_limit_error",
+  // OpenAI's type for a spent quota (billing), as opposed to a rate limit.
+  "insufficient_quota",
+  "server_error",
+] as const);
+export type OpenAIErrorType = (typeof OPENAI_ERROR_TYPES)[number];
+
+export function isOpenAIErrorType(value: string): value is OpenAIErrorType {
+  return (OPENAI_ERROR_TYPES as readonly string[]).includes(value);
+}
 
 function defaultType(status: number): OpenAIErrorType {
   if (status === 401) return "authentication_error";

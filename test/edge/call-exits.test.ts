@@ -267,6 +267,22 @@ describe("a call the pool never answers", () => {
     expect(error.error).toMatchObject({ code: "context_length_exceeded", param: "messages" });
     expect(error.error.message).toContain("maximum context length is 8192 tokens");
   });
+
+  it("relays the pool's 404 for a model it does not serve with OpenAI's type and code", async () => {
+    mockPool(
+      () =>
+        new Response(
+          JSON.stringify({
+            error: { message: 'The model "my-lora" does not exist or you do not have access to it', type: "invalid_request_error", code: "model_not_found", param: "model" },
+          }),
+          { status: 404, headers: { "content-type": "application/json" } },
+        ),
+    );
+    const tenant = await newTenant();
+    const res = await chatWith({}, tenant, chatBody());
+    const error = await expectOpenAIError(res, 404);
+    expect(error.error).toMatchObject({ type: "invalid_request_error", code: "model_not_found", param: "model" });
+  });
 });
 
 describe("the ledger through a D1 outage", () => {

@@ -305,6 +305,21 @@ describe("relay", () => {
     expect(engine.calls[0]?.body.stream_options).toBeUndefined();
   });
 
+  it("refuses a model outside the pool's models list (404 model_not_found) before the engine sees it, and serves a listed one", async () => {
+    const engine = await fakeEngine();
+    const p = await pool([{ id: "e1", url: engine.url }], { models: ["public-model"] });
+    const refused = await send(p, await signedCall({ body: chatBody({ model: "my-lora-adapter" }) }));
+    expect(refused.status).toBe(404);
+    const body = OpenAIErrorBody.parse(await refused.json());
+    expect(body.error).toMatchObject({ code: "model_not_found", param: "model", type: "invalid_request_error" });
+    expect(engine.calls).toHaveLength(0);
+    const served = await send(p, await signedCall({ body: chatBody({ model: "public-model" }) }));
+    expect(served.status).toBe(200);
+    expect(engine.calls.map((call) => call.body.model)).toEqual(["public-model"]);
+    const metrics = await (await operatorGet(p.url, "/metrics")).text();
+    expect(metrics).toMatch(/agentix_pool_rejected_requests_total\{reason="model_not_found"\} 1/);
+  });
+
   it("sends SGLang the inverted priority and an OpenAI server none", async () => {
     const sglang = await fakeEngine(() => held);
     const openai = await fakeEngine();

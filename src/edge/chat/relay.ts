@@ -1,5 +1,5 @@
 import { ChatCompletion } from "../../protocol/chat.js";
-import { OpenAIErrorBody, openAIErrorBody } from "../../protocol/errors.js";
+import { isOpenAIErrorType, OpenAIErrorBody, openAIErrorBody } from "../../protocol/errors.js";
 import { Header, RateLimitHeader } from "../../protocol/headers.js";
 import { statsFromHeaders } from "../../protocol/stats.js";
 import type { SettleCallInput } from "../program/types.js";
@@ -150,6 +150,7 @@ export async function relayPoolError(pool: Response, call: ForwardedCall): Promi
       ? openAIErrorBody(pool.status, `${body.data.error.message.slice(0, 500)} (request ${call.callId})`, {
           code: body.data.error.code,
           param: body.data.error.param,
+          ...(isOpenAIErrorType(body.data.error.type) ? { type: body.data.error.type } : {}),
         })
       : openAIErrorBody(pool.status, `The GPU pool refused the call (request ${call.callId}).`);
     return errorResponse(call, pool.status, relayed, extra);
