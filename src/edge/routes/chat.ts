@@ -5,6 +5,7 @@ import { estimatePromptTokens } from "../../protocol/tokens.js";
 import { forwardBody, parseChatRequest } from "../chat/forward-body.js";
 import { forwardToPool } from "../chat/pool-client.js";
 import { CallLifecycle } from "../chat/call-lifecycle.js";
+import { retryIdempotent, SETTLE_RETRY_DELAYS_MS } from "../chat/idempotent-retry.js";
 import { type ForwardedCall, relayJson, relayPoolError, relayStream, unanswered, whyUnanswered } from "../chat/relay.js";
 import type { StreamWatch } from "../chat/relay-stream.js";
 import type { EdgeEnv } from "../context.js";
@@ -107,13 +108,21 @@ export function chatRoutes() {
       renewLease: () => limiter.renewLease({ callId, now: Date.now() }),
       keepAlive: (work) => c.executionCtx.waitUntil(work),
       record: async (input) => {
+        // Both settles are idempotent on the call ID, so a transient failure is simply tried again.
+        const retryLog = (what: string) => (error: unknown, attempt: number) =>
+          console.warn(`settling ${callId} in its ${what} failed (attempt ${attempt}); trying again`, error);
         const [programResult, leaseResult] = await Promise.allSettled([
-          session.settleCall(input),
-          limiter.settleLease({
-            callId,
-            tokens: input.promptTokens + input.completionTokens,
-            finishedAt: input.finishedAt,
-          }),
+          retryIdempotent(async () => await session.settleCall(input), SETTLE_RETRY_DELAYS_MS, retryLog("program")),
+          retryIdempotent(
+            async () =>
+              await limiter.settleLease({
+                callId,
+                tokens: input.promptTokens + input.completionTokens,
+                finishedAt: input.finishedAt,
+              }),
+            SETTLE_RETRY_DELAYS_MS,
+            retryLog("limiter"),
+          ),
         ]);
         if (programResult.status === "rejected") {
           console.error(`settling ${callId} in its program failed`, programResult.reason);
