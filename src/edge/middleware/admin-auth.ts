@@ -45,7 +45,7 @@ export function adminAuth() {
       throw disabled();
     }
     if (given === undefined || !(await secretsEqual(given, expected))) {
-      throw openAIError(401, "Invalid or missing admin token. Use Authorization: Bearer <ADMIN_TOKEN>.", {
+      throw openAIError(401, "Invalid or missing admin token. Use Authorization: Bearer <admin token>.", {
         code: "invalid_admin_token",
       });
     }
