@@ -181,6 +181,11 @@ export class Admission {
     this.#account(engineId).capacityTokens = capacityTokens;
   }
 
+  /** The engine's KV capacity (tokens): configured, else stated by its metrics; undefined: neither yet. */
+  capacityTokens(engineId: string): number | undefined {
+    return this.#account(engineId).capacityTokens;
+  }
+
   /** The step limit applied to an engine: configured, else the factor × its decode floor; undefined without a cost model. */
   stepTargetMs(engineId: string): number | undefined {
     const model = this.#account(engineId).costModel;

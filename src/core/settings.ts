@@ -70,3 +70,11 @@ export const DEFAULT_DISPATCH_SETTINGS: DispatchSettings = Object.freeze({
   saturation: DEFAULT_SATURATION_SETTINGS,
   admission: DEFAULT_ADMISSION_SETTINGS,
 });
+
+/**
+ * KV-cache capacity assumed for an engine that neither is configured with one nor states
+ * it in its metrics (tokens): Llama-3.1-8B on one H100, 26,300 blocks of 16
+ * (reference/workloads-and-engines.md, the simulator's default profile). TAO plans in
+ * these tokens.
+ */
+export const DEFAULT_KV_CAPACITY_TOKENS = 420_800;

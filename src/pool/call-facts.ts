@@ -1,3 +1,4 @@
+import type { CallFacts, CallToolCall, CallUsage } from "../core/tao/tool-signals.js";
 import { Usage, usageCounts } from "../protocol/chat.js";
 import { eventData } from "../protocol/sse.js";
 
@@ -16,23 +17,7 @@ import { eventData } from "../protocol/sse.js";
  * Only that latest usage event is kept, as text, and parsed when the facts are read.
  */
 
-export interface CallUsage {
-  promptTokens: number;
-  completionTokens: number;
-  cachedTokens: number;
-}
-
-export interface CallToolCall {
-  tool?: string;
-  toolCallId?: string;
-  /** OpenAI's `function.arguments`: a JSON string. */
-  args?: string;
-}
-
-export interface CallFacts {
-  usage?: CallUsage;
-  toolCalls?: CallToolCall[];
-}
+export type { CallFacts, CallToolCall, CallUsage };
 
 /** Tool calls kept per answer, and characters of arguments per tool call (the readiness scan reads 64 KiB). */
 const MAX_TOOL_CALLS = 64;

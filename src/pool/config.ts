@@ -5,7 +5,7 @@ import type { AdmissionSettings, DecodeCostModel } from "../core/admission.js";
 import type { SaturationSettings } from "../core/engines.js";
 import type { QueueSettings } from "../core/queue.js";
 import type { RoutingSettings } from "../core/routing.js";
-import { DEFAULT_DISPATCH_SETTINGS } from "../core/settings.js";
+import { DEFAULT_DISPATCH_SETTINGS, DEFAULT_KV_CAPACITY_TOKENS } from "../core/settings.js";
 import { decodeCostOf, ENGINE_PROFILES, isEngineProfileName } from "../sim/profiles.js";
 import { adapterFor, ENGINE_KINDS } from "./engines/index.js";
 import { type PlacementSettings, PlacementPolicyConfig, TaoConfig } from "./tao/config.js";
@@ -21,13 +21,8 @@ import { type PlacementSettings, PlacementPolicyConfig, TaoConfig } from "./tao/
 
 const ENGINE_ID = /^[\w.:-]{1,64}$/;
 
-/**
- * KV-cache capacity assumed for an engine that does not say (tokens): Llama-3.1-8B on
- * one H100, 26,300 blocks of 16 (reference/workloads-and-engines.md, the simulator's
- * default profile). TAO plans in these tokens. Precedence: the engine's configured
- * kvCapacityTokens, else what its metrics state, else this.
- */
-export const DEFAULT_KV_CAPACITY_TOKENS = 420_800;
+/** KV capacity of an engine that states none (tokens); precedence: the engine's configured kvCapacityTokens, else its metrics', else this. */
+export { DEFAULT_KV_CAPACITY_TOKENS };
 
 const costTerm = z.number().min(0).max(10_000);
 const DecodeCostConfig = z.strictObject({

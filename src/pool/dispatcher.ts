@@ -1,44 +1,41 @@
 import type { UnofficialStatusCode } from "hono/utils/http-status";
 import type { Dispatcher as HttpDispatcher } from "undici";
-import { Admission, type HoldReason } from "../core/admission.js";
+import type { HoldReason } from "../core/admission.js";
 import type { Clock } from "../core/clock.js";
-import { type DispatchSettings, takeDispatches } from "../core/dispatch.js";
+import type { DispatchSettings } from "../core/dispatch.js";
 import type { EngineState } from "../core/engines.js";
-import { ProgramQueue, type QueuedCall } from "../core/queue.js";
-import { chooseEngine, type RoundRobinCursor } from "../core/routing.js";
+import { PoolCore } from "../core/pool-core.js";
+import type { ProgramQueue, QueuedCall } from "../core/queue.js";
+import { READINESS_SOURCES } from "../core/tao/readiness.js";
+import type { TaoPlacementStats } from "../core/tao/tao-placement.js";
+import type { ProgramSignals } from "../core/tao/tool-signals.js";
 import { type ChatCompletionRequest, requestedMaxTokens } from "../protocol/chat.js";
 import type { ForwardFields } from "../protocol/forward.js";
 import { estimatePromptTokens } from "../protocol/tokens.js";
 import type { ToolEvent } from "../protocol/tool-events.js";
-import { READINESS_SOURCES } from "../core/tao/readiness.js";
 import { CALL_ERROR_MESSAGES, callError, callErrorResponse } from "./call-errors.js";
-import { DEFAULT_KV_CAPACITY_TOKENS, type EngineConfig } from "./config.js";
+import type { EngineConfig } from "./config.js";
 import { adapterFor } from "./engines/index.js";
 import type { EngineReading } from "./engine-monitor.js";
 import type { CallOutcome, PoolMetrics, PoolStateSource } from "./metrics.js";
 import { type EngineTarget, type RelayEnd, type RelayStart, relayToEngine } from "./relay.js";
 import { type PlacementSettings, TaoConfig } from "./tao/config.js";
 import { PlanLoop } from "./tao/plan-loop.js";
-import { PoolTaoPlacement, type TaoPlacementStats } from "./tao/tao-placement.js";
-import { type ProgramSignals, ToolSignals } from "./tao/tool-signals.js";
 
 /*
- * The pool's live state: the program-level queue (core), what each engine is running,
- * and the calls in between. Whenever capacity may have appeared (a call arrives, one
- * finishes, engine readings change) it asks the core's takeDispatches which calls go
+ * The pool's I/O around its core (core/pool-core.ts, the same object the simulator
+ * drives): calls in from the HTTP front, relays out to the engines, retries, client
+ * disconnects, shutdown and metrics. Whenever capacity may have appeared (a call
+ * arrives, one finishes, engine readings change) it asks the core which calls go
  * where, and starts their relays. Scheduling rules live in core only.
  *
  * Retry: an attempt that fails before the engine's first byte is tried again, up to
- * `retries` more times, first directly on another available engine (the failed ones
- * excluded; it was already chosen by priority), else back into the queue with its
- * original enqueue time, i.e. ahead of later calls of its level.
+ * `retries` more times, first directly on another engine that admits it (the failed
+ * ones excluded; it was already chosen by priority), else back into the queue with
+ * its original enqueue time, i.e. ahead of later calls of its level.
  *
- * Placement: "routing" (default) asks takeDispatches, which routes call by call;
- * "tao" asks the pool's TAO placement (tao/tao-placement.ts), which plans off the
- * request path (tao/plan-loop.ts) and falls back to routing for calls a plan leaves
- * out. Either way the readiness predictor and cache-credit ledger (tao/tool-signals.ts)
- * are fed from every call's arrival and end, and from the client's tool events. A retry
- * after an engine failure is routed by the routing rule in both modes.
+ * Placement: "routing" (default) or "tao"; under "tao" plans are made off the request
+ * path (tao/plan-loop.ts): the core plans when the loop asks, and pumps at every event.
  */
 
 export interface DispatcherOptions {
@@ -69,7 +66,6 @@ export interface CallSubmission {
 }
 
 interface EngineSlot {
-  state: EngineState;
   target: EngineTarget;
   model: string | undefined;
 }
@@ -93,7 +89,7 @@ interface PendingCall {
 /** What /health and tests can read. */
 export interface EngineSnapshot extends EngineState {
   kind: string;
-  /** KV capacity TAO plans with: configured, else stated by the engine's metrics, else the default. */
+  /** KV capacity the pool plans with: configured, else stated by the engine's metrics, else the default. */
   kvCapacityTokens: number;
 }
 
@@ -102,126 +98,95 @@ export interface ProgramInspection extends ProgramSignals {
   placement: PlacementSettings["policy"];
 }
 
-/** How often the predictor, ledger and trackers drop what no longer matters. */
-const SIGNALS_PRUNE_INTERVAL_MS = 5_000;
-
 export class Dispatcher {
-  readonly queue: ProgramQueue;
   readonly #options: DispatcherOptions;
+  readonly #core: PoolCore;
   readonly #slots = new Map<string, EngineSlot>();
-  /** The array handed to the core; its objects are the slots' states. */
-  readonly #states: EngineState[] = [];
   readonly #calls = new Map<string, PendingCall>();
   readonly #idle = new Set<() => void>();
-  /** The readiness predictor and cache-credit ledger, fed in every placement mode. */
-  readonly signals: ToolSignals;
   readonly #placement: PlacementSettings;
-  readonly #tao: PoolTaoPlacement | undefined;
-  /** KV capacity per engine (tokens); engines configured with one keep it, the others take their metrics'. */
-  readonly #kvCapacity = new Map<string, number>();
-  readonly #kvConfigured = new Set<string>();
   readonly #planLoop: PlanLoop | undefined;
   /** Left-out programs TAO held in the queue at the last pump (a gauge). */
   #heldPrograms = 0;
-  /** Admission by KV room and step time (core/admission.ts); undefined when turned off, and under TAO, which plans KV itself. */
-  readonly #admission: Admission | undefined;
-  readonly #cursor: RoundRobinCursor = { next: 0 };
   /** Why the last pump left calls waiting. */
   #held: HoldReason | undefined;
   #lastHealthyAt: number;
-  #lastPruneAt: number;
   #closed = false;
   readonly #models: ReadonlySet<string> | undefined;
 
   constructor(options: DispatcherOptions) {
     this.#options = options;
     this.#models = options.models === undefined ? undefined : new Set(options.models);
-    this.queue = new ProgramQueue(options.settings.queue);
     const { metrics } = options;
     this.#placement = options.placement ?? { policy: "routing", tao: TaoConfig.parse({}) };
-    this.signals = new ToolSignals(this.#placement.tao.core, {
-      onPrediction: (source) => metrics.readinessPredictions.inc({ source }),
-      onToolEvent: (type, outcome) => metrics.toolEvents.inc({ type, outcome }),
+    const tao = this.#placement.tao;
+    this.#core = new PoolCore({
+      settings: options.settings,
+      engines: options.engines.map((engine) => ({
+        id: engine.id,
+        maxInFlight: engine.maxInFlight,
+        capacityTokens: engine.kvCapacityTokens,
+        costModel: engine.decodeCost,
+      })),
+      placement: this.#placement.policy === "tao" ? { policy: "tao", settings: tao } : { policy: "routing" },
+      signals: tao.tao,
+      stopwatch: () => performance.now(),
+      hooks: {
+        onPrediction: (source) => metrics.readinessPredictions.inc({ source }),
+        onToolEvent: (type, outcome) => metrics.toolEvents.inc({ type, outcome }),
+        onPlan: (plan, wallMs) => {
+          metrics.taoPlans.inc({ method: plan.method });
+          if (plan.fellBack) metrics.taoPlannerFallbacks.inc();
+          metrics.taoPlanSeconds.observe(wallMs / 1000);
+        },
+        onPlanError: (error) => {
+          metrics.taoPlanErrors.inc();
+          console.error("agentix pool: TAO planning failed; routing every call until a plan succeeds", error);
+        },
+        onStale: (reason) => metrics.taoStaleEntries.inc({ reason }),
+        onReservation: (outcome) => metrics.taoReservations.inc({ outcome }),
+      },
     });
     for (const engine of options.engines) {
-      const state: EngineState = {
-        id: engine.id,
-        healthy: true,
-        inFlight: 0,
-        maxInFlight: engine.maxInFlight,
-        waiting: 0,
-        kvUsage: 0,
-      };
       const target: EngineTarget = { id: engine.id, url: engine.url, apiKey: engine.apiKey, adapter: adapterFor(engine.kind) };
-      this.#slots.set(engine.id, { state, target, model: engine.model });
-      this.#states.push(state);
+      this.#slots.set(engine.id, { target, model: engine.model });
     }
     this.#lastHealthyAt = options.clock.now();
-    this.#lastPruneAt = this.#lastHealthyAt;
-    for (const engine of options.engines) {
-      this.#kvCapacity.set(engine.id, engine.kvCapacityTokens ?? DEFAULT_KV_CAPACITY_TOKENS);
-      if (engine.kvCapacityTokens !== undefined) this.#kvConfigured.add(engine.id);
-    }
-    const admission = options.settings.admission;
-    this.#admission =
-      admission === undefined || this.#placement.policy === "tao"
-        ? undefined
-        : new Admission(
-            admission,
-            options.engines.map((engine) => ({ id: engine.id, capacityTokens: engine.kvCapacityTokens, costModel: engine.decodeCost })),
-          );
     if (this.#placement.policy === "tao") {
-      const settings = this.#placement.tao;
-      this.#tao = new PoolTaoPlacement({
-        settings,
-        dispatch: options.settings,
-        signals: this.signals,
-        kvCapacityTokens: this.#kvCapacity,
-        hooks: {
-          onPlan: (plan, wallMs) => {
-            metrics.taoPlans.inc({ method: plan.method });
-            if (plan.fellBack) metrics.taoPlannerFallbacks.inc();
-            metrics.taoPlanSeconds.observe(wallMs / 1000);
-          },
-          onPlanError: (error) => {
-            metrics.taoPlanErrors.inc();
-            console.error("agentix pool: TAO planning failed; routing every call until a plan succeeds", error);
-          },
-          onStale: (reason) => metrics.taoStaleEntries.inc({ reason }),
-          onReservation: (outcome) => metrics.taoReservations.inc({ outcome }),
-        },
-      });
       this.#planLoop = new PlanLoop({
-        minIntervalMs: settings.replanMinIntervalMs,
-        periodMs: settings.planIntervalMs,
+        minIntervalMs: tao.replanMinIntervalMs,
+        periodMs: tao.planIntervalMs,
         now: () => this.#options.clock.now(),
-        plan: () => this.#planAndPump(),
+        plan: () => this.#pumpAt(this.#options.clock.now(), true),
         tick: () => this.#periodicRound(),
       });
       this.#planLoop.start();
     }
+    const core = this.#core;
     const source: PoolStateSource = {
-      depthByLevel: () => this.queue.depthByLevel(this.#options.clock.now()),
-      engineStates: () => this.#states,
-      reservationsHeld: () => this.#tao?.reservationsHeld ?? 0,
+      depthByLevel: () => core.queue.depthByLevel(this.#options.clock.now()),
+      engineStates: () => core.engines,
+      reservationsHeld: () => core.reservationsHeld,
       heldPrograms: () => this.#heldPrograms,
       readinessAccuracy: () => {
-        const accuracy = this.signals.readiness.accuracy();
+        const accuracy = core.signals.readiness.accuracy();
         return Object.fromEntries([...READINESS_SOURCES, "all" as const].map((key) => [key, accuracy[key]]));
       },
-      cacheRetention: () => this.#states.map((state) => ({ engine: state.id, retention: this.signals.credits.retention(state.id) })),
-      holdReason: () => (this.queue.size > 0 ? this.#held : undefined),
-      admissionProjections: () => {
-        const admission = this.#admission;
-        if (admission === undefined) return [];
-        return this.#states.map((state) => ({
+      cacheRetention: () => core.engines.map((state) => ({ engine: state.id, retention: core.signals.credits.retention(state.id) })),
+      holdReason: () => (core.queue.size > 0 ? this.#held : undefined),
+      admissionProjections: () =>
+        core.engines.map((state) => ({
           engine: state.id,
-          kvTokens: admission.projectedKvTokens(state.id),
-          stepMs: admission.projectedStepMs(state),
-        }));
-      },
+          kvTokens: core.kv.projectedKvTokens(state.id),
+          stepMs: core.kv.projectedStepMs(state),
+        })),
     };
     options.metrics.observe(source);
+  }
+
+  /** The program queue (inspection and tests). */
+  get queue(): ProgramQueue {
+    return this.#core.queue;
   }
 
   get placementPolicy(): PlacementSettings["policy"] {
@@ -241,7 +206,7 @@ export class Dispatcher {
       return callError(503, message, fields.call, { code: reason, headers: this.#retryAfter() });
     };
     if (this.#closed) throw unavailable("shutting_down", "The pool is shutting down");
-    if (this.queue.size >= this.#options.maxQueuedCalls) throw unavailable("queue_full", "The pool queue is full");
+    if (this.#core.queue.size >= this.#options.maxQueuedCalls) throw unavailable("queue_full", "The pool queue is full");
     if (this.#noHealthyEngineTooLong(now)) throw unavailable("no_healthy_engine", "No healthy engine in this pool");
     if (this.#calls.has(fields.call)) throw callError(409, "This call is already in progress", fields.call, { code: "duplicate_call" });
     if (this.#models !== undefined && !this.#models.has(request.model)) {
@@ -280,7 +245,7 @@ export class Dispatcher {
       return response;
     }
     try {
-      this.queue.enqueue(call);
+      this.#core.enqueue(call, now);
     } catch (error) {
       // The core validates the call (e.g. a value that overflowed to Infinity): the edge sent bad figures.
       metrics.reject("invalid_request");
@@ -303,7 +268,6 @@ export class Dispatcher {
     };
     this.#calls.set(call.callId, pending);
     signal.addEventListener("abort", onAbort, { once: true });
-    this.signals.callArrived(call.programId, now);
     this.pump();
     if (pending.stage === "queued") metrics.callsHeld.inc({ reason: this.#held ?? "count" });
     return response;
@@ -314,8 +278,7 @@ export class Dispatcher {
    * caller); `edgeTs` is the batch's signed timestamp. Returns how many were applied.
    */
   toolEvents(programId: string, events: readonly ToolEvent[], edgeTs: number): number {
-    const now = this.#options.clock.now();
-    const applied = this.signals.toolEvents(programId, events, now, edgeTs);
+    const applied = this.#core.toolEvents(programId, events, this.#options.clock.now(), edgeTs);
     // A program ready soon may be worth a reservation now, not at the next round.
     if (applied > 0) this.#planLoop?.request();
     return applied;
@@ -323,77 +286,66 @@ export class Dispatcher {
 
   /** What the pool knows about a program for TAO; undefined when nothing. */
   inspectProgram(programId: string): ProgramInspection | undefined {
-    const signals = this.signals.inspect(programId, this.#options.clock.now());
+    const signals = this.#core.signals.inspect(programId, this.#options.clock.now());
     return signals === undefined ? undefined : { ...signals, placement: this.#placement.policy };
   }
 
   /** The TAO placement's figures; undefined under "routing". */
   taoStats(): TaoPlacementStats | undefined {
-    return this.#tao?.stats();
+    return this.#core.taoStats();
   }
 
   /** Applies the monitor's readings, then dispatches into any capacity they opened. */
   updateEngines(readings: readonly EngineReading[]): void {
     const now = this.#options.clock.now();
     this.#noteHealth(now);
-    for (const reading of readings) {
-      const slot = this.#slots.get(reading.id);
-      if (slot === undefined) continue;
-      // An engine that went down most likely lost its cache (restart, replacement).
-      if (slot.state.healthy && !reading.healthy) this.signals.credits.forgetEngine(reading.id);
-      slot.state.healthy = reading.healthy;
-      slot.state.waiting = reading.waiting;
-      slot.state.kvUsage = reading.kvUsage;
-      const statedCapacity = this.#kvConfigured.has(reading.id) ? undefined : reading.kvCapacityTokens;
-      if (statedCapacity !== undefined) this.#kvCapacity.set(reading.id, statedCapacity);
-      this.#admission?.scraped(reading.id, reading.kvUsage, statedCapacity);
-    }
-    this.queue.forgetIdleTenants(now);
-    if (now - this.#lastPruneAt >= SIGNALS_PRUNE_INTERVAL_MS) {
-      this.#lastPruneAt = now;
-      this.signals.prune(now);
-    }
+    this.#core.engineReadings(readings, now);
     this.pump();
   }
 
   /** Hands queued calls to engines while any can take one. */
   pump(): void {
-    this.#pumpAt(this.#options.clock.now());
+    this.#pumpAt(this.#options.clock.now(), false);
   }
 
-  #pumpAt(now: number): void {
+  #pumpAt(now: number, plan: boolean): void {
     if (this.#closed) return;
     const { metrics } = this.#options;
     if (this.#noHealthyEngineTooLong(now)) {
       this.#failQueued(503, "No healthy engine in this pool", "no_healthy_engine");
       return;
     }
-    for (const dispatch of this.#takeDispatches(now)) {
+    const round = this.#core.pump(now, { plan });
+    this.#held = round.held;
+    if (round.held !== undefined) metrics.holdRounds.inc({ reason: round.held });
+    this.#heldPrograms = round.heldPrograms;
+    if (round.needsPlan) this.#planLoop?.request();
+    for (const dispatch of round.dispatches) {
       const pending = this.#calls.get(dispatch.call.callId);
       const slot = this.#slots.get(dispatch.engineId);
       if (pending === undefined || slot === undefined) {
         // Cannot happen (every queued call is tracked); give the slot back rather than leak it.
-        if (slot) slot.state.inFlight -= 1;
+        this.#core.attemptEnded(dispatch.call.callId, { serviceMs: 0 }, now);
         continue;
       }
       metrics.dispatches.inc({ engine: dispatch.engineId, reason: dispatch.reason });
       if (dispatch.promoted) metrics.promotions.inc();
       if (pending.failedEngines.size === 0) metrics.queueSeconds.observe((now - pending.call.enqueuedAt) / 1000);
       pending.level = dispatch.level;
-      this.#start(pending, slot, now);
+      this.#start(pending, dispatch.engineId, slot, now);
     }
   }
 
   engineSnapshots(): EngineSnapshot[] {
-    return this.#states.map((state) => ({
+    return this.#core.engines.map((state) => ({
       ...state,
       kind: this.#slots.get(state.id)?.target.adapter.kind ?? "unknown",
-      kvCapacityTokens: this.#kvCapacity.get(state.id) ?? DEFAULT_KV_CAPACITY_TOKENS,
+      kvCapacityTokens: this.#core.kvCapacityTokens(state.id),
     }));
   }
 
   get queuedCount(): number {
-    return this.queue.size;
+    return this.#core.queue.size;
   }
 
   get runningCount(): number {
@@ -403,7 +355,7 @@ export class Dispatcher {
   }
 
   hasHealthyEngine(): boolean {
-    return this.#states.some((state) => state.healthy);
+    return this.#core.engines.some((state) => state.healthy);
   }
 
   /**
@@ -429,41 +381,17 @@ export class Dispatcher {
     });
   }
 
-  /** The calls to send now, and where: by the placement policy. */
-  #takeDispatches(now: number) {
-    const tao = this.#tao;
-    if (tao === undefined) {
-      const round = takeDispatches(this.queue, this.#states, now, this.#options.settings, { cursor: this.#cursor, admission: this.#admission });
-      this.#held = round.held;
-      if (round.held !== undefined) this.#options.metrics.holdRounds.inc({ reason: round.held });
-      return round.dispatches;
-    }
-    const { dispatches, needsPlan, held } = tao.pump(this.queue, this.#states, now);
-    this.#heldPrograms = held;
-    if (needsPlan) this.#planLoop?.request();
-    return dispatches;
-  }
-
-  #planAndPump(): void {
-    if (this.#closed || this.#tao === undefined) return;
-    // One instant for both: a readiness probe answered at the plan's instant answers the same when re-validated.
-    const now = this.#options.clock.now();
-    this.#tao.plan(this.queue, this.#states, now);
-    this.#pumpAt(now);
-  }
-
-  /** TAO's periodic round: plan while anything is queued, between calls, or reserved; otherwise just pump. */
+  /** TAO's periodic round: plan while there is anything to plan for; otherwise just pump. */
   #periodicRound(): void {
-    if (this.#closed || this.#tao === undefined) return;
-    if (this.queue.size > 0 || this.signals.betweenCallsCount > 0 || this.#tao.reservationsHeld > 0) this.#planLoop?.planNow();
+    if (this.#closed) return;
+    if (this.#core.hasPlanningWork()) this.#planLoop?.planNow();
     else this.pump();
   }
 
-  #start(pending: PendingCall, slot: EngineSlot, now: number): void {
+  #start(pending: PendingCall, engineId: string, slot: EngineSlot, now: number): void {
     const controller = new AbortController();
-    this.#tao?.callDispatched(slot.state.id, pending.call.promptTokens);
     pending.stage = "running";
-    pending.attempt = { engineId: slot.state.id, controller };
+    pending.attempt = { engineId, controller };
     const body = slot.target.adapter.buildBody(pending.body, {
       level: pending.level,
       levels: this.#options.settings.queue.levels,
@@ -479,27 +407,28 @@ export class Dispatcher {
       signal: controller.signal,
       http: this.#options.http,
       clock: this.#options.clock,
-      onEnd: (end) => this.#attemptEnded(pending, slot, end),
+      onEnd: (end) => this.#attemptEnded(pending, engineId, end),
     }).then(
-      (start) => this.#attemptStarted(pending, slot, start),
+      (start) => this.#attemptStarted(pending, engineId, start),
       (error: unknown) => {
         // relayToEngine handles its own failures; this is a bug guard, not a path.
-        console.error(`agentix pool: call ${pending.call.callId}: relay to engine ${slot.state.id} threw`, error);
-        if (pending.stage !== "done") this.#release(slot, "failed", pending);
+        console.error(`agentix pool: call ${pending.call.callId}: relay to engine ${engineId} threw`, error);
+        if (pending.stage !== "done") this.#release(pending, engineId, "failed", { serviceMs: 0 });
         this.#finish(pending, callErrorResponse(500, CALL_ERROR_MESSAGES.internal_error, pending.call.callId, { code: "internal_error" }));
         this.pump();
       },
     );
   }
 
-  #attemptEnded(pending: PendingCall, slot: EngineSlot, end: RelayEnd): void {
-    const { metrics, clock } = this.#options;
-    const engine = slot.state.id;
-    this.#release(slot, end.outcome, pending, end.facts?.usage?.completionTokens);
-    this.queue.chargeTenant(pending.call.tenantId, end.serviceMs, clock.now());
-    metrics.serviceSeconds.observe({ engine }, end.serviceMs / 1000);
-    if (end.outcome === "completed") metrics.cacheObservations.inc({ engine, usage: end.facts?.usage ? "reported" : "estimated" });
+  #attemptEnded(pending: PendingCall, engine: string, end: RelayEnd): void {
+    const { metrics } = this.#options;
     const usage = end.facts?.usage;
+    this.#release(pending, engine, end.outcome, {
+      serviceMs: end.serviceMs,
+      ...(end.outcome === "completed" && usage !== undefined ? { outputTokens: usage.completionTokens } : {}),
+    });
+    metrics.serviceSeconds.observe({ engine }, end.serviceMs / 1000);
+    if (end.outcome === "completed") metrics.cacheObservations.inc({ engine, usage: usage ? "reported" : "estimated" });
     if (usage !== undefined) {
       metrics.engineTokens.inc({ engine, kind: "prompt", outcome: end.outcome }, usage.promptTokens);
       metrics.engineTokens.inc({ engine, kind: "completion", outcome: end.outcome }, usage.completionTokens);
@@ -514,7 +443,7 @@ export class Dispatcher {
     this.pump();
   }
 
-  #attemptStarted(pending: PendingCall, slot: EngineSlot, start: RelayStart): void {
+  #attemptStarted(pending: PendingCall, engineId: string, start: RelayStart): void {
     if (start.kind === "response") {
       pending.resolve(start.response);
       return;
@@ -525,15 +454,13 @@ export class Dispatcher {
       return;
     }
     // Failed before the first byte: the engine did no work for the call, nothing is charged.
-    const engineId = slot.state.id;
     console.warn(`agentix pool: call ${callId}: attempt failed before the first byte: ${start.reason}`);
     pending.failedEngines.add(engineId);
     if (start.connectionFailed) {
-      slot.state.healthy = false;
-      this.signals.credits.forgetEngine(engineId);
+      this.#core.engineDown(engineId);
       this.#options.onEngineDown?.(engineId);
     }
-    this.#release(slot, "engine_error", pending);
+    this.#release(pending, engineId, "engine_error", { serviceMs: 0 });
     if (this.#closed) {
       this.#finish(pending, shuttingDownResponse(callId, this.#retryAfter()));
     } else if (pending.signal.aborted) {
@@ -549,42 +476,32 @@ export class Dispatcher {
     this.pump();
   }
 
-  /** The attempt left the engine; `outputTokens` is what it generated, when the engine said. */
-  #release(slot: EngineSlot, outcome: CallOutcome, pending: PendingCall, outputTokens?: number): void {
-    this.#tao?.callReleased(slot.state.id, pending.call.promptTokens);
-    this.#admission?.finished(slot.state.id, pending.call.callId, outcome === "completed" ? outputTokens : undefined);
-    slot.state.inFlight = Math.max(0, slot.state.inFlight - 1);
-    this.#options.metrics.calls.inc({ engine: slot.state.id, outcome });
+  /** The attempt left the engine: its slot back in the core (once), counted by outcome. */
+  #release(pending: PendingCall, engineId: string, outcome: CallOutcome, end: { serviceMs: number; outputTokens?: number }): void {
+    this.#core.attemptEnded(pending.call.callId, end, this.#options.clock.now());
+    this.#options.metrics.calls.inc({ engine: engineId, outcome });
   }
 
   #retry(pending: PendingCall): void {
-    const { settings, clock, metrics } = this.#options;
-    const admission = this.#admission;
-    const candidates = this.#states.filter(
-      (state) =>
-        !pending.failedEngines.has(state.id) && (admission === undefined || admission.holdReason(state, pending.call, settings.saturation) === undefined),
-    );
-    // Admission already judged the candidates' KV: the scraped-KV limit is its, not routing's.
-    const saturation = admission === undefined ? settings.saturation : { ...settings.saturation, maxKvUsage: Infinity };
-    const route = chooseEngine(pending.call, candidates, settings.routing, saturation, this.#cursor);
-    const slot = route && this.#slots.get(route.engineId);
-    if (route && slot) {
-      slot.state.inFlight += 1;
-      admission?.sent(slot.state.id, pending.call);
-      metrics.dispatches.inc({ engine: route.engineId, reason: route.reason });
-      this.#start(pending, slot, clock.now());
+    const { clock, metrics } = this.#options;
+    const now = clock.now();
+    const dispatch = this.#core.route(pending.call, pending.failedEngines, now);
+    const slot = dispatch && this.#slots.get(dispatch.engineId);
+    if (dispatch && slot) {
+      metrics.dispatches.inc({ engine: dispatch.engineId, reason: dispatch.reason });
+      this.#start(pending, dispatch.engineId, slot, now);
       return;
     }
     // No other engine free now: wait in the queue at the call's original place.
     pending.stage = "queued";
     pending.attempt = undefined;
-    this.queue.enqueue(pending.call);
+    this.#core.requeue(pending.call);
   }
 
   #clientGone(pending: PendingCall): void {
     const { metrics } = this.#options;
     if (pending.stage === "queued") {
-      this.queue.remove(pending.call.callId);
+      this.#core.dropQueued(pending.call.callId);
       metrics.cancelled.inc({ stage: "queued" });
       this.#finish(pending, clientClosedResponse(pending.call.callId));
     } else if (pending.stage === "running") {
@@ -597,7 +514,7 @@ export class Dispatcher {
   #failQueued(status: 503, message: string, code: "no_healthy_engine" | "shutting_down"): void {
     for (const pending of [...this.#calls.values()]) {
       if (pending.stage !== "queued") continue;
-      this.queue.remove(pending.call.callId);
+      this.#core.dropQueued(pending.call.callId);
       this.#options.metrics.reject(code);
       this.#finish(pending, callErrorResponse(status, message, pending.call.callId, { code, headers: this.#retryAfter() }));
     }
@@ -613,12 +530,16 @@ export class Dispatcher {
   #forget(pending: PendingCall, end?: RelayEnd): void {
     pending.detach();
     this.#calls.delete(pending.call.callId);
-    this.signals.callEnded(pending.call.programId, this.#options.clock.now(), {
-      completed: end?.outcome === "completed",
-      ...(pending.attempt === undefined ? {} : { engineId: pending.attempt.engineId }),
-      ...(end?.facts === undefined ? {} : { facts: end.facts }),
-      promptTokensEstimate: pending.call.promptTokens,
-    });
+    this.#core.callLeft(
+      pending.call.programId,
+      {
+        completed: end?.outcome === "completed",
+        ...(pending.attempt === undefined ? {} : { engineId: pending.attempt.engineId }),
+        ...(end?.facts === undefined ? {} : { facts: end.facts }),
+        promptTokensEstimate: pending.call.promptTokens,
+      },
+      this.#options.clock.now(),
+    );
     if (this.#calls.size === 0) for (const done of [...this.#idle]) done();
   }
 

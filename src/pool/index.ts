@@ -6,5 +6,3 @@ export { PoolMetrics } from "./metrics.js";
 export { createPoolApp } from "./app.js";
 export { startPool, type PoolHandle, type StartPoolOptions } from "./server.js";
 export { PLACEMENT_POLICIES, type PlacementPolicy, type PlacementSettings, type PoolTaoSettings } from "./tao/config.js";
-export { PoolTaoPlacement, type TaoPlacementStats } from "./tao/tao-placement.js";
-export { ToolSignals, type ProgramSignals } from "./tao/tool-signals.js";

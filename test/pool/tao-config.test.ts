@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { DEFAULT_DISPATCH_SETTINGS } from "../../src/core/settings.js";
-import { DEFAULT_HOLD_LEFT_OUT_MS, DEFAULT_TAO_SETTINGS } from "../../src/core/tao/settings.js";
+import { DEFAULT_TAO_SETTINGS, defaultTaoPlacementSettings } from "../../src/core/tao/settings.js";
 import { DEFAULT_KV_CAPACITY_TOKENS, parsePoolConfig, PoolConfigError } from "../../src/pool/config.js";
 
 const minimal = { signingSecret: "0123456789abcdef", engines: [{ id: "e1", url: "http://127.0.0.1:8000" }] };
@@ -11,12 +11,10 @@ describe("placement config", () => {
     expect(config.placement).toEqual({
       policy: "routing",
       tao: {
-        core: DEFAULT_TAO_SETTINGS,
+        // The core's placement defaults (one source for pool and simulator), plus the plan loop's timings.
+        ...defaultTaoPlacementSettings(),
         planIntervalMs: 250,
         replanMinIntervalMs: 10,
-        reservationTtlMs: DEFAULT_TAO_SETTINGS.readiness.readySoonMs + 500,
-        holdLeftOutMs: DEFAULT_HOLD_LEFT_OUT_MS,
-        outputAllowanceTokens: 256,
       },
     });
     // Unset: the engine's metrics, else the default (the dispatcher resolves it).
@@ -36,7 +34,7 @@ describe("placement config", () => {
     expect(config.scheduling).toEqual(DEFAULT_DISPATCH_SETTINGS);
     expect(config.placement.policy).toBe("tao");
     expect(config.placement.tao).toMatchObject({
-      core: {
+      tao: {
         readiness: { ...DEFAULT_TAO_SETTINGS.readiness, readySoonMs: 2_000 },
         cacheCredit: DEFAULT_TAO_SETTINGS.cacheCredit,
         planner: { ...DEFAULT_TAO_SETTINGS.planner, quantumTokens: 1_024 },

@@ -5,7 +5,7 @@
 
 import type { ReadinessErrorReport, ReadinessSource } from "../../core/tao/readiness.js";
 import type { PolicyName } from "../../sim/des/policies.js";
-import type { TaoRunStats } from "../../sim/des/tao-placement.js";
+import type { TaoRunStats } from "../../sim/des/tao-simulation.js";
 import type { PlanTiming, RunMetrics } from "./tao-metrics.js";
 import type { TaoBenchOptions, TaoBenchWorkload } from "./tao-options.js";
 

@@ -3,20 +3,20 @@ import { engineFreeTokens } from "./snapshot-builder.js";
 import type { TaoEngine } from "./snapshot.js";
 
 /*
- * What TAO placement has committed on each engine: the KV of the calls it sent there
- * (until they end) and the reservations it holds for ready-soon programs.
+ * The reservations TAO placement holds for ready-soon programs.
  *
  * A reservation is a placeholder in its engine's inFlight (one of the engine's slots:
  * the slot a returning program would otherwise wait for) plus its tokens in the KV
  * estimate, for at most a ttl. It ends one of three ways:
- *   used      the program's call arrived and took the slot (applyPlan converts the
+ *   used      the program's call arrived and took the held slot (applyPlan converts the
  *             placeholder into the call: inFlight does not change);
  *   released  the program's call went to another engine (or the program ended);
  *   expired   the ttl ran out first.
  *
- * Engines' free KV (engineViews): the scraped kvUsage lags dispatches and leaves out
- * requests still waiting in the engine, so the KV counted as used is the larger of the
- * scraped figure and what is committed here.
+ * Engines' free KV (engineViews): what the pool's KV account (core/admission.ts, the
+ * one account routing's admission uses too) projects the engine's running calls to
+ * hold, plus the reservations, against the same KV target; the scraped kvUsage counts
+ * when it is higher (other clients, a lagging account).
  *
  * Pure and deterministic: time is passed in; mutates only the engines' inFlight.
  */
@@ -31,10 +31,16 @@ export interface Reservation {
 
 export type ReservationListener = (outcome: ReservationOutcome, programId: string, reservation: Reservation) => void;
 
+/** How the pool's KV account sees one engine. */
+export interface EngineKvView {
+  /** KV capacity in tokens. */
+  capacityTokens: number;
+  /** Tokens the engine's running calls will hold (the account's projection). */
+  committedTokens: number;
+}
+
 export class ReservationBook {
   readonly #held = new Map<string, Reservation>();
-  /** KV tokens of the calls running on each engine (their caller decides what a call counts). */
-  readonly #calls = new Map<string, number>();
   readonly #onOutcome: ReservationListener;
   #freed = 0;
 
@@ -42,14 +48,9 @@ export class ReservationBook {
     this.#onOutcome = onOutcome;
   }
 
-  /** A call went to the engine: its KV is committed there until callEnded. */
-  callStarted(engineId: string, tokens: number): void {
-    this.#calls.set(engineId, (this.#calls.get(engineId) ?? 0) + tokens);
-  }
-
-  callEnded(engineId: string, tokens: number): void {
+  /** A call left an engine: KV a held program may now fit in. */
+  callEnded(): void {
     this.#freed += 1;
-    this.#calls.set(engineId, Math.max(0, (this.#calls.get(engineId) ?? 0) - tokens));
   }
 
   /** How many times committed KV was given back (a call ended, a reservation released or expired): grows only. */
@@ -57,22 +58,15 @@ export class ReservationBook {
     return this.#freed;
   }
 
-  /** Committed call tokens per engine (reservations not included). */
-  callTokens(): Record<string, number> {
-    return Object.fromEntries(this.#calls);
-  }
-
-  /** Tokens committed on the engine: running calls and held reservations. */
-  committedOn(engineId: string): number {
-    return (this.#calls.get(engineId) ?? 0) + this.tokensOn(engineId);
-  }
-
-  /** The engines as the planner sees them: free KV with used = max(scraped, committed / capacity). */
-  engineViews(engines: readonly EngineState[], capacityOf: (engineId: string) => number, saturation: SaturationSettings): TaoEngine[] {
+  /**
+   * The engines as the planner sees them: free KV = kvTarget × capacity − used, where
+   * used is the larger of the scraped share and (committed + reservations) / capacity.
+   */
+  engineViews(engines: readonly EngineState[], kvOf: (engineId: string) => EngineKvView, kvTarget: number, saturation: SaturationSettings): TaoEngine[] {
     return engines.map((engine) => {
-      const capacity = capacityOf(engine.id);
-      const used = capacity > 0 ? Math.max(engine.kvUsage, this.committedOn(engine.id) / capacity) : 1;
-      return { engineId: engine.id, freeTokens: engineFreeTokens({ ...engine, kvUsage: used }, capacity, saturation) };
+      const { capacityTokens, committedTokens } = kvOf(engine.id);
+      const used = capacityTokens > 0 ? Math.max(engine.kvUsage, (committedTokens + this.tokensOn(engine.id)) / capacityTokens) : 1;
+      return { engineId: engine.id, freeTokens: engineFreeTokens({ ...engine, kvUsage: used }, capacityTokens, saturation, kvTarget) };
     });
   }
 
@@ -123,6 +117,13 @@ export class ReservationBook {
       expired += 1;
     }
     return expired;
+  }
+
+  /** When the first held reservation runs out; undefined when none is held. */
+  earliestUntil(): number | undefined {
+    let earliest: number | undefined;
+    for (const reservation of this.#held.values()) earliest = earliest === undefined ? reservation.until : Math.min(earliest, reservation.until);
+    return earliest;
   }
 
   /** Tokens held on the engine by reservations. */

@@ -157,3 +157,38 @@ export function validateTaoSettings(s: TaoSettings): void {
   validateCacheCreditSettings(s.cacheCredit);
   validatePlannerSettings(s.planner);
 }
+
+/**
+ * TAO placement as the pool core runs it (pool and simulator alike): the planner's
+ * inputs, and how long what it decides is held.
+ */
+export interface TaoPlacementSettings {
+  tao: TaoSettings;
+  /** Longest a reservation holds its engine slot (ms); 0 makes none. */
+  reservationTtlMs: number;
+  /**
+   * Longest a program the plan left out for want of KV waits before it is routed
+   * anyway (ms); 0 routes it at once (no KV hold), Infinity until promoted.
+   */
+  holdLeftOutMs: number;
+  /** KV tokens a planned call needs beyond its prompt (its output). */
+  outputAllowanceTokens: number;
+}
+
+/**
+ * A call's output in a plan: 256 tokens (the coding agent's outputs: mean 164, p99 ~600;
+ * the reference's agent calls 34-277).
+ */
+export const DEFAULT_OUTPUT_ALLOWANCE_TOKENS = 256;
+
+/** Defaults; a reservation lasts the readiness horizon + 500 ms, so a call predicted at the horizon's edge still finds its slot. */
+export function defaultTaoPlacementSettings(tao: TaoSettings = DEFAULT_TAO_SETTINGS): TaoPlacementSettings {
+  return { tao, reservationTtlMs: tao.readiness.readySoonMs + 500, holdLeftOutMs: DEFAULT_HOLD_LEFT_OUT_MS, outputAllowanceTokens: DEFAULT_OUTPUT_ALLOWANCE_TOKENS };
+}
+
+export function validateTaoPlacementSettings(s: TaoPlacementSettings): void {
+  validateTaoSettings(s.tao);
+  nonNegativeFinite("reservationTtlMs", s.reservationTtlMs);
+  if (Number.isNaN(s.holdLeftOutMs) || s.holdLeftOutMs < 0) throw new RangeError(`holdLeftOutMs must be >= 0 (Infinity: until promoted), got ${s.holdLeftOutMs}`);
+  nonNegativeFinite("outputAllowanceTokens", s.outputAllowanceTokens);
+}

@@ -15,11 +15,12 @@ import type { CacheCreditLedger } from "./cache-credit.js";
 import type { ReadinessPredictor } from "./readiness.js";
 import { MAX_PROGRAM_TOKENS, type TaoEngine, type TaoProgram, type TaoSnapshot } from "./snapshot.js";
 
-/** KV tokens the planner may fill: the headroom below the saturation threshold; 0 when unavailable. */
-export function engineFreeTokens(engine: EngineState, kvCapacityTokens: number, saturation: SaturationSettings): number {
+/** KV tokens the planner may fill: the headroom below `kvCeiling` (default the saturation threshold); 0 when unavailable. */
+export function engineFreeTokens(engine: EngineState, kvCapacityTokens: number, saturation: SaturationSettings, kvCeiling = saturation.maxKvUsage): number {
   if (!(kvCapacityTokens >= 0) || !Number.isFinite(kvCapacityTokens)) throw new RangeError(`kvCapacityTokens must be a finite number >= 0, got ${kvCapacityTokens}`);
-  if (!isAvailable(engine, saturation)) return 0;
-  return Math.floor(Math.max(0, saturation.maxKvUsage - engine.kvUsage) * kvCapacityTokens);
+  // Availability without the scraped-KV rule: the ceiling given here is the KV limit.
+  if (!isAvailable(engine, { ...saturation, maxKvUsage: Infinity })) return 0;
+  return Math.floor(Math.max(0, kvCeiling - engine.kvUsage) * kvCapacityTokens);
 }
 
 export interface SnapshotSources {

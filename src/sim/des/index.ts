@@ -23,7 +23,7 @@ export {
   type SimulationResult,
   simulate,
 } from "./simulate.js";
-export { TaoPlacement, type TaoPlacementOptions, type TaoPlacementParams, type TaoRunStats, type TaoSkipReason } from "./tao-placement.js";
+export { taoPlacementSettings, TaoSimulation, type TaoSimulationOptions, type TaoRunStats, type TaoSkipReason } from "./tao-simulation.js";
 export {
   DEFAULT_TOOL_EVENT_SETTINGS,
   sendsToolEvents,

@@ -5,7 +5,7 @@
  * own waiting queue by the pool's level (vLLM's --scheduling-policy priority).
  * Two more compare placement: "cache-aware" (SGLang's router, a routing setting of
  * the core) and "agentix-tao" (Agentix's queue with the core's TAO planner placing
- * the calls; tao-placement.ts drives it).
+ * the calls; the pool core runs it, tao-simulation.ts plays the clients).
  */
 
 import type { DispatchSettings } from "../../core/dispatch.js";
@@ -199,11 +199,9 @@ export function policySetup(name: PolicyName, options: { maxInFlightPerEngine?: 
       return direct("cache-aware");
     case "agentix":
       return agentix();
-    case "agentix-tao": {
-      // TAO's planner places under each engine's free KV itself (core/tao): no second admission on top.
-      const setup = agentix();
-      return { ...setup, dispatch: { ...setup.dispatch, admission: undefined }, placement: "tao" };
-    }
+    case "agentix-tao":
+      // TAO's planner places under the free KV of the same account admission keeps (core/pool-core.ts).
+      return { ...agentix(), placement: "tao" };
   }
   function agentix(): PolicySetup {
     return {

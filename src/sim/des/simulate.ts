@@ -1,17 +1,17 @@
 /*
  * Discrete-event simulation of an Agentix pool: programs issue calls, the pool core
- * (src/core) queues and routes them exactly as src/pool/dispatcher.ts drives it, and
- * EngineModel instances (src/sim/engine-model.ts) time them. Nothing here decides an
- * order or a duration: the core's takeDispatches and the engine model do.
+ * (src/core/pool-core.ts, the object src/pool/dispatcher.ts drives on real time)
+ * queues, admits and places them, and EngineModel instances (src/sim/engine-model.ts)
+ * time them. Nothing here decides an order or a duration: the pool core and the
+ * engine model do.
  *
  * What stands in for the other parts of the system, with zero network latency:
  * - the edge: per program, the service values of src/core/service.ts (a call records
  *   callStartValue when it is issued; completeCall on completion), the wait the pool
  *   reported (its queue time) added up, and the engine that served it last;
- * - the pool: one ProgramQueue, EngineState per engine (inFlight counted on dispatch
- *   and completion, waiting / kvUsage from a metrics scrape every metricsIntervalMs),
- *   takeDispatches whenever capacity may have appeared, chargeTenant with the call's
- *   service on completion, service = dispatch → finish as the relay measures it;
+ * - the pool's I/O: PoolCore's pump whenever capacity may have appeared, its engine
+ *   readings from a metrics scrape every metricsIntervalMs, attemptEnded and callLeft
+ *   when a call finishes (service = dispatch → finish, as the relay measures it);
  * - the engines: steps back to back while busy, as src/sim/engine-driver.ts runs
  *   them: requests submitted during a step join the next one.
  *
@@ -23,16 +23,17 @@
  * Placement policies: "cache-aware" routes with the core's SGLang-style rule over a
  * RoutedPrefixIndex the simulator keeps as the router would (each call's prompt is
  * rendered when it is issued, and inserted in the tree of the engine it goes to);
- * "agentix-tao" hands the pump to TaoPlacement (tao-placement.ts), which plans with
- * the core's TAO planner and applies the plan with the core's applyPlan.
+ * "agentix-tao" is the core's TAO placement, with the clients' tool events and the
+ * planning cadence played by TaoSimulation (tao-simulation.ts).
  */
 
-import { Admission } from "../../core/admission.js";
-import { type Dispatch, takeDispatches } from "../../core/dispatch.js";
+import type { Dispatch } from "../../core/dispatch.js";
 import { type EngineState, metricsSaturated } from "../../core/engines.js";
+import { PoolCore, type PoolPlacement } from "../../core/pool-core.js";
+import type { TaoPlan } from "../../core/tao/planner.js";
 import { DEFAULT_ROUTED_PREFIX_SETTINGS, RoutedPrefixIndex, type RoutedPrefixSettings } from "../../core/prefix-index.js";
-import { ProgramQueue, type QueuedCall } from "../../core/queue.js";
-import type { PrefixMatcher, RoundRobinCursor, RouteReason } from "../../core/routing.js";
+import type { QueuedCall } from "../../core/queue.js";
+import type { PrefixMatcher, RouteReason } from "../../core/routing.js";
 import { callStartValue, completeCall, NO_SERVICE, type ProgramService } from "../../core/service.js";
 import { PoolConfig } from "../../pool/config.js";
 import { type EngineEvent, EngineModel, EngineRequestError, type FinishedEvent } from "../engine-model.js";
@@ -44,7 +45,7 @@ import { firstSampleAt, type MeasurementWindow, type RunSample, type StepFigures
 import { type PolicyName, type PolicySetup, isPolicyName, policySetup } from "./policies.js";
 import { ProgramPrompts, type RenderedCall } from "./program-prompts.js";
 import { programWorkMs } from "./remaining-work.js";
-import { TaoPlacement, type TaoPlacementOptions, type TaoRunStats } from "./tao-placement.js";
+import { taoPlacementSettings, TaoSimulation, type TaoSimulationOptions, type TaoRunStats } from "./tao-simulation.js";
 
 export interface SimulationConfig {
   /** From generatePrograms(workload, { seed, count }). */
@@ -79,8 +80,8 @@ export interface SimulationConfig {
   saturatedMetricsIntervalMs?: number;
   /** Also return one record per call (dispatch order, timings); off by default (memory). */
   recordCalls?: boolean;
-  /** "agentix-tao" only: TAO placement knobs (tao-placement.ts). */
-  tao?: TaoPlacementOptions;
+  /** "agentix-tao" only: TAO placement knobs and the simulated clients' tool events (tao-simulation.ts). */
+  tao?: TaoSimulationOptions;
   /** "cache-aware" only: the router's prefix trees; default the core's (SGLang's size cap). */
   prefixTree?: RoutedPrefixSettings;
   /**
@@ -319,12 +320,42 @@ export function simulate(config: SimulationConfig): SimulationResult {
   const levels = setup.dispatch.queue.levels;
 
   const events = new EventQueue<SimEvent>();
-  const queue = new ProgramQueue(setup.dispatch.queue);
-  const cursor: RoundRobinCursor = { next: 0 };
+  const live = new Map<string, CallRun>();
+  const prefixRouting = setup.dispatch.routing.policy === "cache-aware";
+  const prefixIndex = prefixRouting ? new RoutedPrefixIndex(config.prefixTree ?? DEFAULT_ROUTED_PREFIX_SETTINGS) : undefined;
+  const prefixMatcher: PrefixMatcher<QueuedCall> | undefined =
+    prefixIndex === undefined
+      ? undefined
+      : {
+          matchedTokens: (queuedCall, engineId) => {
+            const rendered = live.get(queuedCall.callId)?.rendered;
+            return rendered === undefined ? 0 : prefixIndex.matchBlocks(engineId, rendered.blockHashes) * profile.blockSize;
+          },
+          treeTokens: (engineId) => prefixIndex.blocks(engineId) * profile.blockSize,
+        };
+  const admissionSettings =
+    setup.dispatch.admission === undefined || config.stepTargetFactor === undefined
+      ? setup.dispatch.admission
+      : { ...setup.dispatch.admission, stepTargetFactor: config.stepTargetFactor };
+  const taoSettings = setup.placement === "tao" ? taoPlacementSettings(config.tao) : undefined;
+  const placement: PoolPlacement = taoSettings === undefined ? { policy: "routing" } : { policy: "tao", settings: taoSettings };
+  const onPlan = config.tao?.onPlan;
+  // The engine profile is the KV capacity and cost model the pool would be configured with for this hardware.
+  const core = new PoolCore({
+    settings: { ...setup.dispatch, admission: admissionSettings },
+    engines: Array.from({ length: config.engines }, (_, i) => ({
+      id: `engine-${i}`,
+      maxInFlight: setup.maxInFlight,
+      capacityTokens: profile.kvBlocks * profile.blockSize,
+      costModel: decodeCostOf(profile),
+    })),
+    placement,
+    ...(prefixMatcher === undefined ? {} : { prefixes: prefixMatcher }),
+    ...(onPlan === undefined ? {} : { stopwatch: () => performance.now(), hooks: { onPlan: (plan: TaoPlan, wallMs: number) => onPlan({ wallMs, plan }) } }),
+  });
+  const tao = taoSettings === undefined ? undefined : new TaoSimulation(core, taoSettings, config.tao ?? {}, (at) => events.push(at, { kind: WAKE }));
   const engines: SimEngine[] = [];
-  const states: EngineState[] = [];
-  for (let i = 0; i < config.engines; i++) {
-    const state: EngineState = { id: `engine-${i}`, healthy: true, inFlight: 0, maxInFlight: setup.maxInFlight, waiting: 0, kvUsage: 0 };
+  for (const state of core.engines) {
     engines.push({
       model: new EngineModel({ profile, priorityScheduling: setup.priorityScheduling }),
       state,
@@ -336,29 +367,8 @@ export function simulate(config: SimulationConfig): SimulationResult {
       stepBatch: 0,
       stepKv: 0,
     });
-    states.push(state);
   }
   const engineById = new Map(engines.map((engine) => [engine.state.id, engine]));
-  // The engine profile is the decode cost model the pool would be configured with for this hardware.
-  const admission =
-    setup.dispatch.admission === undefined
-      ? undefined
-      : new Admission(
-          config.stepTargetFactor === undefined ? setup.dispatch.admission : { ...setup.dispatch.admission, stepTargetFactor: config.stepTargetFactor },
-          states.map((state) => ({ id: state.id, capacityTokens: profile.kvBlocks * profile.blockSize, costModel: decodeCostOf(profile) })),
-        );
-  const prefixRouting = setup.dispatch.routing.policy === "cache-aware";
-  const prefixIndex = prefixRouting ? new RoutedPrefixIndex(config.prefixTree ?? DEFAULT_ROUTED_PREFIX_SETTINGS) : undefined;
-  const tao =
-    setup.placement === "tao"
-      ? new TaoPlacement({
-          engines: states,
-          kvCapacityTokens: profile.kvBlocks * profile.blockSize,
-          dispatch: setup.dispatch,
-          ...(config.tao === undefined ? {} : { options: config.tao }),
-          wake: (at) => events.push(at, { kind: WAKE }),
-        })
-      : undefined;
 
   const runs: ProgramRun[] = config.programs.map((spec) => {
     const tenantId = spec.tenantId ?? DEFAULT_SIM_TENANT;
@@ -405,7 +415,6 @@ export function simulate(config: SimulationConfig): SimulationResult {
     events.push(program.spec.arrivalMs, { kind: ARRIVAL, program });
   };
 
-  const live = new Map<string, CallRun>();
   const callRecords: CallRecord[] | undefined = config.recordCalls === true ? [] : undefined;
   let unfinished = runs.length;
   let arrived = 0;
@@ -435,9 +444,7 @@ export function simulate(config: SimulationConfig): SimulationResult {
   };
 
   const readEngineMetrics = (engine: SimEngine): void => {
-    engine.state.waiting = engine.model.numWaiting;
-    engine.state.kvUsage = engine.model.kvUsage;
-    admission?.scraped(engine.state.id, engine.state.kvUsage);
+    core.engineReadings([{ id: engine.state.id, healthy: true, waiting: engine.model.numWaiting, kvUsage: engine.model.kvUsage }], now);
     // As the pool's monitor: metrics over the limits hold calls back, so they are re-read soon.
     if (metricsIntervalMs > 0 && !engine.rescrapePending && metricsSaturated(engine.state, setup.dispatch.saturation)) {
       engine.rescrapePending = true;
@@ -529,9 +536,9 @@ export function simulate(config: SimulationConfig): SimulationResult {
     if (program.affinity !== undefined) queued.affinityEngine = program.affinity;
     if (oracle) queued.remainingMs = Math.max(0, program.remainingMs);
     if (prefixRouting) call.rendered = promptsOf(program).render(spec.callId);
-    queue.enqueue(queued);
-    live.set(call.key, call);
     tao?.callReady(program.spec.programId, spec, now);
+    core.enqueue(queued, now);
+    live.set(call.key, call);
     schedulePump();
   };
 
@@ -541,17 +548,6 @@ export function simulate(config: SimulationConfig): SimulationResult {
     return prompts;
   };
 
-  const prefixMatcher: PrefixMatcher<QueuedCall> | undefined =
-    prefixIndex === undefined
-      ? undefined
-      : {
-          matchedTokens: (queuedCall, engineId) => {
-            const rendered = live.get(queuedCall.callId)?.rendered;
-            return rendered === undefined ? 0 : prefixIndex.matchBlocks(engineId, rendered.blockHashes) * profile.blockSize;
-          },
-          treeTokens: (engineId) => prefixIndex.blocks(engineId) * profile.blockSize,
-        };
-
   const submit = (call: CallRun, dispatch: Dispatch, engine: SimEngine): void => {
     call.dispatchMs = now;
     call.engine = engine;
@@ -560,7 +556,6 @@ export function simulate(config: SimulationConfig): SimulationResult {
     const rendered = call.rendered ?? promptsOf(call.program).render(call.spec.callId);
     call.rendered = undefined;
     prefixIndex?.insert(engine.state.id, rendered.blockHashes);
-    tao?.callDispatched(engine.state.id, rendered.tokens.length + call.spec.outputTokens);
     const priority = setup.enginePriority?.(dispatch.level, levels);
     try {
       engine.model.submit(
@@ -609,9 +604,10 @@ export function simulate(config: SimulationConfig): SimulationResult {
   const onPump = (): void => {
     pumpPending = false;
     if (metricsIntervalMs === 0) readMetrics();
-    const dispatches =
-      tao !== undefined ? tao.pump(queue, now) : takeDispatches(queue, states, now, setup.dispatch, { cursor, prefixes: prefixMatcher, admission }).dispatches;
-    for (const dispatch of dispatches) {
+    const round = core.pump(now, { plan: tao?.planNow(now) ?? false });
+    // A held program turns overdue, a reservation runs out: time alone changes something then.
+    if (round.wakeAt !== undefined && round.wakeAt > now) tao?.wakeAt(round.wakeAt);
+    for (const dispatch of round.dispatches) {
       const call = live.get(dispatch.call.callId);
       const engine = engineById.get(dispatch.engineId);
       if (call === undefined || engine === undefined) throw new Error(`dispatch of unknown call ${dispatch.call.callId} or engine ${dispatch.engineId}`);
@@ -637,11 +633,9 @@ export function simulate(config: SimulationConfig): SimulationResult {
     const { program, spec } = call;
     const engine = call.engine as SimEngine;
     live.delete(call.key);
-    engine.state.inFlight = Math.max(0, engine.state.inFlight - 1);
-    admission?.finished(engine.state.id, call.key, event.usage.completionTokens);
     const serviceMs = now - call.dispatchMs;
     const poolQueueMs = call.dispatchMs - call.readyMs;
-    queue.chargeTenant(program.tenantId, serviceMs, now);
+    core.attemptEnded(call.key, { serviceMs, outputTokens: event.usage.completionTokens }, now);
     program.service = completeCall(program.service, call.startValueMs, serviceMs);
     program.waitMs += poolQueueMs;
     program.affinity = engine.state.id;
@@ -675,11 +669,16 @@ export function simulate(config: SimulationConfig): SimulationResult {
         callReady(program, nextSpec, now + nextSpec.gapBeforeMs);
       }
     }
-    tao?.callFinished(program.spec.programId, engine.state.id, event.usage.promptTokens + spec.outputTokens, event.usage, due, now);
+    // What the pool's relay learns from the answer: usage, and (for TAO's readiness) the tool calls it names.
+    const programId = program.spec.programId;
+    const facts = tao?.answerFacts(programId, event.usage, due) ?? { usage: event.usage };
+    core.callLeft(programId, { completed: true, engineId: engine.state.id, facts, promptTokensEstimate: event.usage.promptTokens }, now);
+    tao?.callLeft(programId, facts, due, now);
     program.callsLeft -= 1;
     if (program.callsLeft === 0) {
       finishProgram(program);
-      tao?.programFinished(program.spec.programId);
+      core.programEnded(programId);
+      tao?.programFinished(programId);
     }
     schedulePump();
   };
@@ -709,7 +708,6 @@ export function simulate(config: SimulationConfig): SimulationResult {
 
   const onScrape = (): void => {
     readMetrics();
-    queue.forgetIdleTenants(now);
     schedulePump();
     if (unfinished > 0) events.push(now + metricsIntervalMs, { kind: SCRAPE });
   };
@@ -724,7 +722,7 @@ export function simulate(config: SimulationConfig): SimulationResult {
       kv += engine.model.kvUsage;
     }
     const finished = totalPrograms - unfinished;
-    samples?.push({ atMs: now, programsInSystem: arrived - finished, poolQueued: queue.size, engineRunning, engineWaiting, kvUsage: kv / engines.length });
+    samples?.push({ atMs: now, programsInSystem: arrived - finished, poolQueued: core.queue.size, engineRunning, engineWaiting, kvUsage: kv / engines.length });
     if (config.sampleEveryMs !== undefined) events.push(now + config.sampleEveryMs, { kind: SAMPLE });
   };
 

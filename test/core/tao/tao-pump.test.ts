@@ -86,10 +86,9 @@ describe("TaoPump", () => {
     const { book, pump } = setup();
     const queue = queueOf(["p1", "p", 1]);
     const snapshot = snapshotOf(5, ["p"]);
-    book.callStarted("A", 500);
     pump.install(planOf(snapshot, []), snapshot);
     expect(pump.pump(queue, [engine("A")], 6, live(6))).toMatchObject({ needsPlan: false, held: 1 });
-    book.callEnded("A", 500);
+    book.callEnded();
     expect(pump.pump(queue, [engine("A")], 7, live(7))).toMatchObject({ needsPlan: true, held: 1 });
   });
 
@@ -204,20 +203,22 @@ describe("ReservationBook", () => {
     expect(outcomes).toEqual(["held", "expired"]);
   });
 
-  it("counts KV used as the larger of the scraped figure and what is committed", () => {
+  it("counts KV used as the larger of the scraped figure and the account's committed tokens plus reservations, against the KV target", () => {
     const book = new ReservationBook();
     const a = engine("A", { kvUsage: 0.1 });
-    const saturation = { ...DEFAULT_SATURATION_SETTINGS, maxKvUsage: 1 };
-    const free = () => book.engineViews([a], () => 10_000, saturation)[0]?.freeTokens;
+    let committed = 0;
+    const saturation = { ...DEFAULT_SATURATION_SETTINGS, maxKvUsage: Infinity };
+    const free = () => book.engineViews([a], () => ({ capacityTokens: 10_000, committedTokens: committed }), 1, saturation)[0]?.freeTokens;
     expect(free()).toBe(9_000);
-    book.callStarted("A", 3_000);
+    committed = 3_000;
     expect(free()).toBe(7_000);
     book.hold("x", a, 1_000, 0, TTL, saturation);
-    expect(book.committedOn("A")).toBe(4_000);
+    expect(book.tokensOn("A")).toBe(1_000);
     expect(free()).toBe(6_000);
-    book.callEnded("A", 3_000);
+    // The target caps what may be filled: at 90 %, 1,000 tokens less.
+    expect(book.engineViews([a], () => ({ capacityTokens: 10_000, committedTokens: committed }), 0.9, saturation)[0]?.freeTokens).toBe(5_000);
+    committed = 0;
     book.release("x", new Map([["A", a]]));
     expect(free()).toBe(9_000);
-    expect(book.callTokens()).toEqual({ A: 0 });
   });
 });

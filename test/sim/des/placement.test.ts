@@ -126,8 +126,8 @@ describe("agentix-tao", () => {
   });
 
   it("holds a program the plan left out for want of KV instead of overfilling the engine, and routes it once overdue", () => {
-    // Three 120k-token contexts on one engine whose plannable KV (80 % of 420,800) holds two.
-    const big = [0, 1, 2].map((i) => programSpec(i, i, [callSpec(0, { newPromptTokens: 120_000, outputTokens: 1_000 })]));
+    // Three 128k-token contexts on one engine whose plannable KV (the admission target, 90 % of 420,800) holds two.
+    const big = [0, 1, 2].map((i) => programSpec(i, i, [callSpec(0, { newPromptTokens: 128_000, outputTokens: 1_000 })]));
     const run = (holdLeftOutMs: number) => {
       const result = simulate({ programs: big, policy: "agentix-tao", engines: 1, recordCalls: true, tao: { holdLeftOutMs } });
       const calls = byCall(result.calls);

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
-import { DEFAULT_TAO_SETTINGS } from "../../src/core/tao/settings.js";
-import type { ToolEvent } from "../../src/protocol/tool-events.js";
-import { ToolSignals } from "../../src/pool/tao/tool-signals.js";
+import { DEFAULT_TAO_SETTINGS } from "../../../src/core/tao/settings.js";
+import type { ToolEvent } from "../../../src/protocol/tool-events.js";
+import { ToolSignals } from "../../../src/core/tao/tool-signals.js";
 
 const P = "prog_signals01";
 

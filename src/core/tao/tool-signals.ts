@@ -1,11 +1,30 @@
-import { CacheCreditLedger } from "../../core/tao/cache-credit.js";
-import { type ReadinessPrediction, ReadinessPredictor, type ReadinessSource } from "../../core/tao/readiness.js";
-import type { TaoSettings } from "../../core/tao/settings.js";
 import type { ToolEvent } from "../../protocol/tool-events.js";
-import type { CallFacts } from "../call-facts.js";
+import { CacheCreditLedger } from "./cache-credit.js";
+import { type ReadinessPrediction, ReadinessPredictor, type ReadinessSource } from "./readiness.js";
+import type { TaoSettings } from "./settings.js";
+
+/** What an engine's answer told: its usage, and the tool calls the model asked for. */
+export interface CallUsage {
+  promptTokens: number;
+  completionTokens: number;
+  cachedTokens: number;
+}
+
+export interface CallToolCall {
+  tool?: string;
+  toolCallId?: string;
+  /** OpenAI's `function.arguments`: a JSON string. */
+  args?: string;
+}
+
+export interface CallFacts {
+  usage?: CallUsage;
+  toolCalls?: CallToolCall[];
+}
 
 /*
- * What the pool knows about its programs between calls, for TAO: the core's readiness
+ * What the pool knows about its programs between calls, for TAO (and, in the
+ * simulator, what the same pool would know of a simulated program): the core's readiness
  * predictor and cache-credit ledger, fed from two sources.
  *
  * The pool's own call lifecycle (so a client that sends no events still yields
@@ -179,6 +198,14 @@ export class ToolSignals {
     const readiness = this.readiness.predictReadyAt(programId, now);
     if (program === undefined && Object.keys(credits).length === 0 && readiness.status === "unknown") return undefined;
     return { programId, live: program?.live ?? 0, contextTokens: program?.contextTokens ?? 0, readiness, credits };
+  }
+
+  /** The program is over (it ended, or its client is gone for good): everything known of it goes. */
+  forgetProgram(programId: string): void {
+    this.#programs.delete(programId);
+    this.#betweenCalls.delete(programId);
+    this.readiness.forget(programId);
+    this.credits.forgetProgram(programId);
   }
 
   /** Drops what no longer matters: expired tool phases, idle programs, credits under a token. */

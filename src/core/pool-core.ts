@@ -1,0 +1,314 @@
+import type { ToolEvent } from "../protocol/tool-events.js";
+import { Admission, type DecodeCostModel, type HoldReason } from "./admission.js";
+import { type Dispatch, type DispatchSettings, takeDispatches, validateDispatchSettings } from "./dispatch.js";
+import type { EngineState } from "./engines.js";
+import { ProgramQueue, type QueuedCall } from "./queue.js";
+import { chooseEngine, type PrefixMatcher, type RoundRobinCursor } from "./routing.js";
+import { DEFAULT_ADMISSION_SETTINGS, DEFAULT_KV_CAPACITY_TOKENS } from "./settings.js";
+import { DEFAULT_TAO_SETTINGS, type TaoPlacementSettings, type TaoSettings } from "./tao/settings.js";
+import { TaoPlacement, type TaoPlacementHooks, type TaoPlacementStats } from "./tao/tao-placement.js";
+import { type CallEnd, ToolSignals, type ToolSignalsHooks } from "./tao/tool-signals.js";
+
+/*
+ * One pool core: everything the pool decides about calls, and nothing it does with
+ * them. The pool service drives it on real time (src/pool/dispatcher.ts: HTTP, relays,
+ * retries, metrics) and the simulator on virtual time (src/sim/des/simulate.ts: the
+ * engine model), so every policy the benchmark compares is a setting a live pool can run.
+ *
+ * It holds
+ * - the program queue (queue.ts: levels, tenants, anti-starvation);
+ * - the engines' state as the pool sees it, and one KV account (admission.ts) of what
+ *   was sent where, corrected by each metrics reading;
+ * - admission: whether an engine may take the next call in order (KV room, step time,
+ *   the safety limits); off by setting, the account still feeds TAO's engine views;
+ * - a placement policy: "routing" (routing.ts: affinity, or a baseline: least-loaded,
+ *   round-robin, cache-aware) deciding call by call among the admitting engines, or
+ *   "tao" (tao/tao-placement.ts) placing the waiting programs jointly under the same
+ *   account's free KV;
+ * - the tool signals (tao/tool-signals.ts: readiness predictor, cache credit), fed in
+ *   every placement mode.
+ *
+ * A call's life here: enqueue → (pump hands it to an engine) → attemptEnded, repeated
+ * by a driver that retries (route / requeue), and callLeft once when the call leaves
+ * the pool whichever way. Every slot handed out is given back exactly once: a dispatch
+ * is recorded by call ID and attemptEnded releases only what is recorded.
+ *
+ * Pure and deterministic: time is passed in; the optional stopwatch only times plans.
+ */
+
+export interface PoolCoreEngine {
+  id: string;
+  /** Safety cap on calls in flight (Infinity: none). */
+  maxInFlight: number;
+  /** KV capacity (tokens); undefined: taken from the engine's metrics when they state it. */
+  capacityTokens?: number | undefined;
+  /** The engine's cost terms, for the step-time rule; undefined: no step-time rule. */
+  costModel?: DecodeCostModel | undefined;
+}
+
+export type PoolPlacement = { policy: "routing" } | { policy: "tao"; settings: TaoPlacementSettings };
+
+export interface PoolCoreOptions {
+  settings: DispatchSettings;
+  engines: readonly PoolCoreEngine[];
+  /** Default "routing". */
+  placement?: PoolPlacement;
+  /** Readiness and cache-credit settings of the tool signals; default TAO's own (or the core defaults). */
+  signals?: TaoSettings;
+  /** "cache-aware" routing reads the caller's prefix trees. */
+  prefixes?: PrefixMatcher<QueuedCall>;
+  hooks?: ToolSignalsHooks & TaoPlacementHooks;
+  stopwatch?: () => number;
+}
+
+export interface EngineReading {
+  id: string;
+  healthy: boolean;
+  waiting: number;
+  kvUsage: number;
+  /** The engine's own statement of its KV capacity, if its metrics give one. */
+  kvCapacityTokens?: number | undefined;
+}
+
+export interface PumpResult {
+  dispatches: Dispatch[];
+  /** Calls are left queued because the next in order had no engine to admit it: why (routing placement). */
+  held: HoldReason | undefined;
+  /** TAO: programs the plan left out for want of KV, held now. */
+  heldPrograms: number;
+  /** TAO: calls wait that no plan covers, or KV was freed while programs are held. */
+  needsPlan: boolean;
+  /** Earliest instant at which time alone may let a held call go: pump then. */
+  wakeAt: number | undefined;
+}
+
+export interface AttemptEnd {
+  /** Engine time the attempt took (ms), charged to its tenant's fair share. */
+  serviceMs: number;
+  /** Tokens the engine generated, when it said (a completed call teaches admission's output averages). */
+  outputTokens?: number | undefined;
+}
+
+/** How often the signals drop what no longer matters (ms of the driver's clock). */
+const SIGNALS_PRUNE_INTERVAL_MS = 5_000;
+
+interface SentAttempt {
+  engineId: string;
+  call: QueuedCall;
+}
+
+export class PoolCore {
+  readonly queue: ProgramQueue;
+  /** The engines as the pool sees them (inFlight is the core's; health and readings the driver's). */
+  readonly engines: EngineState[] = [];
+  readonly signals: ToolSignals;
+  /** The one KV account (and, when admission is on, the gate). */
+  readonly kv: Admission;
+  readonly placement: PoolPlacement["policy"];
+  readonly settings: DispatchSettings;
+  readonly #byId = new Map<string, EngineState>();
+  readonly #configuredCapacity = new Set<string>();
+  readonly #gate: boolean;
+  readonly #tao: TaoPlacement | undefined;
+  readonly #prefixes: PrefixMatcher<QueuedCall> | undefined;
+  readonly #cursor: RoundRobinCursor = { next: 0 };
+  readonly #sent = new Map<string, SentAttempt>();
+  #lastPruneAt = Number.NEGATIVE_INFINITY;
+
+  constructor(options: PoolCoreOptions) {
+    validateDispatchSettings(options.settings);
+    this.settings = options.settings;
+    this.queue = new ProgramQueue(options.settings.queue);
+    const placement = options.placement ?? { policy: "routing" };
+    this.placement = placement.policy;
+    this.#gate = options.settings.admission !== undefined && placement.policy === "routing";
+    this.#prefixes = options.prefixes;
+    for (const engine of options.engines) {
+      if (this.#byId.has(engine.id)) throw new RangeError(`engine ids must be unique: ${engine.id}`);
+      const state: EngineState = { id: engine.id, healthy: true, inFlight: 0, maxInFlight: engine.maxInFlight, waiting: 0, kvUsage: 0 };
+      this.engines.push(state);
+      this.#byId.set(engine.id, state);
+      if (engine.capacityTokens !== undefined) this.#configuredCapacity.add(engine.id);
+    }
+    this.kv = new Admission(
+      options.settings.admission ?? DEFAULT_ADMISSION_SETTINGS,
+      options.engines.map((engine) => ({ id: engine.id, capacityTokens: engine.capacityTokens, costModel: engine.costModel })),
+    );
+    const signalSettings = options.signals ?? (placement.policy === "tao" ? placement.settings.tao : DEFAULT_TAO_SETTINGS);
+    this.signals = new ToolSignals(signalSettings, options.hooks);
+    this.#tao =
+      placement.policy === "tao"
+        ? new TaoPlacement({
+            settings: placement.settings,
+            // The KV account is TAO's KV rule too (its engine views): the scraped-KV limit is not a second one.
+            dispatch: { ...options.settings, saturation: { ...options.settings.saturation, maxKvUsage: Infinity } },
+            signals: this.signals,
+            kv: {
+              kvTarget: this.kv.settings.kvTarget,
+              view: (engineId) => ({
+                capacityTokens: this.kv.capacityTokens(engineId) ?? DEFAULT_KV_CAPACITY_TOKENS,
+                committedTokens: this.kv.projectedKvTokens(engineId),
+              }),
+            },
+            ...(options.hooks === undefined ? {} : { hooks: options.hooks }),
+            ...(options.stopwatch === undefined ? {} : { stopwatch: options.stopwatch }),
+          })
+        : undefined;
+  }
+
+  engine(engineId: string): EngineState | undefined {
+    return this.#byId.get(engineId);
+  }
+
+  /** A call arrived at the pool. Throws when the queue refuses it (a duplicate, values out of range). */
+  enqueue(call: QueuedCall, now: number): void {
+    this.queue.enqueue(call);
+    this.signals.callArrived(call.programId, now);
+  }
+
+  /** A call whose attempt failed goes back to its place in the queue (its original enqueue time). */
+  requeue(call: QueuedCall): void {
+    this.queue.enqueue(call);
+  }
+
+  /** Takes a queued call out (its client went away); undefined when it was not queued. */
+  dropQueued(callId: string): QueuedCall | undefined {
+    return this.queue.remove(callId);
+  }
+
+  /**
+   * Hands queued calls to engines while the placement finds room; every dispatch is
+   * recorded (slot taken, KV account charged). `plan` (TAO): make a new plan first.
+   */
+  pump(now: number, options: { plan?: boolean } = {}): PumpResult {
+    const tao = this.#tao;
+    if (tao !== undefined) {
+      const round = tao.round(this.queue, this.engines, now, options.plan === true);
+      for (const dispatch of round.dispatches) this.#record(dispatch, true);
+      return { dispatches: round.dispatches, held: undefined, heldPrograms: round.held, needsPlan: round.needsPlan, wakeAt: round.wakeAt };
+    }
+    const round = takeDispatches(this.queue, this.engines, now, this.settings, {
+      cursor: this.#cursor,
+      prefixes: this.#prefixes,
+      admission: this.#gate ? this.kv : undefined,
+    });
+    // With the gate on, takeDispatches charged the account as it went (later choices in the round depend on it).
+    for (const dispatch of round.dispatches) this.#record(dispatch, !this.#gate);
+    return { dispatches: round.dispatches, held: round.held, heldPrograms: 0, needsPlan: false, wakeAt: undefined };
+  }
+
+  /** TAO: no plan in force (a round should plan). False under routing. */
+  wantsPlan(now: number): boolean {
+    return this.#tao?.needsPlan(now) ?? false;
+  }
+
+  /** TAO: something a periodic plan could act on (calls queued, programs between calls, reservations held). */
+  hasPlanningWork(): boolean {
+    return this.#tao !== undefined && (this.queue.size > 0 || this.signals.betweenCallsCount > 0 || this.#tao.reservationsHeld > 0);
+  }
+
+  /**
+   * Routes one call at once (a retry after an attempt failed before its first byte),
+   * among the engines not in `excluded` that admit it; records the dispatch. Undefined
+   * when none will take it now (requeue it).
+   */
+  route(call: QueuedCall, excluded: ReadonlySet<string>, now: number): Dispatch | undefined {
+    const { saturation, routing } = this.settings;
+    const candidates = this.engines.filter(
+      (engine) => !excluded.has(engine.id) && (!this.#gate || this.kv.holdReason(engine, call, saturation) === undefined),
+    );
+    // With the gate, admission judged the candidates' KV: the scraped-KV limit is its, not routing's.
+    const routeSaturation = this.#gate ? { ...saturation, maxKvUsage: Infinity } : saturation;
+    const choice = chooseEngine(call, candidates, routing, routeSaturation, this.#cursor);
+    if (choice === undefined) return undefined;
+    const engine = this.#byId.get(choice.engineId);
+    if (engine === undefined) return undefined;
+    engine.inFlight += 1;
+    const dispatch: Dispatch = { call, engineId: choice.engineId, level: 0, promoted: false, reason: choice.reason };
+    this.#record(dispatch, true);
+    return dispatch;
+  }
+
+  /**
+   * The attempt left its engine (finished, failed, aborted): its slot and KV come back,
+   * its service is charged to its tenant. Only a recorded attempt is released, once.
+   */
+  attemptEnded(callId: string, end: AttemptEnd, now: number): void {
+    const sent = this.#sent.get(callId);
+    if (sent === undefined) return;
+    this.#sent.delete(callId);
+    const engine = this.#byId.get(sent.engineId);
+    if (engine !== undefined) engine.inFlight = Math.max(0, engine.inFlight - 1);
+    this.kv.finished(sent.engineId, callId, end.outputTokens);
+    this.#tao?.callEnded();
+    this.queue.chargeTenant(sent.call.tenantId, end.serviceMs, now);
+  }
+
+  /** The engine an attempt of the call is running on; undefined when none is. */
+  runningOn(callId: string): string | undefined {
+    return this.#sent.get(callId)?.engineId;
+  }
+
+  /** The call left the pool (answered, failed, abandoned): once per call, whatever its attempts. */
+  callLeft(programId: string, end: CallEnd, now: number): void {
+    this.signals.callEnded(programId, now, end);
+  }
+
+  /** The program is over: its reservation is released and what the signals knew of it forgotten. */
+  programEnded(programId: string): void {
+    this.#tao?.programEnded(programId, this.engines);
+    this.signals.forgetProgram(programId);
+  }
+
+  /** A metrics reading of the engines (health, waiting, KV use, stated capacity). */
+  engineReadings(readings: readonly EngineReading[], now: number): void {
+    for (const reading of readings) {
+      const engine = this.#byId.get(reading.id);
+      if (engine === undefined) continue;
+      // An engine that went down most likely lost its cache (restart, replacement).
+      if (engine.healthy && !reading.healthy) this.signals.credits.forgetEngine(reading.id);
+      engine.healthy = reading.healthy;
+      engine.waiting = reading.waiting;
+      engine.kvUsage = reading.kvUsage;
+      const stated = this.#configuredCapacity.has(reading.id) ? undefined : reading.kvCapacityTokens;
+      this.kv.scraped(reading.id, reading.kvUsage, stated);
+    }
+    this.queue.forgetIdleTenants(now);
+    if (now - this.#lastPruneAt >= SIGNALS_PRUNE_INTERVAL_MS) {
+      this.#lastPruneAt = now;
+      this.signals.prune(now);
+    }
+  }
+
+  /** A connection to the engine failed: out of rotation until a reading says otherwise; its cache is presumed lost. */
+  engineDown(engineId: string): void {
+    const engine = this.#byId.get(engineId);
+    if (engine === undefined) return;
+    engine.healthy = false;
+    this.signals.credits.forgetEngine(engineId);
+  }
+
+  /** A batch of the client's tool events; `edgeTs` is its signed timestamp. Returns how many were applied. */
+  toolEvents(programId: string, events: readonly ToolEvent[], now: number, edgeTs: number): number {
+    return this.signals.toolEvents(programId, events, now, edgeTs);
+  }
+
+  /** KV capacity per engine as the account knows it, else the default TAO plans with. */
+  kvCapacityTokens(engineId: string): number {
+    return this.kv.capacityTokens(engineId) ?? DEFAULT_KV_CAPACITY_TOKENS;
+  }
+
+  get reservationsHeld(): number {
+    return this.#tao?.reservationsHeld ?? 0;
+  }
+
+  /** TAO's figures; undefined under routing. */
+  taoStats(): TaoPlacementStats | undefined {
+    return this.#tao?.stats();
+  }
+
+  #record(dispatch: Dispatch, chargeAccount: boolean): void {
+    this.#sent.set(dispatch.call.callId, { engineId: dispatch.engineId, call: dispatch.call });
+    if (chargeAccount) this.kv.sent(dispatch.engineId, dispatch.call);
+  }
+}
