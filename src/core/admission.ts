@@ -53,6 +53,8 @@ export interface DecodeCostModel {
   /** KV read per token of every sequence's context. */
   perContextTokenMs: number;
   perSequenceMs: number;
+  /** Prefill attention per (new token, earlier token) pair; absent: 0. Used for a call's standalone time, not for admission. */
+  attentionMsPerTokenPair?: number | undefined;
 }
 
 export type HoldReason = "unhealthy" | "count" | "engine-backlog" | "kv" | "step-time";
@@ -82,8 +84,34 @@ export function validateAdmissionSettings(s: AdmissionSettings): void {
 
 export function validateDecodeCostModel(m: DecodeCostModel): void {
   for (const [name, value] of Object.entries(m)) {
+    if (value === undefined) continue;
     if (!(Number.isFinite(value) && value >= 0)) throw new RangeError(`decode cost ${name} must be a finite number >= 0, got ${String(value)}`);
   }
+}
+
+/** What an engine reported a call used. */
+export interface CallTokens {
+  promptTokens: number;
+  /** Of the prompt, found in the engine's prefix cache. */
+  cachedTokens: number;
+  completionTokens: number;
+}
+
+/**
+ * A call's engine time had it run alone (ms), by the engine's step formula: one prefill
+ * step of its uncached prompt after the cached part, then one decode step per further
+ * output token (decode cost is linear in the context, so those cost exactly that many
+ * steps at the mean context). The simulator's step formula (sim/timing.ts) gives the same.
+ */
+export function standaloneCallMs(m: DecodeCostModel, tokens: CallTokens): number {
+  const prompt = Math.max(0, tokens.promptTokens);
+  const cached = Math.min(prompt, Math.max(0, tokens.cachedTokens));
+  const fresh = prompt - cached;
+  const prefill =
+    Math.max(m.decodeBaseMs, m.perTokenMs * (fresh + 1)) + (m.attentionMsPerTokenPair ?? 0) * fresh * (cached + fresh / 2) + m.perContextTokenMs * prompt + m.perSequenceMs;
+  const decodes = tokens.completionTokens - 1;
+  if (decodes <= 0) return prefill;
+  return prefill + decodes * decodeStepMs(m, 1, prompt + tokens.completionTokens / 2);
 }
 
 /** One decode step of `sequences` sequences holding `contextTokens` tokens of context in all. */
@@ -184,6 +212,11 @@ export class Admission {
   /** The engine's KV capacity (tokens): configured, else stated by its metrics; undefined: neither yet. */
   capacityTokens(engineId: string): number | undefined {
     return this.#account(engineId).capacityTokens;
+  }
+
+  /** The engine's cost terms, when it has them. */
+  costModel(engineId: string): DecodeCostModel | undefined {
+    return this.#account(engineId).costModel;
   }
 
   /** The step limit applied to an engine: configured, else the factor × its decode floor; undefined without a cost model. */

@@ -28,13 +28,28 @@ export interface DispatchSettings {
   saturation: SaturationSettings;
   /** Admission by what binds an engine; undefined: the count cap and scraped saturation alone (no pool-side hold by KV). */
   admission?: AdmissionSettings | undefined;
+  /**
+   * What a call's service (the program's PLAS/ATLAS value, the tenant's fair-share
+   * charge) counts: "work", its standalone engine time from the engine's cost model and
+   * the usage it reported (load does not inflate it); "wall", dispatch to last byte.
+   * "work" falls back to wall time for an engine without a cost model or a call without
+   * usage. Default "work".
+   */
+  service?: ServiceMeasure | undefined;
 }
+
+export type ServiceMeasure = "work" | "wall";
+
+export const SERVICE_MEASURES: readonly ServiceMeasure[] = Object.freeze(["work", "wall"]);
 
 export function validateDispatchSettings(settings: DispatchSettings): void {
   validateQueueSettings(settings.queue);
   validateRoutingSettings(settings.routing);
   validateSaturationSettings(settings.saturation);
   if (settings.admission !== undefined) validateAdmissionSettings(settings.admission);
+  if (settings.service !== undefined && !SERVICE_MEASURES.includes(settings.service)) {
+    throw new RangeError(`service must be one of ${SERVICE_MEASURES.join(", ")}, got ${String(settings.service)}`);
+  }
 }
 
 export interface Dispatch {

@@ -1,5 +1,5 @@
 import type { ToolEvent } from "../protocol/tool-events.js";
-import { Admission, type DecodeCostModel, type HoldReason } from "./admission.js";
+import { Admission, type CallTokens, type DecodeCostModel, type HoldReason, standaloneCallMs } from "./admission.js";
 import { type Dispatch, type DispatchSettings, takeDispatches, validateDispatchSettings } from "./dispatch.js";
 import type { EngineState } from "./engines.js";
 import { ProgramQueue, type QueuedCall } from "./queue.js";
@@ -291,6 +291,17 @@ export class PoolCore {
   /** A batch of the client's tool events; `edgeTs` is its signed timestamp. Returns how many were applied. */
   toolEvents(programId: string, events: readonly ToolEvent[], now: number, edgeTs: number): number {
     return this.signals.toolEvents(programId, events, now, edgeTs);
+  }
+
+  /**
+   * The service an attempt is charged (the program's value, the tenant's share): its
+   * standalone engine time from the engine's cost model and the tokens it reported
+   * ("work"), else the wall time it took (setting "wall", no cost model, no usage).
+   */
+  serviceMs(engineId: string, wallMs: number, tokens?: CallTokens): number {
+    const model = this.kv.costModel(engineId);
+    if ((this.settings.service ?? "work") === "wall" || model === undefined || tokens === undefined) return wallMs;
+    return standaloneCallMs(model, tokens);
   }
 
   /** KV capacity per engine as the account knows it, else the default TAO plans with. */

@@ -23,6 +23,11 @@
  *   waiting queue of 5 or 80 % KV use, hence waiting > 4 or kvUsage > 0.8. With
  *   admission the engine-waiting rule stays a safety limit and the KV one applies only
  *   to engines whose capacity is unknown.
+ * Service "work": a call's standalone engine time (cost model × reported usage), the
+ *   same unit as wall time at light load (ms of engine time, so the levels and β above
+ *   keep their meaning), but it does not grow with how busy the engine was: under wall
+ *   time a program's level, and its tenant's share, rose faster exactly when the pool
+ *   was loaded, and with whoever else shared the batch.
  * Admission: projected KV within 90 % of capacity (the projection counts every call
  *   at its peak, so the engine itself rarely runs past ~80 %, and its cache keeps room
  *   for prefixes that are about to be read again); decode step within STEP_FACTOR × the
@@ -69,6 +74,7 @@ export const DEFAULT_DISPATCH_SETTINGS: DispatchSettings = Object.freeze({
   routing: DEFAULT_ROUTING_SETTINGS,
   saturation: DEFAULT_SATURATION_SETTINGS,
   admission: DEFAULT_ADMISSION_SETTINGS,
+  service: "work",
 });
 
 /**

@@ -1,6 +1,6 @@
 import { readFile } from "node:fs/promises";
 import { z } from "zod";
-import { type DispatchSettings, validateDispatchSettings } from "../core/dispatch.js";
+import { type DispatchSettings, SERVICE_MEASURES, validateDispatchSettings } from "../core/dispatch.js";
 import type { AdmissionSettings, DecodeCostModel } from "../core/admission.js";
 import type { SaturationSettings } from "../core/engines.js";
 import type { QueueSettings } from "../core/queue.js";
@@ -126,6 +126,8 @@ const SchedulingConfig = z
     routing: RoutingOverrides.default({}),
     saturation: SaturationOverrides.default({}),
     admission: AdmissionOverrides.default({ enabled: true }),
+    /** What a call's service counts: "work" (default: standalone engine time from the engine's cost model and usage) or "wall". */
+    service: z.enum(SERVICE_MEASURES).optional(),
     /** Where calls run: "routing" (default, the core's routing rule) or "tao" (TAO placement plans). */
     placement: PlacementPolicyConfig,
     tao: TaoConfig,
@@ -137,6 +139,7 @@ const SchedulingConfig = z
       routing: { ...DEFAULT_DISPATCH_SETTINGS.routing, ...overrides.routing },
       saturation: { ...DEFAULT_DISPATCH_SETTINGS.saturation, ...overrides.saturation },
       admission: admissionSettings(overrides.admission),
+      service: overrides.service ?? DEFAULT_DISPATCH_SETTINGS.service,
     };
     try {
       validateDispatchSettings(settings);

@@ -407,6 +407,7 @@ export class Dispatcher {
       signal: controller.signal,
       http: this.#options.http,
       clock: this.#options.clock,
+      serviceOf: (wallMs, facts) => this.#core.serviceMs(engineId, wallMs, facts?.usage),
       onEnd: (end) => this.#attemptEnded(pending, engineId, end),
     }).then(
       (start) => this.#attemptStarted(pending, engineId, start),
@@ -427,7 +428,7 @@ export class Dispatcher {
       serviceMs: end.serviceMs,
       ...(end.outcome === "completed" && usage !== undefined ? { outputTokens: usage.completionTokens } : {}),
     });
-    metrics.serviceSeconds.observe({ engine }, end.serviceMs / 1000);
+    metrics.serviceSeconds.observe({ engine }, end.wallMs / 1000);
     if (end.outcome === "completed") metrics.cacheObservations.inc({ engine, usage: usage ? "reported" : "estimated" });
     if (usage !== undefined) {
       metrics.engineTokens.inc({ engine, kind: "prompt", outcome: end.outcome }, usage.promptTokens);
@@ -436,7 +437,7 @@ export class Dispatcher {
     if (end.outcome === "aborted" || end.outcome === "failed") {
       // The engine's work for a call nobody received in full: on record here, whatever the edge could settle.
       const work = usage === undefined ? "no usage reported" : `engine reported ${usage.promptTokens} prompt + ${usage.completionTokens} completion tokens`;
-      console.info(`agentix pool: call ${pending.call.callId} ${end.outcome} on engine ${engine} after ${end.serviceMs} ms; ${work}`);
+      console.info(`agentix pool: call ${pending.call.callId} ${end.outcome} on engine ${engine} after ${end.wallMs} ms; ${work}`);
     }
     pending.stage = "done";
     this.#forget(pending, end);

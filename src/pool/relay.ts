@@ -45,6 +45,8 @@ export interface EngineTarget {
 
 export interface RelayEnd {
   /** Wall time from dispatch to the engine's last byte (or to the abort), ms. */
+  wallMs: number;
+  /** The service the attempt is charged (RelayRequest.serviceOf), ms: what its stats said. */
   serviceMs: number;
   outcome: CallOutcome;
   /**
@@ -67,6 +69,11 @@ export interface RelayRequest {
   signal: AbortSignal;
   http: Dispatcher;
   clock: Clock;
+  /**
+   * The service an attempt is charged, from its wall time and what the engine reported
+   * (the pool core's rule); absent: the wall time. Sent to the edge in the call's stats.
+   */
+  serviceOf?(wallMs: number, facts: CallFacts | undefined): number;
   /**
    * Called exactly once when the engine is done with an attempt that got past its
    * first byte or was aborted; not for a "failed" start (the caller handles that).
@@ -120,10 +127,14 @@ const PASSED_RESPONSE_HEADERS = ["content-type"];
 export async function relayToEngine(req: RelayRequest): Promise<RelayStart> {
   const { engine, clock } = req;
   let ended = false;
-  const end = (outcome: CallOutcome, serviceMs = clock.now() - req.dispatchedAt, facts?: CallFacts): void => {
-    if (ended) return;
+  const charge = (wallMs: number, facts: CallFacts | undefined): number => round(req.serviceOf?.(wallMs, facts) ?? wallMs);
+  /** Ends the attempt once; returns the service it is charged. */
+  const end = (outcome: CallOutcome, wallMs = clock.now() - req.dispatchedAt, facts?: CallFacts): number => {
+    const serviceMs = charge(wallMs, facts);
+    if (ended) return serviceMs;
     ended = true;
-    req.onEnd({ serviceMs: round(serviceMs), outcome, ...(facts === undefined ? {} : { facts }) });
+    req.onEnd({ wallMs: round(wallMs), serviceMs, outcome, ...(facts === undefined ? {} : { facts }) });
+    return serviceMs;
   };
   const stats = (serviceMs: number): PoolCallStats => ({
     engine: engine.id,
@@ -174,7 +185,7 @@ export async function relayToEngine(req: RelayRequest): Promise<RelayStart> {
 
   const contentType = upstream.headers.get("content-type") ?? "";
   if (upstream.ok && req.stream && contentType.includes("text/event-stream") && upstream.body) {
-    return { kind: "response", response: relayEventStream(upstream.body, req, stats, end) };
+    return { kind: "response", response: relayEventStream(upstream.body, req, stats, charge, end) };
   }
 
   // Non-streaming (or an engine that answered a stream request with a whole body).
@@ -186,8 +197,7 @@ export async function relayToEngine(req: RelayRequest): Promise<RelayStart> {
       end("aborted");
       return { kind: "aborted" };
     }
-    const serviceMs = clock.now() - req.dispatchedAt;
-    end("failed", serviceMs);
+    const serviceMs = end("failed");
     console.error(`agentix pool: call ${req.callId}: engine ${engine.id} broke off its response (${describe(error)})`);
     return {
       kind: "response",
@@ -197,8 +207,7 @@ export async function relayToEngine(req: RelayRequest): Promise<RelayStart> {
       }),
     };
   }
-  const serviceMs = clock.now() - req.dispatchedAt;
-  end(upstream.ok ? "completed" : "client_error", serviceMs, upstream.ok ? factsFromJsonBytes(bytes) : undefined);
+  const serviceMs = end(upstream.ok ? "completed" : "client_error", clock.now() - req.dispatchedAt, upstream.ok ? factsFromJsonBytes(bytes) : undefined);
   if (!upstream.ok) {
     // A 4xx about the request: its message is the tenant's, redacted; the engine's own text goes to the log.
     const text = new TextDecoder().decode(bytes);
@@ -220,7 +229,8 @@ function relayEventStream(
   body: ReadableStream<Uint8Array>,
   req: RelayRequest,
   stats: (serviceMs: number) => PoolCallStats,
-  end: (outcome: CallOutcome, serviceMs?: number, facts?: CallFacts) => void,
+  charge: (wallMs: number, facts: CallFacts | undefined) => number,
+  end: (outcome: CallOutcome, wallMs?: number, facts?: CallFacts) => number,
 ): Response {
   const encoder = new TextEncoder();
   const events = body.pipeThrough(new SseEventSplitter()).getReader();
@@ -230,7 +240,7 @@ function relayEventStream(
 
   const writeStats = (controller: ReadableStreamDefaultController<Uint8Array>): void => {
     lastByteMs ??= req.clock.now() - req.dispatchedAt;
-    if (!statsWritten) controller.enqueue(encoder.encode(statsCommentEvent(stats(lastByteMs))));
+    if (!statsWritten) controller.enqueue(encoder.encode(statsCommentEvent(stats(charge(lastByteMs, facts.facts())))));
     statsWritten = true;
   };
 

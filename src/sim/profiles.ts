@@ -118,10 +118,10 @@ export const LLAMA_31_8B_A100: EngineProfile = {
   maxNumSeqs: 128,
 };
 
-/** The decode terms of a profile: the cost model the pool's admission projects step time with. */
+/** The cost terms of a profile: what the pool projects step time and a call's standalone time with. */
 export function decodeCostOf(profile: EngineProfile): DecodeCostModel {
-  const { decodeBaseMs, perTokenMs, perContextTokenMs, perSequenceMs } = profile;
-  return { decodeBaseMs, perTokenMs, perContextTokenMs, perSequenceMs };
+  const { decodeBaseMs, perTokenMs, perContextTokenMs, perSequenceMs, attentionMsPerTokenPair } = profile;
+  return { decodeBaseMs, perTokenMs, perContextTokenMs, perSequenceMs, attentionMsPerTokenPair };
 }
 
 export const ENGINE_PROFILES = {

@@ -46,6 +46,9 @@ describe("pool config", () => {
     expect(config.scheduling.queue).toEqual({ ...DEFAULT_DISPATCH_SETTINGS.queue, levels: 4 });
     expect(config.scheduling.saturation.maxKvUsage).toBe(0.9);
     expect(config.scheduling.routing).toEqual(DEFAULT_DISPATCH_SETTINGS.routing);
+    // A call's service is its standalone engine work unless the operator asks for wall time.
+    expect(config.scheduling.service).toBe("work");
+    expect(parsePoolConfig({ ...minimal, scheduling: { service: "wall" } }).scheduling.service).toBe("wall");
   });
 
   it("configures admission, an engine's decode cost by profile or terms, and routing baselines", () => {
@@ -87,6 +90,7 @@ describe("pool config", () => {
     ["a misspelt key", { ...minimal, retry: 3 }, /retry/],
     ["a scheduling value the core refuses", { ...minimal, scheduling: { queue: { growth: 1 } } }, /growth must be/],
     ["an unknown scheduling knob", { ...minimal, scheduling: { routing: { longPrompt: 5 } } }, /longPrompt/],
+    ["an unknown service measure", { ...minimal, scheduling: { service: "cpu" } }, /service/],
     ["a replay window shorter than 2 × the timestamp window", { ...minimal, replayWindowMs: 30_000 }, /replayWindowMs/],
   ])("rejects %s with a clear message", (_what, input, message) => {
     expect(() => parsePoolConfig(input)).toThrow(PoolConfigError);

@@ -1,4 +1,5 @@
 import { afterEach, describe, expect, it } from "vitest";
+import { standaloneCallMs } from "../../src/core/admission.js";
 import { levelOf } from "../../src/core/levels.js";
 import { DEFAULT_QUEUE_SETTINGS } from "../../src/core/settings.js";
 import { OpenAIErrorBody } from "../../src/protocol/errors.js";
@@ -7,6 +8,7 @@ import { eventData, isDoneEvent, SseEventSplitter } from "../../src/protocol/sse
 import { parseStatsEvent, statsFromHeaders } from "../../src/protocol/stats.js";
 import type { PoolConfigInput } from "../../src/pool/config.js";
 import { type PoolHandle, startPool } from "../../src/pool/server.js";
+import { decodeCostOf, resolveProfile } from "../../src/sim/profiles.js";
 import { type FakeBehavior, type FakeEngine, refusedUrl, startFakeEngine } from "./fake-engine.js";
 import { chatBody, operatorGet, type SignedCall, signedCall, testConfig, waitFor } from "./helpers.js";
 
@@ -318,6 +320,25 @@ describe("relay", () => {
     expect(engine.calls.map((call) => call.body.model)).toEqual(["public-model"]);
     const metrics = await (await operatorGet(p.url, "/metrics")).text();
     expect(metrics).toMatch(/agentix_pool_rejected_requests_total\{reason="model_not_found"\} 1/);
+  });
+
+  it("charges a call its standalone engine work from the usage the engine reported, not the time the engine held it", async () => {
+    const answer = () => ({ usage: { prompt: 3_000, completion: 40, cached: 1_000 } });
+    const work = standaloneCallMs(decodeCostOf(resolveProfile("llama-3.1-8b-h100")), { promptTokens: 3_000, cachedTokens: 1_000, completionTokens: 40 });
+    for (const service of ["work", "wall"] as const) {
+      const engine = await startFakeEngine({ behave: () => held, answer });
+      cleanups.push(() => engine.close());
+      const p = await pool([{ id: "e1", url: engine.url, profile: "llama-3.1-8b-h100" }], { scheduling: { service } });
+      const response = send(p, await signedCall());
+      const call = await engine.call(0);
+      await new Promise((resolve) => setTimeout(resolve, 400));
+      call.release();
+      const stats = statsFromHeaders((await response).headers);
+      // Work: what the engine's cost model says 2,000 new prompt tokens and 40 outputs take alone (~0.35 s); wall: the 400 ms hold.
+      if (service === "work") expect(stats?.serviceMs).toBe(Math.round(work));
+      else expect(stats?.serviceMs).toBeGreaterThanOrEqual(399);
+    }
+    expect(work).toBeLessThan(390);
   });
 
   it("sends SGLang the inverted priority and an OpenAI server none", async () => {

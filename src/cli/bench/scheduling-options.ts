@@ -1,5 +1,6 @@
 import { parseArgs } from "node:util";
 import { z } from "zod";
+import { SERVICE_MEASURES, type ServiceMeasure } from "../../core/dispatch.js";
 import { ALL_POLICY_NAMES, POLICY_NAMES, type PolicyName, POOL_DEFAULT_MAX_IN_FLIGHT } from "../../sim/des/policies.js";
 import { DEFAULT_SLO_FACTOR } from "../../sim/report/headline.js";
 import { DEFAULT_WINDOW_SPEC } from "../../sim/report/steady-state.js";
@@ -38,6 +39,8 @@ export interface SchedulingBenchOptions {
   maxInFlightPerEngine: number | undefined;
   /** Admission's step-time target (× the decode floor) for the queueing policies; undefined: the core's (none). */
   stepTargetFactor: number | undefined;
+  /** What a call's service counts; undefined: the core's default ("work"). */
+  service: ServiceMeasure | undefined;
   /** Factor on the workload's tool / think gaps. */
   gapScale: number;
   /** Cap on simulated time per batch run (--batch). */
@@ -98,6 +101,9 @@ JSON file and an HTML report.
                             pool's own default, ${POOL_DEFAULT_MAX_IN_FLIGHT})
   --step-target-factor X    admission holds a call while the engine's projected decode step
                             would pass X × the profile's decode floor (default: no step limit)
+  --service work|wall       what a call's service counts for program priority and tenant shares:
+                            its standalone engine time from usage (work, the pool's default) or
+                            dispatch to finish (wall)
   --gap-scale X             multiply every tool / think gap (default 1; 0 = no tool time,
                             Autellix's stress setting)
   --warmup X                share of programs that only warm up (default ${DEFAULT_WINDOW_SPEC.warmupFraction})
@@ -190,6 +196,7 @@ const FlagValues = z.strictObject({
   "max-sim-hours": positiveNumber.optional(),
   "max-in-flight": positiveInt(10_000).optional(),
   "step-target-factor": positiveNumber.refine((n) => n >= 1, "must be >= 1 (a multiple of the decode floor)").optional(),
+  service: z.enum(SERVICE_MEASURES, { error: `must be one of ${SERVICE_MEASURES.join(", ")}` }).optional(),
   "gap-scale": z
     .string()
     .trim()
@@ -236,6 +243,7 @@ export function parseSchedulingBenchArgs(argv: string[]): SchedulingBenchOptions
         "max-sim-hours": { type: "string" },
         "max-in-flight": { type: "string" },
         "step-target-factor": { type: "string" },
+        service: { type: "string" },
         "gap-scale": { type: "string" },
         warmup: { type: "string" },
         cooldown: { type: "string" },
@@ -281,6 +289,7 @@ export function parseSchedulingBenchArgs(argv: string[]): SchedulingBenchOptions
     outDir: v.out,
     maxInFlightPerEngine: v["max-in-flight"],
     stepTargetFactor: v["step-target-factor"],
+    service: v.service,
     gapScale: v["gap-scale"] ?? regime?.gapScale ?? 1,
     maxSimMs: (v["max-sim-hours"] ?? DEFAULTS.maxSimHours) * 3_600_000,
     warmupFraction: v.warmup ?? DEFAULT_WINDOW_SPEC.warmupFraction,

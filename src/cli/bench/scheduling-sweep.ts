@@ -252,6 +252,7 @@ export async function runSchedulingSweep(options: SchedulingBenchOptions, worklo
     tenantWeights: weights,
     ...(options.maxInFlightPerEngine === undefined ? {} : { maxInFlightPerEngine: options.maxInFlightPerEngine }),
     ...(options.stepTargetFactor === undefined ? {} : { stepTargetFactor: options.stepTargetFactor }),
+    ...(options.service === undefined ? {} : { service: options.service }),
   };
   const plan = makeRunPlan(programs, settings, { warmupFraction: options.warmupFraction, cooldownFraction: options.cooldownFraction });
   const executor = (deps.executor ?? localExecutor(deps.simulate))(plan, deps.progress);

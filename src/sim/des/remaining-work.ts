@@ -1,29 +1,19 @@
 /*
  * The oracle's knowledge: how much engine time a program still needs. A call's work
- * is what the engine's own timing formula (stepDurationMs) gives for it running
- * alone: one prefill step of its new prompt after its context, then one decode step
- * per further output token. Decode cost is linear in the context, so the
- * output - 1 decode steps cost exactly (output - 1) steps at the mean context.
+ * is its standalone time by the engine's step formula (core/admission.ts
+ * standaloneCallMs, equal to sim/timing.ts's stepDurationMs for one prefill step and
+ * the decode steps after it): the same measure the pool charges as a call's service.
  * It is a ranking key, not a prediction: batching and caching change real times.
  */
 
-import type { EngineProfile } from "../profiles.js";
-import { StepShape, stepDurationMs } from "../timing.js";
+import { standaloneCallMs } from "../../core/admission.js";
+import { decodeCostOf, type EngineProfile } from "../profiles.js";
 import type { CallSpec, ProgramSpec } from "../workload/program-spec.js";
 
-const shape = new StepShape();
-
+/** The core's standalone time of the call (the pool's "work" service), its context cached. */
 export function callWorkMs(profile: EngineProfile, call: CallSpec): number {
   const ahead = call.systemPromptTokens + call.contextTokens;
-  const prompt = ahead + call.newPromptTokens;
-  shape.reset();
-  shape.addPrefill(ahead, call.newPromptTokens);
-  const prefill = stepDurationMs(profile, shape);
-  const decodes = call.outputTokens - 1;
-  if (decodes <= 0) return prefill;
-  shape.reset();
-  shape.addDecode(prompt + call.outputTokens / 2);
-  return prefill + decodes * stepDurationMs(profile, shape);
+  return standaloneCallMs(decodeCostOf(profile), { promptTokens: ahead + call.newPromptTokens, cachedTokens: ahead, completionTokens: call.outputTokens });
 }
 
 /** Work of every call of the program, by call id. */

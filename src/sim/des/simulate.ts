@@ -27,7 +27,7 @@
  * planning cadence played by TaoSimulation (tao-simulation.ts).
  */
 
-import type { Dispatch } from "../../core/dispatch.js";
+import type { Dispatch, ServiceMeasure } from "../../core/dispatch.js";
 import { type EngineState, metricsSaturated } from "../../core/engines.js";
 import { PoolCore, type PoolPlacement } from "../../core/pool-core.js";
 import type { TaoPlan } from "../../core/tao/planner.js";
@@ -62,6 +62,8 @@ export interface SimulationConfig {
    * policies with admission; default the core's (no step-time limit). Ignored by the others.
    */
   stepTargetFactor?: number;
+  /** What a call's service counts (the pool's scheduling.service); default the core's ("work"). */
+  service?: ServiceMeasure;
   /** Stop (truncate) after this much virtual time. */
   maxSimMs?: number;
   /** Called when another 1 % of the programs finished (or of maxSimMs passed), and once at the end. */
@@ -342,7 +344,7 @@ export function simulate(config: SimulationConfig): SimulationResult {
   const onPlan = config.tao?.onPlan;
   // The engine profile is the KV capacity and cost model the pool would be configured with for this hardware.
   const core = new PoolCore({
-    settings: { ...setup.dispatch, admission: admissionSettings },
+    settings: { ...setup.dispatch, admission: admissionSettings, ...(config.service === undefined ? {} : { service: config.service }) },
     engines: Array.from({ length: config.engines }, (_, i) => ({
       id: `engine-${i}`,
       maxInFlight: setup.maxInFlight,
@@ -633,7 +635,8 @@ export function simulate(config: SimulationConfig): SimulationResult {
     const { program, spec } = call;
     const engine = call.engine as SimEngine;
     live.delete(call.key);
-    const serviceMs = now - call.dispatchMs;
+    // The pool's rule: standalone engine time from the reported usage ("work"), or the wall time.
+    const serviceMs = core.serviceMs(engine.state.id, now - call.dispatchMs, event.usage);
     const poolQueueMs = call.dispatchMs - call.readyMs;
     core.attemptEnded(call.key, { serviceMs, outputTokens: event.usage.completionTokens }, now);
     program.service = completeCall(program.service, call.startValueMs, serviceMs);

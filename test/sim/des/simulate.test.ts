@@ -15,7 +15,8 @@ describe("one engine, hand-checked timing", () => {
       programSpec(1, 0, [callSpec(0, { newPromptTokens: 100, outputTokens: 3 })]),
       programSpec(2, 3, [callSpec(0, { newPromptTokens: 100, outputTokens: 3 })]),
     ];
-    const result = simulate({ programs, policy: "fcfs-rr", engines: 1, recordCalls: true });
+    // Service as the relay measures time (dispatch to finish); "work" is checked below.
+    const result = simulate({ programs, policy: "fcfs-rr", engines: 1, recordCalls: true, service: "wall" });
 
     const s1 = handStep([{ ahead: 0, tokens: 100 }], []); // A's prefill: first token
     const s2 = handStep([{ ahead: 0, tokens: 100 }], [101]); // B's prefill + A's decode at context 101
@@ -38,6 +39,11 @@ describe("one engine, hand-checked timing", () => {
     expect(b?.queueMs).toBeCloseTo(t1 - 3, 9);
     expect(b?.serviceMs).toBeCloseTo(t4 - 3, 9);
     expect(result.engines[0]).toMatchObject({ engineId: "engine-0", steps: 4, generationTokens: 6, promptTokens: 200 });
+    // By default a call's service is its standalone work: A's and B's are equal though B waited and shared steps.
+    const work = simulate({ programs, policy: "fcfs-rr", engines: 1 });
+    const alone = handAlone(0, 100, 3);
+    expect(work.programs.map((p) => p.serviceMs)).toEqual([expect.closeTo(alone, 9), expect.closeTo(alone, 9)]);
+    expect(b?.serviceMs).toBeGreaterThan(alone + 1);
     expect(result.engines[0]?.busyMs).toBeCloseTo(t4, 9);
     expect(result.simEndMs).toBeCloseTo(t4, 9);
     expect(result.truncated).toBe(false);
@@ -126,7 +132,7 @@ describe("program accounting", () => {
       callSpec(4, { dependsOn: [1, 2, 3], outputTokens: 5, gapBeforeMs: 100 }),
     ];
     const program = programSpec(1, 0, calls, { kind: "tree-search" });
-    const result = simulate({ programs: [program], policy: "atlas", engines: 1, recordCalls: true });
+    const result = simulate({ programs: [program], policy: "atlas", engines: 1, recordCalls: true, service: "wall" });
     const records = result.calls ?? [];
     const service = new Map(records.map((c) => [c.callId, c.finishMs - c.dispatchMs]));
     // Longest service path through the DAG.
