@@ -77,10 +77,12 @@ tables (throughput at equal mean normalised latency, the latency curve, whether
 ordering was engaged, results per program kind and per tenant, goals) and writes a
 JSON file and an HTML report.
 
-  --regime NAME             ${REGIME_NAMES.join(" | ")}: issue 10's three settings with their
+  --regime NAME             ${REGIME_NAMES.join(" | ")}: issue 10's settings with their
                             goals (compute: the mixed workload, compute-bound; kv: long-context
-                            coding agents, KV-bound; autellix: one A100, Autellix's kinds); the
-                            flags below override the regime's settings
+                            coding agents, KV-bound; autellix: one A100, Autellix's kinds;
+                            churn and starvation: the queue made to hold, to judge tenant
+                            fairness and anti-starvation); the flags below override the
+                            regime's settings
   --workload NAME|FILE      built-in (chat, function-calling, tree-search, coding-agent,
                             mixed, long-context-coding, autellix) or a workload JSON file
                             (default mixed)
@@ -269,7 +271,7 @@ export function parseSchedulingBenchArgs(argv: string[]): SchedulingBenchOptions
     throw new BenchUsageError("--slo-ms-per-token and --slo-factor exclude each other: give one");
   }
   const regime = v.regime === undefined ? undefined : REGIMES[v.regime];
-  const overrides = regime === undefined ? [] : (["workload", "policies", "rates", "programs", "engines", "engine-profile", "gap-scale", "slo-factor", "slo-ms-per-token"] as const).filter((flag) => v[flag] !== undefined).map((flag) => `--${flag}`);
+  const overrides = regime === undefined ? [] : (["workload", "policies", "rates", "programs", "engines", "engine-profile", "gap-scale", "slo-factor", "slo-ms-per-token", "step-target-factor"] as const).filter((flag) => v[flag] !== undefined).map((flag) => `--${flag}`);
   if (v.warmup !== undefined && v.cooldown !== undefined && v.warmup + v.cooldown >= 0.9) {
     throw new BenchUsageError("--warmup and --cooldown must leave at least 10 % of the programs to measure");
   }
@@ -288,7 +290,7 @@ export function parseSchedulingBenchArgs(argv: string[]): SchedulingBenchOptions
     sloFactor: v["slo-factor"] ?? regime?.sloFactor ?? DEFAULT_SLO_FACTOR,
     outDir: v.out,
     maxInFlightPerEngine: v["max-in-flight"],
-    stepTargetFactor: v["step-target-factor"],
+    stepTargetFactor: v["step-target-factor"] ?? regime?.stepTargetFactor,
     service: v.service,
     gapScale: v["gap-scale"] ?? regime?.gapScale ?? 1,
     maxSimMs: (v["max-sim-hours"] ?? DEFAULTS.maxSimHours) * 3_600_000,

@@ -5,14 +5,18 @@ import type { GoalSpec } from "../../sim/report/goals.js";
 import type { EngineProfileName } from "../../sim/profiles.js";
 
 /*
- * The three regimes of issue 10, each a complete benchmark setting selectable with
- * `npm run bench -- --regime NAME`, with the goals the bench prints for it. Rate grids
- * and program counts were chosen so each regime runs in a few minutes on a 2-core
- * machine (README, "Scheduling policies"): the grid brackets every policy's knee with
- * steps of ~1.2–1.4× near it; a policy stops climbing after two unstable rates.
+ * The regimes of issue 10, each a complete benchmark setting selectable with
+ * `npm run bench -- --regime NAME`, with the goals the bench prints for it: three
+ * throughput regimes (compute, kv, autellix) and two where the pool queue is made to
+ * hold most calls at steady load, so the queue's order itself can be judged (churn:
+ * tenant fairness when a tenant opens a program per call; starvation: what
+ * anti-starvation costs short programs and buys long ones). Rate grids and program
+ * counts were chosen so each regime runs in a few minutes on a 2-core machine
+ * (README, "Scheduling policies"): the grid brackets every policy's knee with steps
+ * of ~1.2–1.4× near it; a policy stops climbing after two unstable rates.
  */
 
-export const REGIME_NAMES = ["compute", "kv", "autellix"] as const;
+export const REGIME_NAMES = ["compute", "kv", "autellix", "churn", "starvation"] as const;
 export type RegimeName = (typeof REGIME_NAMES)[number];
 
 export interface Regime {
@@ -26,6 +30,8 @@ export interface Regime {
   engineProfile: EngineProfileName;
   gapScale: number;
   sloFactor: number;
+  /** Admission's step-time target (× the decode floor) for the queueing policies; absent: the core's (none). */
+  stepTargetFactor?: number;
   rates: number[];
   policies: PolicyName[];
   goals: GoalSpec[];
@@ -57,6 +63,86 @@ function ratioFigure(report: BenchReport, policy: string, reference: string): st
   const prefix = r.relation === "=" ? "" : r.relation === ">=" ? "≥ " : r.relation === "<=" ? "≤ " : `${r.relation} `;
   return `${prefix}${r.value.toFixed(2)}×`;
 }
+
+/**
+ * Where the queue must hold for its order to decide: one A100, admission's step-time
+ * target at 1.3× the decode floor (~15 ms steps), so the pool holds most calls at
+ * loads well inside the setting's capacity. It costs throughput (regime autellix
+ * shows how much); these regimes judge order, not capacity.
+ */
+const HOLDING = { engines: 1, engineProfile: "llama-3.1-8b-a100", stepTargetFactor: 1.3, sloFactor: 3 } as const;
+
+const CHURN_REGIME: Regime = {
+  name: "churn",
+  title: "Tenant fairness under program-ID churn, with the queue holding",
+  description:
+    "The built-in tenant-churn workload: ten_honest runs function-calling agents under honest program IDs; ten_churn sends a twin of each (the same calls at the same instants, its own text) opening a new program for every call; ten_steady runs 30-call agents. One Llama-3.1-8B/A100 engine with admission's step-time target at 1.3× the decode floor, so the pool queue holds most calls at steady load and its order decides who runs.",
+  workload: "tenant-churn",
+  programs: 300,
+  ...HOLDING,
+  gapScale: 1,
+  rates: [0.034, 0.068, 0.1, 0.12, 0.136, 0.15, 0.167, 0.205],
+  policies: ["fcfs-rr", "request-mlq", "atlas", "agentix"],
+  goals: (["agentix", "atlas"] as const).flatMap((policy): GoalSpec[] => [
+    {
+      kind: "group",
+      title: `${policy}: opening a new program per call gains a tenant nothing (its twin's latency under honest IDs)`,
+      policy,
+      metric: "meanMsPerToken",
+      group: { by: "tenant", id: "ten_churn" },
+      versus: { group: { by: "tenant", id: "ten_honest" } },
+      atLeast: 0.9,
+      where: { heldShareAtLeast: 1 / 3 },
+    },
+    {
+      kind: "group",
+      title: `${policy}: another tenant's steady 30-call agents stay within 1.5× of their time alone`,
+      policy,
+      metric: "meanSlowdown",
+      group: { by: "tenant", id: "ten_steady" },
+      atMost: 1.5,
+      where: { capacityShareAtMost: 0.8 },
+    },
+  ]),
+};
+
+const STARVATION_REGIME: Regime = {
+  name: "starvation",
+  title: "Anti-starvation with the queue holding: short programs' tails against long programs'",
+  description:
+    "The built-in autellix workload (chat and function calling: short programs; LATS tree search: long ones), no tool time, on one Llama-3.1-8B/A100 engine with admission's step-time target at 1.3× the decode floor, so the pool queue holds calls at steady load. agentix is atlas (ATLAS value, no promotion) plus anti-starvation promotion (β = 4, one call per program at a time) and engine priority; plas orders by attained service without promotion; request-mlq is the pool queue in FCFS order.",
+  workload: "autellix",
+  programs: 400,
+  ...HOLDING,
+  gapScale: 0,
+  rates: [0.0274, 0.0548, 0.0822, 0.095, 0.11, 0.125, 0.137, 0.164],
+  policies: ["fcfs-rr", "request-mlq", "plas", "atlas", "agentix"],
+  goals: [
+    {
+      kind: "group",
+      title: "long programs' (tree search) P99 completion within 2× of FCFS's",
+      policy: "agentix",
+      metric: "completionP99",
+      group: { by: "kind", id: "tree-search" },
+      versus: { policy: "request-mlq" },
+      atMost: 2,
+      where: { heldShareAtLeast: 0.05 },
+    },
+    ...(["chat", "function-calling"] as const).map(
+      (kind): GoalSpec => ({
+        kind: "group",
+        title: `short programs' (${kind}) P99 completion no more than 10 % above PLAS without promotion`,
+        policy: "agentix",
+        metric: "completionP99",
+        group: { by: "kind", id: kind },
+        versus: { policy: "plas" },
+        atMost: 1.1,
+        where: { heldShareAtLeast: 0.05 },
+      }),
+    ),
+    { kind: "held-share", policy: "agentix", atLeast: 0.05 },
+  ],
+};
 
 export const REGIMES: Readonly<Record<RegimeName, Regime>> = {
   compute: {
@@ -133,6 +219,8 @@ export const REGIMES: Readonly<Record<RegimeName, Regime>> = {
       },
     },
   },
+  churn: CHURN_REGIME,
+  starvation: STARVATION_REGIME,
 };
 
 export function isRegimeName(name: string): name is RegimeName {

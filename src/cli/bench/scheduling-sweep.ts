@@ -116,6 +116,11 @@ export function planWeights(workload: Workload): Record<string, number> {
   return Object.fromEntries((workload.tenants ?? []).flatMap((t) => (t.planWeight === undefined ? [] : [[t.id, t.planWeight] as const])));
 }
 
+/** Tenants whose client opens a new program for every call. */
+export function churningTenants(workload: Workload): string[] {
+  return (workload.tenants ?? []).filter((t) => t.churnsPrograms).map((t) => t.id);
+}
+
 function runSummary(point: SweepPoint): string {
   const m = point.metrics;
   const mean = m.overall.meanMsPerToken;
@@ -246,10 +251,12 @@ export async function runSchedulingSweep(options: SchedulingBenchOptions, worklo
   const unitRate: Workload = { ...workload, arrival: { process: "poisson", ratePerSec: 1 } };
   const programs = scaleGaps(generatePrograms(unitRate, { seed, count: programsPerRun(options, workload) }), options.gapScale);
   const weights = planWeights(workload);
+  const churning = churningTenants(workload);
   const settings: RunSettings = {
     engines: options.engines,
     engineProfile: options.engineProfile,
     tenantWeights: weights,
+    ...(churning.length === 0 ? {} : { churnTenants: churning }),
     ...(options.maxInFlightPerEngine === undefined ? {} : { maxInFlightPerEngine: options.maxInFlightPerEngine }),
     ...(options.stepTargetFactor === undefined ? {} : { stepTargetFactor: options.stepTargetFactor }),
     ...(options.service === undefined ? {} : { service: options.service }),

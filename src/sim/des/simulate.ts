@@ -64,6 +64,12 @@ export interface SimulationConfig {
   stepTargetFactor?: number;
   /** What a call's service counts (the pool's scheduling.service); default the core's ("work"). */
   service?: ServiceMeasure;
+  /**
+   * Tenants whose client opens a new program for every call (no program header, a
+   * fresh ID each time): the pool sees each call as a one-call program with no service,
+   * wait or engine affinity. Records stay per simulated program. Not with agentix-tao.
+   */
+  churnTenants?: readonly string[];
   /** Stop (truncate) after this much virtual time. */
   maxSimMs?: number;
   /** Called when another 1 % of the programs finished (or of maxSimMs passed), and once at the end. */
@@ -236,6 +242,8 @@ interface ProgramRun {
   readonly record: ProgramRecord;
   readonly tenantId: string;
   readonly weight: number;
+  /** Its client opens a new program for every call (SimulationConfig.churnTenants). */
+  readonly churns: boolean;
   service: ProgramService;
   /** The edge's waitMs: pool queue time of completed calls. */
   waitMs: number;
@@ -307,6 +315,9 @@ function validateConfig(config: SimulationConfig): void {
   for (const id of config.endWhenFinished ?? []) {
     if (!ids.has(id)) throw new RangeError(`endWhenFinished names unknown program ${id}`);
   }
+  if ((config.churnTenants?.length ?? 0) > 0 && config.policy === "agentix-tao") {
+    throw new RangeError("churnTenants is not supported with agentix-tao (its tool signals follow the simulated program)");
+  }
 }
 
 /** Runs the simulation to the end (every program finished) or to maxSimMs. Deterministic for the same inputs. */
@@ -372,6 +383,7 @@ export function simulate(config: SimulationConfig): SimulationResult {
   }
   const engineById = new Map(engines.map((engine) => [engine.state.id, engine]));
 
+  const churning = new Set(config.churnTenants ?? []);
   const runs: ProgramRun[] = config.programs.map((spec) => {
     const tenantId = spec.tenantId ?? DEFAULT_SIM_TENANT;
     const record: ProgramRecord = {
@@ -396,6 +408,7 @@ export function simulate(config: SimulationConfig): SimulationResult {
       record,
       tenantId,
       weight: config.tenantWeights?.[tenantId] ?? 1,
+      churns: churning.has(tenantId),
       service: NO_SERVICE,
       waitMs: 0,
       affinity: undefined,
@@ -523,19 +536,20 @@ export function simulate(config: SimulationConfig): SimulationResult {
     const call = ready;
     const { program, spec } = call;
     call.startValueMs = callStartValue(program.service);
+    // A churning client's call is a new program to the edge: no history, no affinity hint.
     const queued: QueuedCall = {
       callId: call.key,
       tenantId: program.tenantId,
-      programId: program.spec.programId,
+      programId: poolProgramId(call),
       threadId: spec.thread,
-      serviceMs: program.service.attainedServiceMs,
-      pathMs: program.service.criticalPathMs,
-      waitMs: program.waitMs,
+      serviceMs: program.churns ? 0 : program.service.attainedServiceMs,
+      pathMs: program.churns ? 0 : program.service.criticalPathMs,
+      waitMs: program.churns ? 0 : program.waitMs,
       weight: program.weight,
       promptTokens: promptTokenCount(spec),
       enqueuedAt: now,
     };
-    if (program.affinity !== undefined) queued.affinityEngine = program.affinity;
+    if (program.affinity !== undefined && !program.churns) queued.affinityEngine = program.affinity;
     if (oracle) queued.remainingMs = Math.max(0, program.remainingMs);
     if (prefixRouting) call.rendered = promptsOf(program).render(spec.callId);
     tao?.callReady(program.spec.programId, spec, now);
@@ -543,6 +557,9 @@ export function simulate(config: SimulationConfig): SimulationResult {
     live.set(call.key, call);
     schedulePump();
   };
+
+  /** The program the pool sees the call in: its own, or a one-call program of a churning client. */
+  const poolProgramId = (call: CallRun): string => (call.program.churns ? `${call.program.spec.programId}~${call.spec.callId}` : call.program.spec.programId);
 
   const promptsOf = (program: ProgramRun): ProgramPrompts => {
     const prompts = program.prompts;
@@ -674,13 +691,16 @@ export function simulate(config: SimulationConfig): SimulationResult {
     }
     // What the pool's relay learns from the answer: usage, and (for TAO's readiness) the tool calls it names.
     const programId = program.spec.programId;
+    const pooled = poolProgramId(call);
     const facts = tao?.answerFacts(programId, event.usage, due) ?? { usage: event.usage };
-    core.callLeft(programId, { completed: true, engineId: engine.state.id, facts, promptTokensEstimate: event.usage.promptTokens }, now);
+    core.callLeft(pooled, { completed: true, engineId: engine.state.id, facts, promptTokensEstimate: event.usage.promptTokens }, now);
     tao?.callLeft(programId, facts, due, now);
     program.callsLeft -= 1;
+    // A churned call's one-call program is over with it.
+    if (program.churns) core.programEnded(pooled);
     if (program.callsLeft === 0) {
       finishProgram(program);
-      core.programEnded(programId);
+      if (!program.churns) core.programEnded(programId);
       tao?.programFinished(programId);
     }
     schedulePump();

@@ -1,4 +1,4 @@
-import type { BenchReport } from "./bench-report.js";
+import type { BenchReport, SweepPoint } from "./bench-report.js";
 import { sig3 } from "./format.js";
 import type { Ratio } from "./headline.js";
 
@@ -20,7 +20,30 @@ export type GoalSpec =
   /** At policy's highest sustained rate, the pool queue holds at least this share of the calls. */
   | { kind: "held-share"; policy: string; atLeast: number }
   /** No worse than a figure measured earlier (with this benchmark), within a tolerance. */
-  | { kind: "ratio-no-worse"; policy: string; reference: string; before: number; tolerance: number; measuredOn: string };
+  | { kind: "ratio-no-worse"; policy: string; reference: string; before: number; tolerance: number; measuredOn: string }
+  /**
+   * A figure of one group of programs (a tenant's, a kind's) under `policy`, alone or
+   * against another group or another policy's same group, at every rate where the runs
+   * are stable and `where` holds: the worst must stay within the bound.
+   */
+  | {
+      kind: "group";
+      title: string;
+      policy: string;
+      metric: GroupMetric;
+      group: GroupRef;
+      versus?: { policy?: string; group?: GroupRef };
+      atLeast?: number;
+      atMost?: number;
+      where?: { heldShareAtLeast?: number; capacityShareAtMost?: number };
+    };
+
+export type GroupMetric = "meanMsPerToken" | "completionP99" | "meanSlowdown";
+
+export interface GroupRef {
+  by: "tenant" | "kind";
+  id: string;
+}
 
 export interface GoalResult {
   goal: string;
@@ -64,7 +87,20 @@ function ratioWhy(report: BenchReport, policy: string, reference: string): strin
     held !== null && held >= 0.05
       ? `ordering was engaged (the pool held ${pct(held)} of ${policy}'s calls at its highest sustained rate) and bought only this much`
       : `ordering was not engaged: the pool held ${pct(held)} of ${policy}'s calls at its highest sustained rate, so whatever ${policy} gains comes from placement`;
-  return `${engaged} (cache hit ${pct(hit(policy))} vs ${reference}'s ${pct(hit(reference))} at ${sig3(at)}/s)`;
+  return `${engaged} (cache hit ${pct(hit(policy))} vs ${reference}'s ${pct(hit(reference))} at ${sig3(at)}/s)${ceilingText(report, policy, reference)}`;
+}
+
+/**
+ * What no order could exceed: a stable rate stays under the engines' capacity at steady
+ * state, so the ratio is bounded by the best capacity estimate ÷ the reference's
+ * sustained rate (ordering reorders work; only placement and caching change how much).
+ */
+function ceilingText(report: BenchReport, policy: string, reference: string): string {
+  const capacities = (report.sweep[policy] ?? []).filter((p) => p.metrics.stability.stable).flatMap((p) => (p.metrics.capacityPerSec === null ? [] : [p.metrics.capacityPerSec]));
+  const theirs = report.headline.find((h) => h.policy === reference)?.sustained;
+  if (capacities.length === 0 || theirs === undefined || theirs.relation !== "=" || !(theirs.ratePerSec > 0)) return "";
+  const capacity = Math.max(...capacities);
+  return `; no order sustains more than the engines' capacity at steady state (${sig3(capacity)} prog/s at ${policy}'s cache hit), ${(capacity / theirs.ratePerSec).toFixed(2)}× ${reference}'s ${sig3(theirs.ratePerSec)}/s`;
 }
 
 function ratioOf(report: BenchReport, policy: string, reference: string): Ratio | null | undefined {
@@ -121,6 +157,65 @@ function heldShare(report: BenchReport, policy: string, atLeast: number): GoalRe
   };
 }
 
+const METRIC_NAMES: Record<GroupMetric, string> = {
+  meanMsPerToken: "mean normalised latency",
+  completionP99: "P99 completion time",
+  meanSlowdown: "mean slowdown (completion ÷ time alone)",
+};
+
+function groupFigure(point: SweepPoint, group: GroupRef, metric: GroupMetric): number | null {
+  const g = (group.by === "tenant" ? point.metrics.byTenant : point.metrics.byKind)[group.id];
+  if (g === undefined) return null;
+  if (metric === "meanMsPerToken") return g.meanMsPerToken;
+  if (metric === "completionP99") return g.completionMs?.p99 ?? null;
+  return g.meanSlowdown;
+}
+
+const groupName = (g: GroupRef) => `${g.by} ${g.id}`;
+
+function groupGoal(report: BenchReport, spec: Extract<GoalSpec, { kind: "group" }>): GoalResult {
+  const versusPolicy = spec.versus?.policy ?? spec.policy;
+  const versusGroup = spec.versus?.group ?? spec.group;
+  const compared = spec.versus !== undefined;
+  const bound = spec.atLeast !== undefined ? `≥ ${spec.atLeast}` : `≤ ${spec.atMost ?? Infinity}`;
+  const of = `${spec.policy}'s ${groupName(spec.group)}`;
+  const against = versusPolicy === spec.policy ? groupName(versusGroup) : `${versusPolicy}'s ${groupName(versusGroup)}`;
+  const where = [
+    spec.where?.heldShareAtLeast === undefined ? null : `the pool holds ≥ ${Math.round(spec.where.heldShareAtLeast * 100)} % of calls`,
+    spec.where?.capacityShareAtMost === undefined ? null : `load ≤ ${Math.round(spec.where.capacityShareAtMost * 100)} % of capacity`,
+  ].filter((x) => x !== null);
+  const target = `${bound}${compared ? "×" : ""} at every stable rate${where.length === 0 ? "" : ` where ${where.join(" and ")}`}`;
+  const mine = report.sweep[spec.policy] ?? [];
+  const theirs = new Map((report.sweep[versusPolicy] ?? []).map((p) => [p.ratePerSec, p]));
+  const capacities = mine.filter((p) => p.metrics.stability.stable).flatMap((p) => (p.metrics.capacityPerSec === null ? [] : [p.metrics.capacityPerSec]));
+  const capacity = capacities.length === 0 ? null : Math.max(...capacities);
+  const values = mine.flatMap((p) => {
+    const o = theirs.get(p.ratePerSec);
+    if (o === undefined || !p.metrics.stability.stable || !o.metrics.stability.stable) return [];
+    const held = p.metrics.engagement.heldShare ?? 0;
+    if (spec.where?.heldShareAtLeast !== undefined && held < spec.where.heldShareAtLeast) return [];
+    if (spec.where?.capacityShareAtMost !== undefined && (capacity === null || p.ratePerSec > spec.where.capacityShareAtMost * capacity)) return [];
+    const a = groupFigure(p, spec.group, spec.metric);
+    const b = compared ? groupFigure(o, versusGroup, spec.metric) : 1;
+    if (a === null || b === null || !(b > 0)) return [];
+    return [{ rate: p.ratePerSec, value: a / b, held }];
+  });
+  const goal = spec.title;
+  if (values.length === 0) {
+    return { goal, target, measured: "-", status: "n/a", note: `no stable rate of ${spec.policy}${compared ? ` and ${versusPolicy}` : ""} where ${where.join(" and ") || "the figures exist"}` };
+  }
+  const worst = values.reduce((w, v) => (spec.atLeast !== undefined ? (v.value < w.value ? v : w) : v.value > w.value ? v : w));
+  const pass = spec.atLeast !== undefined ? worst.value >= spec.atLeast : worst.value <= (spec.atMost ?? Infinity);
+  const figure = `${worst.value.toFixed(2)}${compared ? "×" : ""}`;
+  return {
+    goal,
+    target,
+    measured: `worst ${figure} (at ${sig3(worst.rate)}/s, ${(worst.held * 100).toFixed(0)} % held) over ${values.length} rate${values.length === 1 ? "" : "s"}`,
+    status: pass ? "PASS" : "MISS",
+    note: `${METRIC_NAMES[spec.metric]} of ${of}${compared ? ` ÷ that of ${against}` : ""}`,
+  };
+}
+
 export function evaluateGoal(report: BenchReport, spec: GoalSpec): GoalResult {
   switch (spec.kind) {
     case "ratio": {
@@ -144,6 +239,8 @@ export function evaluateGoal(report: BenchReport, spec: GoalSpec): GoalResult {
       return oracleLatency(report, spec.policy, spec.oracle, spec.atMost);
     case "held-share":
       return heldShare(report, spec.policy, spec.atLeast);
+    case "group":
+      return groupGoal(report, spec);
   }
 }
 

@@ -246,6 +246,8 @@ export interface GroupMetrics {
   /** True when meanMsPerToken counts unfinished programs at a lower bound. */
   meanIsLowerBound: boolean;
   completionMs: Distribution | null;
+  /** Mean over finished programs of completion ÷ the program's unloaded duration (its time alone); null when unknown. */
+  meanSlowdown: number | null;
   /** Calls of these programs issued in the window, and how many were held in the pool queue. */
   calls: number;
   heldCalls: number;
@@ -335,6 +337,8 @@ interface MeasuredProgram {
   /** Finished: actual; unfinished: lower bound. */
   msPerToken: number;
   completionMs: number;
+  /** Completion ÷ unloaded duration, when finished and the unloaded duration is known. */
+  slowdown: number | null;
 }
 
 /** Tenant of a program record without one (the simulator's default tenant's name is not needed here). */
@@ -351,6 +355,10 @@ function groupMetrics(programs: readonly MeasuredProgram[], calls: readonly { ho
     meanMsPerToken: programs.length === 0 ? null : mean(programs.map((p) => p.msPerToken)),
     meanIsLowerBound: finished.length < programs.length,
     completionMs: summarise(finished.map((p) => p.completionMs)),
+    meanSlowdown: (() => {
+      const known = finished.flatMap((p) => (p.slowdown === null ? [] : [p.slowdown]));
+      return known.length === 0 ? null : mean(known);
+    })(),
     calls: calls.length,
     heldCalls: held.length,
     heldShare: calls.length === 0 ? null : held.length / calls.length,
@@ -397,6 +405,7 @@ export function computeSteadyState(run: SteadyStateRun, options: SteadyStateOpti
     const finished = Number.isFinite(p.finishMs);
     const planned = options.plannedOutputTokens.get(id) ?? Math.max(1, p.generatedTokens);
     const completionMs = (finished ? p.finishMs : run.simEndMs) - p.arrivalMs;
+    const alone = options.unloadedDurationMs?.get(id);
     return {
       programId: id,
       kind: p.kind,
@@ -405,6 +414,7 @@ export function computeSteadyState(run: SteadyStateRun, options: SteadyStateOpti
       finished,
       msPerToken: finished ? completionMs / Math.max(1, p.generatedTokens) : Math.max(0, completionMs) / planned,
       completionMs,
+      slowdown: finished && alone !== undefined && alone > 0 ? completionMs / alone : null,
     };
   });
   const measuredById = new Map(measured.map((p) => [p.programId, p]));

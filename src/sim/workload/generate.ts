@@ -60,6 +60,9 @@ export function generatePrograms(workload: Workload, options: GenerateOptions = 
   const meanGapMs = workload.arrival.process === "poisson" ? 1_000 / workload.arrival.ratePerSec : 0;
 
   const programs: ProgramSpec[] = [];
+  /** Per source tenant, the tenants that send a twin of each of its programs. */
+  const mirrorsOf = new Map<string, string[]>();
+  for (const t of tenants ?? []) if (t.mirrors !== undefined) mirrorsOf.set(t.mirrors, [...(mirrorsOf.get(t.mirrors) ?? []), t.id]);
   let clockMs = 0;
   for (let index = 0; index < limit; index++) {
     if (meanGapMs > 0) clockMs += -meanGapMs * Math.log(arrivals.nextOpen());
@@ -72,15 +75,22 @@ export function generatePrograms(workload: Workload, options: GenerateOptions = 
 
     const builder = new CallListBuilder(entry.systemPromptId ?? `${entry.kind}.${mixIndex}`, entry.params.systemPromptTokens);
     (shapes[mixIndex] as ProgramShape)(new Rng(deriveSeed(seed, PROGRAM_STREAM, index)), builder);
-    programs.push({
-      programId: programIdFor(index),
-      index,
-      ...(tenantId === undefined ? {} : { tenantId }),
+    const program = {
       kind: entry.kind,
       mixIndex,
       arrivalMs: clockMs,
-      contentSeed: deriveSeed(seed, CONTENT_STREAM, index),
       calls: builder.calls,
+    };
+    programs.push({
+      programId: programIdFor(programs.length),
+      index: programs.length,
+      ...(tenantId === undefined ? {} : { tenantId }),
+      ...program,
+      contentSeed: deriveSeed(seed, CONTENT_STREAM, index),
+    });
+    // Twins: the same calls at the same instant, their own text (no prefix shared with the original).
+    (tenantId === undefined ? [] : (mirrorsOf.get(tenantId) ?? [])).forEach((twinTenant, twin) => {
+      programs.push({ programId: programIdFor(programs.length), index: programs.length, tenantId: twinTenant, ...program, contentSeed: deriveSeed(seed, CONTENT_STREAM, index, twin + 1) });
     });
   }
   return programs;

@@ -7,7 +7,7 @@ import { parseWorkload, type Workload, WorkloadError } from "./schema.js";
  * stay pure (usable in a Worker or a browser).
  */
 
-export const BUILTIN_WORKLOADS = ["chat", "function-calling", "tree-search", "coding-agent", "mixed", "long-context-coding", "autellix"] as const;
+export const BUILTIN_WORKLOADS = ["chat", "function-calling", "tree-search", "coding-agent", "mixed", "long-context-coding", "autellix", "tenant-churn"] as const;
 export type BuiltinWorkloadName = (typeof BUILTIN_WORKLOADS)[number];
 
 export function isBuiltinWorkload(name: string): name is BuiltinWorkloadName {

@@ -79,8 +79,24 @@ export const Workload = z
      * `weight`: the tenant's share of the traffic (programs are drawn by it).
      * `planWeight`: its plan weight for the pool's fair share (x-agentix-weight); a
      * separate figure, default 1, so tenants that send more do not also get more.
+     * `churnsPrograms`: its client opens a new program for every call (no program
+     * header and nothing the edge could join them by), as a tenant gaming the queue would.
+     * `mirrors`: it sends a twin of each of that tenant's programs, the same calls at the
+     * same instants with text of its own (a paired comparison in one run); such a tenant
+     * draws nothing itself (weight 0).
      */
-    tenants: z.array(z.strictObject({ id: tenantId, weight: weight.default(1), planWeight: positive.optional() })).min(1).optional(),
+    tenants: z
+      .array(
+        z.strictObject({
+          id: tenantId,
+          weight: weight.default(1),
+          planWeight: positive.optional(),
+          churnsPrograms: z.boolean().default(false),
+          mirrors: tenantId.optional(),
+        }),
+      )
+      .min(1)
+      .optional(),
     mix: z.array(MixEntry).min(1, "needs at least one entry"),
   })
   .superRefine((w, ctx) => {
@@ -90,6 +106,15 @@ export const Workload = z
     if (w.tenants !== undefined && !w.tenants.some((t) => t.weight > 0)) {
       ctx.addIssue({ code: "custom", path: ["tenants"], message: "at least one tenant needs weight > 0" });
     }
+    (w.tenants ?? []).forEach((t, i) => {
+      if (t.mirrors === undefined) return;
+      const source = w.tenants?.find((other) => other.id === t.mirrors);
+      if (source === undefined || source.id === t.id || source.mirrors !== undefined) {
+        ctx.addIssue({ code: "custom", path: ["tenants", i, "mirrors"], message: "must name another tenant of the workload that mirrors none itself" });
+      } else if (t.weight > 0) {
+        ctx.addIssue({ code: "custom", path: ["tenants", i, "weight"], message: "a tenant that mirrors another sends only the twins: give it weight 0" });
+      }
+    });
     const { durationSec } = w.programs;
     if (durationSec !== undefined) {
       if (w.arrival.process !== "poisson") {

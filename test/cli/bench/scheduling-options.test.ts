@@ -108,6 +108,15 @@ describe("parseSchedulingBenchArgs", () => {
     expect(o).toMatchObject({ programs: 60, rates: [0.01, 0.02], ratesFromRegime: false, workload: "long-context-coding", regimeOverrides: ["--rates", "--programs"] });
   });
 
+  it("the holding regimes set admission's step-time target; --step-target-factor and --service are the queueing policies' admission and service", () => {
+    expect(parseSchedulingBenchArgs(["--regime", "churn"])).toMatchObject({ workload: "tenant-churn", engines: 1, stepTargetFactor: 1.3, regimeOverrides: [] });
+    expect(parseSchedulingBenchArgs(["--regime", "starvation", "--step-target-factor", "2"])).toMatchObject({ workload: "autellix", stepTargetFactor: 2, regimeOverrides: ["--step-target-factor"] });
+    expect(parseSchedulingBenchArgs([])).toMatchObject({ stepTargetFactor: undefined, service: undefined });
+    expect(parseSchedulingBenchArgs(["--service", "wall"])?.service).toBe("wall");
+    expect(() => parseSchedulingBenchArgs(["--service", "cpu"])).toThrow(/--service: must be one of work, wall/);
+    expect(() => parseSchedulingBenchArgs(["--step-target-factor", "0.5"])).toThrow(/--step-target-factor: must be >= 1/);
+  });
+
   it("accepts the placement policies too", () => {
     expect(parseSchedulingBenchArgs(["--policies", "agentix-tao,fcfs-rr,cache-aware"])?.policies).toEqual(["fcfs-rr", "cache-aware", "agentix-tao"]);
   });

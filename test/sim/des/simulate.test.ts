@@ -357,3 +357,25 @@ describe("measurement (the steady-state benchmark's probes)", () => {
     expect(() => simulate({ ...ok, sampleEveryMs: 0 })).toThrow(/sampleEveryMs/);
   });
 });
+
+describe("a tenant that opens a new program for every call", () => {
+  // Three sequential calls of 300 output tokens (~2 s each alone): an honest program's later calls climb levels.
+  const chain = [0, 1, 2].map((i) => callSpec(i, { dependsOn: i === 0 ? [] : [i - 1], contextCallIds: i === 0 ? [] : [i - 1], outputTokens: 300 }));
+  const programs = [programSpec(1, 0, chain, { tenantId: "ten_honest" }), programSpec(2, 0, chain, { tenantId: "ten_churn" })];
+
+  it("reaches the pool as one-call programs with no history: every call at the top level", () => {
+    const result = simulate({ programs, policy: "atlas", engines: 1, recordCalls: true, churnTenants: ["ten_churn"] });
+    const levels = (programId: string) => (result.calls ?? []).filter((c) => c.programId === programId).map((c) => c.level);
+    expect(levels("prog_test002")).toEqual([0, 0, 0]);
+    expect(Math.max(...levels("prog_test001"))).toBeGreaterThan(0);
+    // Records stay per simulated program: the churned one finished its three calls.
+    expect(result.programs.map((p) => p.calls)).toEqual([3, 3]);
+    // Without churn both climb alike.
+    const honest = simulate({ programs, policy: "atlas", engines: 1, recordCalls: true });
+    expect((honest.calls ?? []).filter((c) => c.programId === "prog_test002").map((c) => c.level)).toEqual(levels("prog_test001"));
+  });
+
+  it("is refused with TAO placement, whose tool signals follow the simulated program", () => {
+    expect(() => simulate({ programs, policy: "agentix-tao", engines: 1, churnTenants: ["ten_churn"] })).toThrow(/churnTenants is not supported with agentix-tao/);
+  });
+});

@@ -93,3 +93,41 @@ describe("held share", () => {
     expect(evaluateGoal(r, goal).status).toBe("n/a");
   });
 });
+
+describe("group goals", () => {
+  const report = sampleReport(["fcfs-rr", "agentix", "oracle"]);
+  const stableRates = (policy: string) => (report.sweep[policy] ?? []).filter((p) => p.metrics.stability.stable);
+  const tenantRatio = (point: (typeof report.sweep)[string][number]) =>
+    (point.metrics.byTenant.ten_a?.meanMsPerToken as number) / (point.metrics.byTenant.ten_b?.meanMsPerToken as number);
+
+  it("takes the worst ratio of two groups over the stable rates where the queue holds", () => {
+    const ratios = stableRates("agentix").map(tenantRatio);
+    expect(ratios).toHaveLength(2);
+    const worst = Math.min(...ratios);
+    const goal = (atLeast: number) =>
+      ({ kind: "group", title: "churn", policy: "agentix", metric: "meanMsPerToken", group: { by: "tenant", id: "ten_a" }, versus: { group: { by: "tenant", id: "ten_b" } }, atLeast, where: { heldShareAtLeast: 0.5 } }) as const;
+    expect(evaluateGoal(report, goal(worst - 0.01))).toMatchObject({ status: "PASS", measured: expect.stringMatching(new RegExp(`^worst ${worst.toFixed(2)}× .* over 2 rates$`)) });
+    expect(evaluateGoal(report, goal(worst + 0.01)).status).toBe("MISS");
+    // fcfs-rr's queue holds nothing: no rate qualifies, and the table says so.
+    expect(evaluateGoal(report, { ...goal(0.9), policy: "fcfs-rr" })).toMatchObject({ status: "n/a", note: expect.stringMatching(/holds ≥ 50 % of calls/) });
+  });
+
+  it("compares a group with the same group of another policy, and bounds a figure alone", () => {
+    const p99 = (policy: string, i: number) => stableRates(policy)[i]?.metrics.byKind["tree-search"]?.completionMs?.p99 as number;
+    const worst = Math.max(p99("agentix", 0) / p99("fcfs-rr", 0), p99("agentix", 1) / p99("fcfs-rr", 1));
+    const vsFcfs = { kind: "group", title: "long", policy: "agentix", metric: "completionP99", group: { by: "kind", id: "tree-search" }, versus: { policy: "fcfs-rr" }, atMost: worst } as const;
+    expect(evaluateGoal(report, vsFcfs).status).toBe("PASS");
+    expect(evaluateGoal(report, { ...vsFcfs, atMost: worst * 0.99 }).status).toBe("MISS");
+    const alone = { kind: "group", title: "slowdown", policy: "agentix", metric: "meanMsPerToken", group: { by: "tenant", id: "ten_a" }, atMost: 1e9, where: { capacityShareAtMost: 0 } } as const;
+    // No stable rate is at or below 0 % of capacity.
+    expect(evaluateGoal(report, alone).status).toBe("n/a");
+    expect(evaluateGoal(report, { ...alone, where: { capacityShareAtMost: 1e9 } })).toMatchObject({ status: "PASS", measured: expect.stringMatching(/over 2 rates/) });
+  });
+
+  it("a missed throughput goal names the ceiling no order can pass: capacity at steady state", () => {
+    const note = evaluateGoal(withRatio(3, "="), { kind: "ratio", policy: "agentix", reference: "fcfs-rr", atLeast: 4 }).note;
+    const capacity = Math.max(...stableRates("agentix").map((p) => p.metrics.capacityPerSec as number));
+    expect(note).toContain(`no order sustains more than the engines' capacity at steady state`);
+    expect(note).toContain(`${(capacity / 1).toFixed(2)}× fcfs-rr's 1/s`);
+  });
+});

@@ -61,6 +61,25 @@ describe("generatePrograms", () => {
     expect(summariseWorkload(programs).arrivalRatePerSec).toBeUndefined();
   });
 
+  it("gives a mirroring tenant a twin of each of its source's programs: the same calls at the same instant, text of its own", async () => {
+    const churn = await loadWorkload("tenant-churn");
+    const programs = generatePrograms(churn, { count: 60 });
+    const honest = programs.filter((p) => p.tenantId === "ten_honest");
+    const twins = programs.filter((p) => p.tenantId === "ten_churn");
+    expect(honest.length).toBeGreaterThan(20);
+    expect(twins).toHaveLength(honest.length);
+    twins.forEach((twin, i) => {
+      const original = honest[i]!;
+      expect(twin).toMatchObject({ arrivalMs: original.arrivalMs, kind: original.kind, calls: original.calls });
+      expect(twin.contentSeed).not.toBe(original.contentSeed);
+      expect(twin.programId).not.toBe(original.programId);
+    });
+    // Ids and indexes stay in arrival order; the steady tenant's agents are 30 calls each.
+    expect(programs.map((p) => p.index)).toEqual(programs.map((_, i) => i));
+    expect(new Set(programs.map((p) => p.programId)).size).toBe(programs.length);
+    expect(new Set(programs.filter((p) => p.tenantId === "ten_steady").map((p) => p.calls.length))).toEqual(new Set([30]));
+  });
+
   it("follows the mix weights, tenants and system prompt ids", () => {
     const programs = generatePrograms(mixed, { count: 4_000 });
     const share = (kind: string) => programs.filter((p) => p.kind === kind).length / programs.length;

@@ -60,6 +60,8 @@ describe("workload schema", () => {
     ["an empty mix", { mix: [] }, ["mix"]],
     ["a bad tenant id", { tenants: [{ id: "has space" }] }, ["tenants.0.id"]],
     ["a plan weight of 0", { tenants: [{ id: "ten_a", planWeight: 0 }] }, ["tenants.0.planWeight"]],
+    ["a mirror of an unknown tenant", { tenants: [{ id: "ten_a" }, { id: "ten_b", weight: 0, mirrors: "ten_x" }] }, ["tenants.1.mirrors"]],
+    ["a mirror that also draws programs", { tenants: [{ id: "ten_a" }, { id: "ten_b", mirrors: "ten_a" }] }, ["tenants.1.weight"]],
     ["several problems at once", { name: "", arrival: { process: "poisson", ratePerSec: 0 } }, ["name", "arrival.ratePerSec"]],
   ])("rejects %s, naming the field", (_what, patch, paths) => {
     expect(issuesOf({ ...minimal, ...patch })).toEqual(paths);
@@ -69,7 +71,10 @@ describe("workload schema", () => {
 describe("tenants", () => {
   it("a traffic weight and, separately, an optional plan weight", () => {
     const w = parseWorkload({ ...minimal, tenants: [{ id: "ten_a", weight: 3, planWeight: 2 }, { id: "ten_b" }] });
-    expect(w.tenants).toEqual([{ id: "ten_a", weight: 3, planWeight: 2 }, { id: "ten_b", weight: 1 }]);
+    expect(w.tenants).toEqual([
+      { id: "ten_a", weight: 3, planWeight: 2, churnsPrograms: false },
+      { id: "ten_b", weight: 1, churnsPrograms: false },
+    ]);
   });
 });
 
