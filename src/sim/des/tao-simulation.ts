@@ -19,7 +19,8 @@
 
 import type { CallFacts, CallToolCall } from "../../core/tao/tool-signals.js";
 import type { PoolCore } from "../../core/pool-core.js";
-import type { PlannerStats, TaoPlan } from "../../core/tao/planner.js";
+import type { TaoPlan } from "../../core/tao/planner.js";
+import type { TaoPlacementStats } from "../../core/tao/tao-placement.js";
 import type { StaleReason } from "../../core/tao/plan-validation.js";
 import { READINESS_SOURCES, type ReadinessErrorReport, readinessErrorReport, type ReadinessSource } from "../../core/tao/readiness.js";
 import { DEFAULT_TAO_SETTINGS, defaultTaoPlacementSettings, type TaoPlacementSettings, type TaoSettings } from "../../core/tao/settings.js";
@@ -54,25 +55,10 @@ export interface TaoSimulationOptions {
 
 export type TaoSkipReason = StaleReason;
 
-export interface TaoRunStats {
-  /** Planner calls (snapshots with at least one program). */
-  plans: number;
-  planner: PlannerStats;
-  /** Programs per planned snapshot (queued ones and reservation candidates). */
-  snapshotPrograms: { mean: number; max: number };
+/** The core's TAO figures for a run (core/tao/tao-placement.ts), with what the simulator adds. */
+export interface TaoRunStats extends Omit<TaoPlacementStats, "planErrors" | "plan" | "reservationsHeld"> {
   /** Pumps that used the previous plan because replanIntervalMs had not passed. */
   plansReused: number;
-  /** Plan entries whose program got at least one call out by it, or its reservation. */
-  appliedEntries: number;
-  /** Entries skipped as stale when re-validated, by reason. */
-  skipped: Record<StaleReason, number>;
-  /** Valid entries whose engine had no free slot (or went unhealthy) when applied. */
-  blocked: number;
-  /** Calls by how they went out: the plan's engine, a held reservation, or routing (left-out programs once overdue). */
-  dispatches: { planned: number; reserved: number; routed: number };
-  /** Most programs the plan left out that one pump held in the queue (no KV room for them). */
-  heldMax: number;
-  reservations: { made: number; used: number; expired: number; released: number };
   /** Programs whose client sent tool events. */
   eventPrograms: number;
   readiness: {
