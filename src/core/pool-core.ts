@@ -140,8 +140,7 @@ export class PoolCore {
       placement.policy === "tao"
         ? new TaoPlacement({
             settings: placement.settings,
-            // The KV account is TAO's KV rule too (its engine views): the scraped-KV limit is not a second one.
-            dispatch: { ...options.settings, saturation: { ...options.settings.saturation, maxKvUsage: Infinity } },
+            dispatch: options.settings,
             signals: this.signals,
             kv: {
               kvTarget: this.kv.settings.kvTarget,
