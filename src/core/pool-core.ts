@@ -149,6 +149,7 @@ export class PoolCore {
                 committedTokens: this.kv.projectedKvTokens(engineId),
               }),
             },
+            ...(options.settings.admission === undefined ? {} : { admission: this.kv }),
             ...(options.hooks === undefined ? {} : { hooks: options.hooks }),
             ...(options.stopwatch === undefined ? {} : { stopwatch: options.stopwatch }),
           })
@@ -183,7 +184,9 @@ export class PoolCore {
     const tao = this.#tao;
     if (tao !== undefined) {
       const round = tao.round(this.queue, this.engines, now, options.plan === true);
-      for (const dispatch of round.dispatches) this.#record(dispatch, true);
+      // With admission, the calls TAO routed itself were charged to the account as they went; planned and reserved ones are charged here.
+      const gated = this.settings.admission !== undefined;
+      for (const dispatch of round.dispatches) this.#record(dispatch, !gated || dispatch.reason === "tao-plan" || dispatch.reason === "tao-reserved");
       return { dispatches: round.dispatches, held: undefined, heldPrograms: round.held, needsPlan: round.needsPlan, wakeAt: round.wakeAt };
     }
     const round = takeDispatches(this.queue, this.engines, now, this.settings, {

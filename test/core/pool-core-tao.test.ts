@@ -97,10 +97,14 @@ describe("PoolCore with TAO placement: where calls go", () => {
     // The light one comes first in the queue's order, but sending it would overfill A's KV: it is held.
     expect(summary(round.dispatches)).toEqual([["prog_heavy", "A", "tao-plan"]]);
     expect(round).toMatchObject({ heldPrograms: 1, wakeAt: 10 + SETTINGS.holdLeftOutMs });
-    // Held no longer than holdLeftOutMs: then routed, even though it still fits nowhere.
+    // Overdue after holdLeftOutMs, it goes by routing, but only where admission's KV account has room:
+    // not onto A while the heavy call runs there (that is what overfilled engines and preempted)...
     const overdue = 10 + SETTINGS.holdLeftOutMs;
-    core.attemptEnded(heavy.callId, { serviceMs: 5 }, overdue - 1);
-    expect(summary(core.pump(overdue, { plan: true }).dispatches)).toEqual([["prog_light", "A", "long-no-affinity"]]);
+    core.engine("A")!.maxInFlight = 2;
+    expect(core.pump(overdue, { plan: true }).dispatches).toEqual([]);
+    // ...and as soon as A is idle (an idle engine always takes one, whatever its size).
+    core.attemptEnded(heavy.callId, { serviceMs: 5 }, overdue + 1);
+    expect(summary(core.pump(overdue + 1, { plan: true }).dispatches)).toEqual([["prog_light", "A", "long-no-affinity"]]);
   });
 
   it("lets no call the plan left out overtake a higher-priority call that arrived after the plan", () => {

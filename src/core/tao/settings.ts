@@ -67,12 +67,11 @@ export interface TaoSettings {
 }
 
 /**
- * How long a program the plan left out for want of KV waits in the queue before it is
- * routed anyway (ms; TaoPump's holdLeftOutMs). Holding is what keeps KV from being
- * overfilled; the bound is what keeps a long context from waiting for ever. Chosen with
- * `npm run bench:tao -- --hold-ms …` (README, TAO section): on the coding agent at 0.3
- * and 3 programs/s, the longest hold whose TTFT p99 and max stay below Agentix's; longer
- * holds shorten jobs further but lengthen the TTFT tail.
+ * How long a program the plan left out for want of KV waits for a plan to place it
+ * before routing may take it (ms; TaoPump's holdLeftOutMs), still only where admission's
+ * KV account has room. The plan places programs by cache credit, so a context whose
+ * credit has decayed could be left out plan after plan; the bound hands it to routing.
+ * Chosen with `npm run bench:tao -- --hold-ms …` (README, TAO section).
  */
 export const DEFAULT_HOLD_LEFT_OUT_MS = 45_000;
 
@@ -168,7 +167,7 @@ export interface TaoPlacementSettings {
   reservationTtlMs: number;
   /**
    * Longest a program the plan left out for want of KV waits before it is routed
-   * anyway (ms); 0 routes it at once (no KV hold), Infinity until promoted.
+   * anyway (ms, through admission's KV account); 0 routes it at once, Infinity until promoted.
    */
   holdLeftOutMs: number;
   /** KV tokens a planned call needs beyond its prompt (its output). */

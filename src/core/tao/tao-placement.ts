@@ -1,3 +1,4 @@
+import type { Admission } from "../admission.js";
 import type { Dispatch, DispatchSettings } from "../dispatch.js";
 import type { EngineState } from "../engines.js";
 import type { Dequeued, ProgramQueue, QueuedCall } from "../queue.js";
@@ -43,6 +44,8 @@ export interface TaoPlacementOptions {
   /** The pool's KV account per engine, and the share of capacity it admits up to. */
   kv: { view(engineId: string): EngineKvView; readonly kvTarget: number };
   hooks?: TaoPlacementHooks;
+  /** Admission's account, through which the calls TAO routes itself go (TaoPumpSettings.admission). */
+  admission?: Admission | undefined;
   /** Wall clock for plan timings only (e.g. performance.now); absent: 0. */
   stopwatch?: () => number;
 }
@@ -117,7 +120,7 @@ export class TaoPlacement {
       hooks?.onReservation?.(outcome, programId, reservation);
     });
     const { reservationTtlMs, holdLeftOutMs } = options.settings;
-    this.#pump = new TaoPump({ dispatch: options.dispatch, reservationTtlMs, holdLeftOutMs }, this.#book, {
+    this.#pump = new TaoPump({ dispatch: options.dispatch, reservationTtlMs, holdLeftOutMs, admission: options.admission }, this.#book, {
       onStale: (reason) => {
         this.#counts.skipped[reason] += 1;
         hooks?.onStale?.(reason);

@@ -1,6 +1,7 @@
 import { type Dispatch, type DispatchSettings, takeDispatches } from "../dispatch.js";
 import { type EngineState, isAvailable } from "../engines.js";
 import type { Dequeued, ProgramQueue } from "../queue.js";
+import type { Admission } from "../admission.js";
 import { pickEngine } from "../routing.js";
 import { applyPlan, queuedByProgram } from "./apply-plan.js";
 import { type StaleReason, validatePlan } from "./plan-validation.js";
@@ -26,14 +27,18 @@ import type { TaoSnapshot } from "./snapshot.js";
  *     the programs after it go on; the next plan, made once a call ends and frees
  *     KV, may place it;
  *   - by the core's routing rule (pickEngine), when such a left-out program is
- *     overdue: one of its calls is promoted by the queue's anti-starvation rule, or
+ *     overdue, among the engines the pool's admission account admits it to (with an
+ *     account; charged as it goes): it then waits for room call by call, as routing's
+ *     admission makes every call do, instead of being sent onto a full engine (which
+ *     preempted: 84 and 342 preemptions on the coding agent at 0.3 and 3 programs/s,
+ *     0 through the account). Overdue: one of its calls is promoted by the queue's anti-starvation rule, or
  *     it has waited holdLeftOutMs since its first queued call. The planner maximises
  *     cache credit first, so a context whose credit has decayed (new, or back from a
  *     long tool) can be left out plan after plan while programs with credit fill
  *     every gap; it must not wait for ever. (Placing overdue programs first in the
  *     plan and draining an engine for one that fits nowhere was measured too: same
  *     job latency and tails in the simulator, more machinery.) holdLeftOutMs 0 routes
- *     every left-out program at once (no admission control);
+ *     every left-out program at once (by routing's admission alone);
  *   - nowhere yet, when its calls arrived after the plan was made, or its entry went
  *     stale: they wait for the next plan (needsPlan), and so do all programs after
  *     them in the queue's order (a call the plan never saw must not be overtaken by
@@ -59,10 +64,17 @@ export interface TaoPumpSettings {
   /**
    * How long a program the plan left out (no KV room) is held, counted from its first
    * queued call, before it is routed anyway (ms). 0 routes left-out programs at once
-   * (no admission control); Infinity holds them until the queue's anti-starvation rule
+   * (by routing's admission alone); Infinity holds them until the queue's anti-starvation rule
    * promotes one of their calls.
    */
   holdLeftOutMs: number;
+  /**
+   * The pool's admission account: calls the pump routes itself (overdue left-out
+   * programs, every call after a failed plan) go only to engines that admit them, and
+   * are charged to it as they go, as routing's admission does. Absent: the saturation
+   * rule alone decides.
+   */
+  admission?: Admission | undefined;
 }
 
 export interface TaoPumpHooks {
@@ -159,7 +171,7 @@ export class TaoPump {
     this.expire(now, engines);
     const dispatches = this.claimReservations(queue, engines, now);
     if (this.#failed) {
-      dispatches.push(...takeDispatches(queue, engines, now, dispatch).dispatches);
+      dispatches.push(...takeDispatches(queue, engines, now, dispatch, { admission: this.#settings.admission }).dispatches);
       return { dispatches, needsPlan: queue.size > 0, held: 0, holdUntil: undefined };
     }
     const plan = this.#plan;
@@ -250,12 +262,16 @@ export class TaoPump {
   /** Routes a left-out program's calls one by one; false once no engine can take any call. */
   #route(queue: ProgramQueue, engines: EngineState[], now: number, calls: readonly Dequeued[], out: Dispatch[]): boolean {
     const { routing, saturation } = this.#settings.dispatch;
+    const { admission } = this.#settings;
     for (const queued of calls) {
-      const choice = pickEngine(queued.call, engines, routing, saturation);
+      // Through the admission account when there is one: an overdue program still waits for room, it no longer overfills an engine.
+      const admitting = admission === undefined ? engines : engines.filter((engine) => admission.holdReason(engine, queued.call, saturation) === undefined);
+      const choice = pickEngine(queued.call, admitting, routing, admission === undefined ? saturation : { ...saturation, maxKvUsage: Infinity });
       if (choice === undefined) return false;
       const call = queue.remove(queued.call.callId);
       if (call === undefined) continue;
       choice.engine.inFlight += 1;
+      admission?.sent(choice.engine.id, call);
       out.push({ call, engineId: choice.engine.id, level: queued.level, promoted: queued.promoted, reason: choice.reason });
     }
     return true;
