@@ -216,11 +216,11 @@ export class PoolCore {
    */
   route(call: QueuedCall, excluded: ReadonlySet<string>, now: number): Dispatch | undefined {
     const { saturation, routing } = this.settings;
-    const candidates = this.engines.filter(
-      (engine) => !excluded.has(engine.id) && (!this.#gate || this.kv.holdReason(engine, call, saturation) === undefined),
-    );
+    // Under either placement a retry goes through admission's account when admission is on.
+    const gated = this.settings.admission !== undefined;
+    const candidates = this.engines.filter((engine) => !excluded.has(engine.id) && (!gated || this.kv.holdReason(engine, call, saturation) === undefined));
     // With the gate, admission judged the candidates' KV: the scraped-KV limit is its, not routing's.
-    const routeSaturation = this.#gate ? { ...saturation, maxKvUsage: Infinity } : saturation;
+    const routeSaturation = gated ? { ...saturation, maxKvUsage: Infinity } : saturation;
     const choice = chooseEngine(call, candidates, routing, routeSaturation, this.#cursor);
     if (choice === undefined) return undefined;
     const engine = this.#byId.get(choice.engineId);
