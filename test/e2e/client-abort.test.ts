@@ -116,7 +116,8 @@ describe("a client that leaves mid-stream", () => {
 
       const rows = await waitFor(() => localUsageRows(local.stateDir, programId, UsageRow), (r) => r.length >= 2, 10_000);
       const cancelled = rows.find((row) => row.status === "cancelled");
-      expect(cancelled).toBeDefined();
+      // Says which way the hung-up call was settled when it was not as cancelled (seen once on a loaded CI run).
+      expect(rows.map((row) => `${row.status}/${row.usage_source}/${row.completion_tokens}`), `attempt ${attempt}, settled ${settleMs} ms after the hang-up`).toContainEqual(expect.stringMatching(/^cancelled\//));
       // Billed from the engine's own per-chunk count: at least what the client saw, far below the 8,000 asked for.
       expect(cancelled).toMatchObject({ usage_source: "engine_partial" });
       expect(cancelled!.engine).toMatch(/^sim-/);
