@@ -116,6 +116,25 @@ export function takeDispatches(
   return { dispatches, held: queue.size > 0 ? unavailableReason(engines, settings.saturation) : undefined };
 }
 
+/**
+ * Routes one call among the engines that admit it, when there is an admission account
+ * (its KV projection then replaces the scraped-KV limit), else among all by saturation
+ * as set: the rule for every call the pool routes outside a dispatch round (a retry,
+ * TAO's overdue programs).
+ */
+export function pickAdmittedEngine(
+  call: QueuedCall,
+  engines: readonly EngineState[],
+  settings: Pick<DispatchSettings, "routing" | "saturation">,
+  admission: Admission | undefined,
+  cursor?: RoundRobinCursor,
+): EngineChoice | undefined {
+  const { routing, saturation } = settings;
+  if (admission === undefined) return pickEngine(call, engines, routing, saturation, cursor);
+  const admitting = engines.filter((engine) => admission.holdReason(engine, call, saturation) === undefined);
+  return pickEngine(call, admitting, routing, { ...saturation, maxKvUsage: Infinity }, cursor);
+}
+
 /** Why no engine takes a call under the count cap and scraped saturation alone (the most binding reason any engine gives). */
 function unavailableReason(engines: readonly EngineState[], saturation: SaturationSettings): HoldReason {
   const reasons = new Set<HoldReason>();

@@ -1,9 +1,9 @@
 import type { ToolEvent } from "../protocol/tool-events.js";
 import { Admission, type CallTokens, type DecodeCostModel, type HoldReason, standaloneCallMs } from "./admission.js";
-import { type Dispatch, type DispatchSettings, takeDispatches, validateDispatchSettings } from "./dispatch.js";
+import { type Dispatch, type DispatchSettings, pickAdmittedEngine, takeDispatches, validateDispatchSettings } from "./dispatch.js";
 import type { EngineState } from "./engines.js";
 import { ProgramQueue, type QueuedCall } from "./queue.js";
-import { chooseEngine, type PrefixMatcher, type RoundRobinCursor } from "./routing.js";
+import type { PrefixMatcher, RoundRobinCursor } from "./routing.js";
 import { DEFAULT_ADMISSION_SETTINGS, DEFAULT_KV_CAPACITY_TOKENS } from "./settings.js";
 import { DEFAULT_TAO_SETTINGS, type TaoPlacementSettings, type TaoSettings } from "./tao/settings.js";
 import { TaoPlacement, type TaoPlacementHooks, type TaoPlacementStats } from "./tao/tao-placement.js";
@@ -108,6 +108,9 @@ export class PoolCore {
   readonly settings: DispatchSettings;
   readonly #byId = new Map<string, EngineState>();
   readonly #configuredCapacity = new Set<string>();
+  /** The account as admission's gate when admission is on (any placement's own routing); undefined when off. */
+  readonly #admission: Admission | undefined;
+  /** Routing placement's dispatch rounds go through the gate (TAO's plans use the account's views instead). */
   readonly #gate: boolean;
   readonly #tao: TaoPlacement | undefined;
   readonly #prefixes: PrefixMatcher<QueuedCall> | undefined;
@@ -134,6 +137,7 @@ export class PoolCore {
       options.settings.admission ?? DEFAULT_ADMISSION_SETTINGS,
       options.engines.map((engine) => ({ id: engine.id, capacityTokens: engine.capacityTokens, costModel: engine.costModel })),
     );
+    this.#admission = options.settings.admission === undefined ? undefined : this.kv;
     const signalSettings = options.signals ?? (placement.policy === "tao" ? placement.settings.tao : DEFAULT_TAO_SETTINGS);
     this.signals = new ToolSignals(signalSettings, options.hooks);
     this.#tao =
@@ -144,12 +148,9 @@ export class PoolCore {
             signals: this.signals,
             kv: {
               kvTarget: this.kv.settings.kvTarget,
-              view: (engineId) => ({
-                capacityTokens: this.kv.capacityTokens(engineId) ?? DEFAULT_KV_CAPACITY_TOKENS,
-                committedTokens: this.kv.projectedKvTokens(engineId),
-              }),
+              view: (engineId) => ({ capacityTokens: this.kvCapacityTokens(engineId), committedTokens: this.kv.projectedKvTokens(engineId) }),
             },
-            ...(options.settings.admission === undefined ? {} : { admission: this.kv }),
+            ...(this.#admission === undefined ? {} : { admission: this.#admission }),
             ...(options.hooks === undefined ? {} : { hooks: options.hooks }),
             ...(options.stopwatch === undefined ? {} : { stopwatch: options.stopwatch }),
           })
@@ -185,8 +186,7 @@ export class PoolCore {
     if (tao !== undefined) {
       const round = tao.round(this.queue, this.engines, now, options.plan === true);
       // With admission, the calls TAO routed itself were charged to the account as they went; planned and reserved ones are charged here.
-      const gated = this.settings.admission !== undefined;
-      for (const dispatch of round.dispatches) this.#record(dispatch, !gated || dispatch.reason === "tao-plan" || dispatch.reason === "tao-reserved");
+      for (const dispatch of round.dispatches) this.#record(dispatch, this.#admission === undefined || dispatch.reason === "tao-plan" || dispatch.reason === "tao-reserved");
       return { dispatches: round.dispatches, held: undefined, heldPrograms: round.held, needsPlan: round.needsPlan, wakeAt: round.wakeAt };
     }
     const round = takeDispatches(this.queue, this.engines, now, this.settings, {
@@ -215,18 +215,12 @@ export class PoolCore {
    * when none will take it now (requeue it).
    */
   route(call: QueuedCall, excluded: ReadonlySet<string>, now: number): Dispatch | undefined {
-    const { saturation, routing } = this.settings;
     // Under either placement a retry goes through admission's account when admission is on.
-    const gated = this.settings.admission !== undefined;
-    const candidates = this.engines.filter((engine) => !excluded.has(engine.id) && (!gated || this.kv.holdReason(engine, call, saturation) === undefined));
-    // With the gate, admission judged the candidates' KV: the scraped-KV limit is its, not routing's.
-    const routeSaturation = gated ? { ...saturation, maxKvUsage: Infinity } : saturation;
-    const choice = chooseEngine(call, candidates, routing, routeSaturation, this.#cursor);
+    const candidates = this.engines.filter((engine) => !excluded.has(engine.id));
+    const choice = pickAdmittedEngine(call, candidates, this.settings, this.#admission, this.#cursor);
     if (choice === undefined) return undefined;
-    const engine = this.#byId.get(choice.engineId);
-    if (engine === undefined) return undefined;
-    engine.inFlight += 1;
-    const dispatch: Dispatch = { call, engineId: choice.engineId, level: 0, promoted: false, reason: choice.reason };
+    choice.engine.inFlight += 1;
+    const dispatch: Dispatch = { call, engineId: choice.engine.id, level: 0, promoted: false, reason: choice.reason };
     this.#record(dispatch, true);
     return dispatch;
   }

@@ -1,8 +1,7 @@
-import { type Dispatch, type DispatchSettings, takeDispatches } from "../dispatch.js";
+import { type Dispatch, type DispatchSettings, pickAdmittedEngine, takeDispatches } from "../dispatch.js";
 import { type EngineState, isAvailable } from "../engines.js";
 import type { Dequeued, ProgramQueue } from "../queue.js";
 import type { Admission } from "../admission.js";
-import { pickEngine } from "../routing.js";
 import { applyPlan, queuedByProgram } from "./apply-plan.js";
 import { type StaleReason, validatePlan } from "./plan-validation.js";
 import type { TaoPlan, TaoPlanEntry } from "./planner.js";
@@ -261,12 +260,10 @@ export class TaoPump {
 
   /** Routes a left-out program's calls one by one; false once no engine can take any call. */
   #route(queue: ProgramQueue, engines: EngineState[], now: number, calls: readonly Dequeued[], out: Dispatch[]): boolean {
-    const { routing, saturation } = this.#settings.dispatch;
-    const { admission } = this.#settings;
+    const { dispatch, admission } = this.#settings;
     for (const queued of calls) {
       // Through the admission account when there is one: an overdue program still waits for room, it no longer overfills an engine.
-      const admitting = admission === undefined ? engines : engines.filter((engine) => admission.holdReason(engine, queued.call, saturation) === undefined);
-      const choice = pickEngine(queued.call, admitting, routing, admission === undefined ? saturation : { ...saturation, maxKvUsage: Infinity });
+      const choice = pickAdmittedEngine(queued.call, engines, dispatch, admission);
       if (choice === undefined) return false;
       const call = queue.remove(queued.call.callId);
       if (call === undefined) continue;
