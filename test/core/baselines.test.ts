@@ -154,9 +154,9 @@ describe("round-robin routing policy", () => {
 });
 
 describe("defaults", () => {
-  it("keep the pool's behaviour: affinity routing, ATLAS value", () => {
+  it("keep the pool's behaviour: affinity routing, PLAS value", () => {
     expect(DEFAULT_ROUTING_SETTINGS.policy).toBeUndefined();
-    expect(DEFAULT_DISPATCH_SETTINGS.queue.priorityValue).toBe("atlas");
+    expect(DEFAULT_DISPATCH_SETTINGS.queue.priorityValue).toBe("plas");
     const engines = [engine("e1"), engine("e2", { inFlight: 3 })];
     expect(chooseEngine({ promptTokens: 5_000, affinityEngine: "e2" }, engines, DEFAULT_ROUTING_SETTINGS, DEFAULT_SATURATION_SETTINGS)).toEqual({
       engineId: "e2",

@@ -82,8 +82,8 @@ const CHURN_REGIME: Regime = {
   ...HOLDING,
   gapScale: 1,
   rates: [0.034, 0.068, 0.1, 0.12, 0.136, 0.15, 0.167, 0.205],
-  policies: ["fcfs-rr", "request-mlq", "atlas", "agentix"],
-  goals: (["agentix", "atlas"] as const).flatMap((policy): GoalSpec[] => [
+  policies: ["fcfs-rr", "request-mlq", "plas", "agentix"],
+  goals: (["agentix", "plas"] as const).flatMap((policy): GoalSpec[] => [
     {
       kind: "group",
       title: `${policy}: opening a new program per call gains a tenant nothing (its twin's latency under honest IDs)`,
@@ -110,7 +110,7 @@ const STARVATION_REGIME: Regime = {
   name: "starvation",
   title: "Anti-starvation with the queue holding: short programs' tails against long programs'",
   description:
-    "The built-in autellix workload (chat and function calling: short programs; LATS tree search: long ones), no tool time, on one Llama-3.1-8B/A100 engine with admission's step-time target at 1.3× the decode floor, so the pool queue holds calls at steady load. agentix is atlas (ATLAS value, no promotion) plus anti-starvation promotion (β = 4, one call per program at a time) and engine priority; plas orders by attained service without promotion; request-mlq is the pool queue in FCFS order.",
+    "The built-in autellix workload (chat and function calling: short programs; LATS tree search: long ones), no tool time, on one Llama-3.1-8B/A100 engine with admission's step-time target at 1.3× the decode floor, so the pool queue holds calls at steady load. agentix is plas (attained service, no promotion) plus anti-starvation promotion (β = 4, one call per program at a time) and engine priority, so its difference to plas is what promotion costs and buys; atlas orders by critical path without promotion; request-mlq is the pool queue in FCFS order.",
   workload: "autellix",
   programs: 400,
   ...HOLDING,

@@ -92,7 +92,7 @@ export const POLICIES: Record<PolicyName, PolicyDescription> = Object.freeze({
     name: "agentix",
     label: "Agentix",
     description:
-      "The pool's defaults: ATLAS value, anti-starvation β, short/long cache-affinity routing with the imbalance override, engine buffer and saturation; engines order their waiting queue by the call's level (vLLM priority = level).",
+      "The pool's defaults: PLAS value (attained service), anti-starvation β, short/long cache-affinity routing with the imbalance override, engine buffer and saturation; engines order their waiting queue by the call's level (vLLM priority = level).",
     poolQueue: true,
   },
   oracle: {
@@ -113,7 +113,7 @@ export const POLICIES: Record<PolicyName, PolicyDescription> = Object.freeze({
     name: "agentix-tao",
     label: "Agentix + TAO placement",
     description:
-      "Agentix's pool queue (ATLAS value, anti-starvation, engine buffer and saturation, vLLM priority = level), but the TAO planner places the waiting programs jointly under each engine's free KV (cache credit, then readiness, then tokens) and holds a slot on its cache engine for a program whose tool is predicted to end within 1 s.",
+      "Agentix's pool queue (PLAS value, anti-starvation, engine buffer and saturation, vLLM priority = level), but the TAO planner places the waiting programs jointly under each engine's free KV (cache credit, then readiness, then tokens) and holds a slot on its cache engine for a program whose tool is predicted to end within 1 s.",
     poolQueue: true,
   },
 } satisfies Record<PolicyName, PolicyDescription>);
