@@ -2,6 +2,7 @@ import { mkdir, readFile, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { z } from "zod";
 import { randomToken } from "../protocol/ids.js";
+import { SigningKeyId } from "../protocol/signing.js";
 import { parsePoolConfig } from "../pool/config.js";
 import { type PoolHandle, startPool } from "../pool/server.js";
 import { DEFAULT_PROFILE } from "../sim/profiles.js";
@@ -44,6 +45,8 @@ export interface LocalStackOptions {
 export const LocalCredentials = z.object({
   adminToken: z.string().min(16),
   signingSecret: z.string().min(16),
+  /** The ID both sides know signingSecret by (absent from older files: LOCAL_SIGNING_KEY_ID). */
+  signingKeyId: SigningKeyId.optional(),
   /** Bearer token of the pool's /metrics, /tao/* and /health detail (absent from older files: generated then). */
   poolOperatorToken: z.string().min(32).optional(),
   tenantId: z.string().optional(),
@@ -67,6 +70,9 @@ export interface LocalStack {
   stop(): Promise<void>;
 }
 
+/** The local pool's one signing key's ID (the edge sends it with every signature). */
+const LOCAL_SIGNING_KEY_ID = "local-1";
+
 export const credentialsPath = (stateDir: string) => path.join(stateDir, "credentials.json");
 
 const newPoolOperatorToken = (): string => `pop_${randomToken(44)}`;
@@ -77,7 +83,7 @@ async function loadOrCreateCredentials(stateDir: string): Promise<LocalCredentia
     credentials = LocalCredentials.parse(JSON.parse(await readFile(credentialsPath(stateDir), "utf8")));
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
-    credentials = { adminToken: `adm_${randomToken(40)}`, signingSecret: randomToken(48) };
+    credentials = { adminToken: `adm_${randomToken(40)}`, signingSecret: randomToken(48), signingKeyId: LOCAL_SIGNING_KEY_ID };
   }
   if (credentials.poolOperatorToken !== undefined) return { ...credentials, poolOperatorToken: credentials.poolOperatorToken };
   const withToken = { ...credentials, poolOperatorToken: newPoolOperatorToken() };
@@ -128,6 +134,7 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
   const log = options.log ?? (() => {});
   await mkdir(options.stateDir, { recursive: true });
   const credentials = await loadOrCreateCredentials(options.stateDir);
+  const signingKey = { id: credentials.signingKeyId ?? LOCAL_SIGNING_KEY_ID, secret: credentials.signingSecret };
   const persistDir = path.join(options.stateDir, "wrangler");
 
   const engines: SimEngineHandle[] = [];
@@ -154,7 +161,7 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
     pool = await startPool(
       parsePoolConfig({
         port: options.poolPort,
-        signingSecret: credentials.signingSecret,
+        signingKeys: [signingKey],
         operatorToken: credentials.poolOperatorToken,
         // Tenants may name only the model the simulated engines serve (no other model or adapter passes through).
         models: [DEFAULT_SIM_MODEL],
@@ -178,7 +185,8 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
 
     const vars = {
       POOL_URL: pool.url,
-      POOL_SIGNING_SECRET: credentials.signingSecret,
+      POOL_SIGNING_SECRET: signingKey.secret,
+      POOL_SIGNING_KEY_ID: signingKey.id,
       ADMIN_TOKEN: credentials.adminToken,
       ...(options.idleTtlMs ? { PROGRAM_IDLE_TTL_MS: String(options.idleTtlMs) } : {}),
     };

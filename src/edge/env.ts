@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { DEFAULT_SIGNING_KEY_ID, type SigningKey, SigningKeyId, SigningSecret } from "../protocol/signing.js";
 import type { TenantLimiter } from "./limiter/tenant-limiter.js";
 import type { ProgramSession } from "./program/session.js";
 
@@ -11,6 +12,8 @@ export interface Env {
   /** The pool's name in the usage ledger; unset: POOL_URL's host. */
   POOL_NAME?: string;
   POOL_SIGNING_SECRET?: string;
+  /** The ID the pool knows POOL_SIGNING_SECRET by; unset: "default". */
+  POOL_SIGNING_KEY_ID?: string;
   /** Unset: the admin API is disabled. Under 32 characters (or too few distinct ones): refused at use. */
   ADMIN_TOKEN?: string;
   PROGRAM_IDLE_TTL_MS?: string;
@@ -26,7 +29,8 @@ const positiveInt = z.coerce.number().int().positive();
 export const EdgeConfig = z.object({
   poolUrl: z.url({ protocol: /^https?$/ }).transform((url) => url.replace(/\/+$/, "")),
   poolName: z.string().trim().min(1).max(100).optional(),
-  poolSigningSecret: z.string().min(16, "must be at least 16 characters"),
+  poolSigningSecret: SigningSecret,
+  poolSigningKeyId: SigningKeyId.default(DEFAULT_SIGNING_KEY_ID),
   // Its strength is checked where it is used (middleware/admin-auth.ts), so a weak one
   // disables the admin API, not the tenants' traffic.
   adminToken: z.string().min(1).optional(),
@@ -53,6 +57,14 @@ export function poolNameOf(config: EdgeConfig): string {
 }
 
 /**
+ * The key the edge signs pool requests with: the signature names its ID, which the
+ * pool must hold beside the same secret.
+ */
+export function poolSigningKeyOf(config: EdgeConfig): SigningKey {
+  return { id: config.poolSigningKeyId, secret: config.poolSigningSecret };
+}
+
+/**
  * Names the offending var (never its value) so a misconfigured deployment says what
  * to fix: in the operator's log only; callers get a generic 500 (middleware/config.ts).
  */
@@ -64,6 +76,7 @@ const VAR_NAMES: Record<keyof EdgeConfig, string> = {
   poolUrl: "POOL_URL",
   poolName: "POOL_NAME",
   poolSigningSecret: "POOL_SIGNING_SECRET",
+  poolSigningKeyId: "POOL_SIGNING_KEY_ID",
   adminToken: "ADMIN_TOKEN",
   programIdleTtlMs: "PROGRAM_IDLE_TTL_MS",
   maxBodyBytes: "MAX_BODY_BYTES",
@@ -82,6 +95,7 @@ export function edgeConfig(env: Env): EdgeConfig {
     poolUrl: env.POOL_URL,
     poolName: env.POOL_NAME === "" ? undefined : env.POOL_NAME,
     poolSigningSecret: env.POOL_SIGNING_SECRET,
+    poolSigningKeyId: env.POOL_SIGNING_KEY_ID === "" ? undefined : env.POOL_SIGNING_KEY_ID,
     adminToken: env.ADMIN_TOKEN === "" ? undefined : env.ADMIN_TOKEN,
     programIdleTtlMs: env.PROGRAM_IDLE_TTL_MS,
     maxBodyBytes: env.MAX_BODY_BYTES,

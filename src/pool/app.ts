@@ -4,6 +4,7 @@ import { z } from "zod";
 import type { Clock } from "../core/clock.js";
 import { openAIError, openAIErrorResponse } from "../protocol/errors.js";
 import { PROGRAM_ID } from "../protocol/ids.js";
+import { POOL_PATHS, type PoolPath } from "../protocol/signing.js";
 import type { ToolEventsAccepted } from "../protocol/tool-events.js";
 import type { PoolConfig } from "./config.js";
 import type { Dispatcher } from "./dispatcher.js";
@@ -41,9 +42,13 @@ export type PoolHealthStatus = z.infer<typeof PoolHealthStatus>;
 export function createPoolApp(deps: PoolAppDeps): Hono<ForwardedEnv> {
   const { config, dispatcher, metrics, clock } = deps;
   const app = new Hono<ForwardedEnv>();
-  /** Signature headers before the body, the body bounded as it streams in (verify-forward.ts). */
-  const verifyOptions = (maxBodyBytes: number) => ({
-    secret: config.signingSecret,
+  /**
+   * Signature headers before the body, the body bounded as it streams in
+   * (verify-forward.ts). `path` is the route's own, as the edge signed it.
+   */
+  const verifyOptions = (path: PoolPath, maxBodyBytes: number) => ({
+    keys: config.signingKeys,
+    path,
     timestampWindowMs: config.timestampWindowMs,
     replay: new ReplayGuard(config.replayWindowMs, config.replayCapacity),
     clock,
@@ -118,8 +123,8 @@ export function createPoolApp(deps: PoolAppDeps): Hono<ForwardedEnv> {
   });
 
   app.post(
-    "/v1/events",
-    verifyForwardedToolEvents(verifyOptions(Math.min(config.maxBodyBytes, MAX_EVENT_BODY_BYTES))),
+    POOL_PATHS.toolEvents,
+    verifyForwardedToolEvents(verifyOptions(POOL_PATHS.toolEvents, Math.min(config.maxBodyBytes, MAX_EVENT_BODY_BYTES))),
     (c) => {
       const { fields, batch } = c.get("toolEvents");
       const accepted: ToolEventsAccepted = { accepted: dispatcher.toolEvents(fields.program, batch.events, fields.ts) };
@@ -128,8 +133,8 @@ export function createPoolApp(deps: PoolAppDeps): Hono<ForwardedEnv> {
   );
 
   app.post(
-    "/v1/chat/completions",
-    verifyForwardedCall(verifyOptions(config.maxBodyBytes)),
+    POOL_PATHS.chatCompletions,
+    verifyForwardedCall(verifyOptions(POOL_PATHS.chatCompletions, config.maxBodyBytes)),
     (c) => dispatcher.submit({ ...c.get("forwarded"), signal: c.req.raw.signal }),
   );
 

@@ -6,14 +6,16 @@ import type { SaturationSettings } from "../core/engines.js";
 import type { QueueSettings } from "../core/queue.js";
 import type { RoutingSettings } from "../core/routing.js";
 import { DEFAULT_DISPATCH_SETTINGS, DEFAULT_KV_CAPACITY_TOKENS } from "../core/settings.js";
+import { DEFAULT_SIGNING_KEY_ID, SigningKey, SigningSecret } from "../protocol/signing.js";
 import { decodeCostOf, ENGINE_PROFILES, isEngineProfileName } from "../sim/profiles.js";
 import { adapterFor, ENGINE_KINDS } from "./engines/index.js";
 import { type PlacementSettings, PlacementPolicyConfig, TaoConfig } from "./tao/config.js";
 
 /*
  * The pool's configuration: a JSON file (path from the CLI or AGENTIX_POOL_CONFIG)
- * with PORT, POOL_SIGNING_SECRET and AGENTIX_POOL_OPERATOR_TOKEN from the
- * environment taking precedence. Unknown keys are errors, so a misspelt knob is
+ * with PORT, the signing keys (POOL_SIGNING_SECRET and POOL_SIGNING_KEY_ID, or
+ * POOL_SIGNING_KEYS) and AGENTIX_POOL_OPERATOR_TOKEN from the environment taking
+ * precedence. Unknown keys are errors, so a misspelt knob is
  * caught instead of silently defaulted.
  * Scheduling knobs override the core's defaults field by field; their ranges are
  * checked by the core's own validators (one source of truth for the rules).
@@ -159,13 +161,25 @@ function admissionSettings(overrides: z.output<typeof AdmissionOverrides>): Admi
 
 const DEFAULT_TIMESTAMP_WINDOW_MS = 30_000;
 
+/** One key, or two while a secret rotates: the edge signs with either, the pool accepts both. */
+const SigningKeys = z
+  .array(SigningKey)
+  .min(1, "signingKeys: at least one key")
+  .max(2, "signingKeys: at most two keys (the current one and, while rotating, the other)")
+  .refine((keys) => new Set(keys.map((key) => key.id)).size === keys.length, "signingKeys: key ids must be unique");
+
 export const PoolConfig = z
   .strictObject({
     host: z.string().min(1).default("127.0.0.1"),
     /** 0 picks a free port. */
     port: z.int().min(0).max(65_535).default(8100),
-    /** Shared with the edge; HMAC key of every forwarded call. */
-    signingSecret: z.string().min(16, "signingSecret must be at least 16 characters"),
+    /**
+     * The HMAC keys shared with the edge, `{ id, secret }`: the edge's signature names
+     * the one it used. Two while rotating: add the new key, move the edge to it, drop the old.
+     */
+    signingKeys: SigningKeys.optional(),
+    /** Legacy form of a single key, whose id is "default"; give this or signingKeys, not both. */
+    signingSecret: SigningSecret.optional(),
     /**
      * Bearer token of the operator endpoints: /metrics, /health's detail, /tao/*.
      * Unset: they answer 403 and /health only says ok or degraded.
@@ -213,6 +227,21 @@ export const PoolConfig = z
     /** Retry-After (s) on 503 answers. */
     retryAfterSeconds: z.int().positive().default(5),
   })
+  .superRefine(
+    ({ signingKeys, signingSecret }, ctx) => {
+      if ((signingKeys === undefined) !== (signingSecret === undefined)) return;
+      ctx.addIssue({
+        code: "custom",
+        path: ["signingKeys"],
+        message:
+          signingKeys === undefined
+            ? "signingKeys (or the legacy signingSecret) is required"
+            : "give signingKeys or the legacy signingSecret, not both",
+      });
+    },
+    // Also beside other problems, so a config missing its keys says so at once.
+    { when: (payload) => typeof payload.value === "object" && payload.value !== null },
+  )
   .transform((config, ctx) => {
     const replayWindowMs = config.replayWindowMs ?? 2 * config.timestampWindowMs;
     if (replayWindowMs < 2 * config.timestampWindowMs) {
@@ -223,9 +252,13 @@ export const PoolConfig = z
       });
       return z.NEVER;
     }
+    const { signingSecret, ...rest } = config;
+    // (Never []: the refinement above requires one of the two forms.)
+    const legacyKey = signingSecret === undefined ? [] : [{ id: DEFAULT_SIGNING_KEY_ID, secret: signingSecret }];
+    const signingKeys: SigningKey[] = config.signingKeys ?? legacyKey;
     // `scheduling` stays the core's DispatchSettings; the placement policy sits beside it.
     const { dispatch, placement } = config.scheduling;
-    return { ...config, replayWindowMs, scheduling: dispatch, placement };
+    return { ...rest, signingKeys, replayWindowMs, scheduling: dispatch, placement };
   });
 export type PoolConfig = z.output<typeof PoolConfig>;
 export type PoolConfigInput = z.input<typeof PoolConfig>;
@@ -250,7 +283,26 @@ export interface LoadPoolConfigOptions {
   env?: Readonly<Record<string, string | undefined>>;
 }
 
-/** File, then PORT, POOL_SIGNING_SECRET and AGENTIX_POOL_OPERATOR_TOKEN from the environment on top. */
+/**
+ * The signing keys the environment sets, replacing the file's: POOL_SIGNING_SECRET
+ * (with POOL_SIGNING_KEY_ID, default "default") for one key, or POOL_SIGNING_KEYS, a
+ * JSON array of `{ id, secret }`, for one or two. Undefined when it sets none.
+ */
+function signingKeysFromEnv(env: Readonly<Record<string, string | undefined>>): unknown {
+  const { POOL_SIGNING_SECRET: secret, POOL_SIGNING_KEY_ID: keyId, POOL_SIGNING_KEYS: keys } = env;
+  if (secret && keys) throw new PoolConfigError("Set POOL_SIGNING_SECRET or POOL_SIGNING_KEYS, not both");
+  if (keyId && !secret) throw new PoolConfigError("POOL_SIGNING_KEY_ID names the key of POOL_SIGNING_SECRET, which is not set");
+  if (secret) return [{ id: keyId || DEFAULT_SIGNING_KEY_ID, secret }];
+  if (!keys) return undefined;
+  try {
+    return JSON.parse(keys);
+  } catch {
+    // Never echo the value: it holds secrets.
+    throw new PoolConfigError('POOL_SIGNING_KEYS is not valid JSON: it must be an array of {"id": …, "secret": …}');
+  }
+}
+
+/** File, then PORT, the signing keys and AGENTIX_POOL_OPERATOR_TOKEN from the environment on top. */
 export async function loadPoolConfig(options: LoadPoolConfigOptions = {}): Promise<PoolConfig> {
   const env = options.env ?? process.env;
   const path = options.path ?? env.AGENTIX_POOL_CONFIG;
@@ -277,7 +329,11 @@ export async function loadPoolConfig(options: LoadPoolConfigOptions = {}): Promi
     if (!Number.isInteger(port)) throw new PoolConfigError(`PORT must be an integer, got ${JSON.stringify(env.PORT)}`);
     merged.port = port;
   }
-  if (env.POOL_SIGNING_SECRET) merged.signingSecret = env.POOL_SIGNING_SECRET;
+  const envKeys = signingKeysFromEnv(env);
+  if (envKeys !== undefined) {
+    delete merged.signingSecret;
+    merged.signingKeys = envKeys;
+  }
   if (env.AGENTIX_POOL_OPERATOR_TOKEN) merged.operatorToken = env.AGENTIX_POOL_OPERATOR_TOKEN;
   return parsePoolConfig(merged, path ? `pool config ${path}` : "pool config (from environment)");
 }

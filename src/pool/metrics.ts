@@ -34,6 +34,7 @@ export interface PoolStateSource {
 export type RejectReason =
   | "missing_signature"
   | "invalid_signature"
+  | "unknown_signing_key"
   | "stale_timestamp"
   | "replayed_call"
   | "replay_cache_full"

@@ -4,7 +4,14 @@ import type { Clock } from "../core/clock.js";
 import { ChatCompletionRequest } from "../protocol/chat.js";
 import { invalidRequest, openAIError } from "../protocol/errors.js";
 import type { ForwardFields } from "../protocol/forward.js";
-import { parseSignedForwardHeaders, verifyForwardMac } from "../protocol/signing.js";
+import {
+  parseSignedForwardHeaders,
+  type PoolPath,
+  SignatureProblem,
+  type SigningKey,
+  signingKeyById,
+  verifyForwardMac,
+} from "../protocol/signing.js";
 import { ToolEventBatch } from "../protocol/tool-events.js";
 import { readBoundedBody } from "./bounded-body.js";
 import type { PoolMetrics, RejectReason } from "./metrics.js";
@@ -27,7 +34,13 @@ export interface ForwardedToolEvents {
 export type ForwardedEnv = { Variables: { forwarded: ForwardedCall; toolEvents: ForwardedToolEvents } };
 
 export interface VerifyForwardedCallOptions {
-  secret: string;
+  /** The keys the pool accepts (two while a secret rotates); the signature names one by its ID. */
+  keys: readonly SigningKey[];
+  /**
+   * The API path of the route this middleware guards, as the edge signed it: a
+   * constant, not the request's URL, so a reverse proxy's path prefix changes nothing.
+   */
+  path: PoolPath;
   timestampWindowMs: number;
   /** Call IDs (or event batch IDs) seen within the replay window. */
   replay: ReplayGuard;
@@ -39,19 +52,20 @@ export interface VerifyForwardedCallOptions {
 }
 
 function signatureRejectReason(reason: string): RejectReason {
-  if (reason === "missing signature") return "missing_signature";
-  if (reason === "stale timestamp") return "stale_timestamp";
+  if (reason === SignatureProblem.missingSignature || reason === SignatureProblem.missingKeyId) return "missing_signature";
   return "invalid_signature";
 }
 
 /**
  * In this order, so that nothing the edge did not sign costs more than its headers:
  *
- * 1. before any body byte is read: the signature header is present and well formed,
- *    every field parses, and the timestamp is within the window (401);
+ * 1. before any body byte is read: the signature header is present, v2 and well
+ *    formed, it names a key the pool holds, every field parses, and the timestamp
+ *    is within the window (401);
  * 2. the body, counted as it arrives: 413 at the chunk that passes maxBodyBytes,
  *    hashed as it streams in;
- * 3. the HMAC over the fields and that hash (401);
+ * 3. the HMAC over the method, the route's path, the key ID, the fields and that
+ *    hash (401);
  * 4. only then the call ID against the replay set (401, or 503 when the set is
  *    full), so unsigned traffic never touches it;
  * 5. the body's JSON against `schema` (400).
@@ -64,20 +78,24 @@ async function verifySigned<T extends z.ZodType>(
   schema: T,
   what: string,
 ): Promise<{ fields: ForwardFields; data: z.output<T> }> {
-  const { secret, timestampWindowMs, replay, clock, metrics, maxBodyBytes } = options;
+  const { keys, path, timestampWindowMs, replay, clock, metrics, maxBodyBytes } = options;
   const reject = (reason: RejectReason, status: 400 | 401 | 413 | 503, message: string, headers?: Record<string, string>) => {
     metrics.reject(reason);
     return openAIError(status, message, { code: reason, headers });
   };
   const signed = parseSignedForwardHeaders(c.req.raw.headers);
   if (!signed.ok) throw reject(signatureRejectReason(signed.reason), 401, `Unauthenticated pool ${what}: ${signed.reason}`);
+  const key = signingKeyById(keys, signed.keyId);
+  if (!key) {
+    throw reject("unknown_signing_key", 401, `Unauthenticated pool ${what}: signed with key ${signed.keyId}, which this pool does not hold`);
+  }
   if (Math.abs(clock.now() - signed.fields.ts) > timestampWindowMs) {
     throw reject("stale_timestamp", 401, `Unauthenticated pool ${what}: stale timestamp`);
   }
 
   const body = await readBoundedBody(c.req.raw, maxBodyBytes);
   if (!body.ok) throw reject("body_too_large", 413, `Request body exceeds ${maxBodyBytes} bytes`);
-  if (!(await verifyForwardMac(secret, signed.fields, signed.mac, body.sha256Hex))) {
+  if (!(await verifyForwardMac(key, { method: c.req.method, path }, signed.fields, signed.mac, body.sha256Hex))) {
     throw reject("invalid_signature", 401, `Unauthenticated pool ${what}: bad signature`);
   }
   const seen = replay.check(signed.fields.call, clock.now());

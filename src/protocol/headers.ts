@@ -16,6 +16,9 @@ export const Header = {
   engine: "x-agentix-engine",
   weight: "x-agentix-weight",
   ts: "x-agentix-ts",
+  /** Which of the pool's signing keys made the signature (covered by it). */
+  keyId: "x-agentix-key-id",
+  /** `v2=<hex HMAC-SHA256>` (src/protocol/signing.ts). */
   signature: "x-agentix-signature",
   // Pool → edge, non-streaming (streaming carries them in the stats comment).
   queueMs: "x-agentix-queue-ms",

@@ -1,14 +1,56 @@
+import { z } from "zod";
 import { FORWARD_FIELD_ORDER, type ForwardFields, forwardHeaders, parseForwardHeaders } from "./forward.js";
 import { Header } from "./headers.js";
 
 /*
- * HMAC-SHA256 over a canonical string of the forward fields and the body's
- * SHA-256, with WebCrypto only, so the edge (workerd) and the pool (Node) run the
- * same code. Header values cannot hold a newline, so joining by "\n" is unambiguous.
+ * HMAC-SHA256 over a canonical string, with WebCrypto only, so the edge (workerd)
+ * and the pool (Node) run the same code. The canonical string is, joined by "\n":
+ *
+ *   v2, the method (uppercase), the pool's API path, the key ID,
+ *   the forward fields in FORWARD_FIELD_ORDER, the body's SHA-256 (hex).
+ *
+ * The method and path bind a signature to its route (a call's signature does not
+ * pass as a tool-event batch's); the key ID names which of the pool's secrets made
+ * it, and is covered by the MAC. Header values cannot hold a newline, and the
+ * method, path and key ID are validated, so joining by "\n" is unambiguous.
  */
 
-const SIGNATURE_VERSION = "v1";
+const SIGNATURE_VERSION = "v2";
 const encoder = new TextEncoder();
+
+/** A signing key's ID when a deployment names none (the legacy single-secret form). */
+export const DEFAULT_SIGNING_KEY_ID = "default";
+
+export const SigningKeyId = z.string().regex(/^[A-Za-z0-9._-]{1,64}$/, "key id: 1–64 of letters, digits, . _ -");
+export const SigningSecret = z.string().min(16, "must be at least 16 characters");
+
+/** One shared HMAC secret and the ID the signature names it by. */
+export const SigningKey = z.strictObject({ id: SigningKeyId, secret: SigningSecret });
+export type SigningKey = z.infer<typeof SigningKey>;
+
+/** The pool's signed API paths: the edge signs the one it calls, the pool verifies with the one its route serves. */
+export const POOL_PATHS = {
+  chatCompletions: "/v1/chat/completions",
+  toolEvents: "/v1/events",
+} as const;
+export type PoolPath = (typeof POOL_PATHS)[keyof typeof POOL_PATHS];
+
+/** What a signature is bound to besides the fields and body: the request's method and the pool's API path. */
+export interface SignedRoute {
+  method: string;
+  /** The API path (POOL_PATHS), without any base path of the pool's URL. */
+  path: string;
+}
+
+const METHOD = /^[A-Za-z]{1,16}$/;
+// Printable ASCII without spaces: no newline can enter the canonical string.
+const PATH = /^\/[\x21-\x7e]{0,1023}$/;
+
+function routeLines(route: SignedRoute): [string, string] {
+  if (!METHOD.test(route.method)) throw new RangeError(`signing: invalid method ${JSON.stringify(route.method)}`);
+  if (!PATH.test(route.path)) throw new RangeError(`signing: invalid path ${JSON.stringify(route.path)}`);
+  return [route.method.toUpperCase(), route.path];
+}
 
 /** TextEncoder always allocates a fresh, unshared buffer; the cast only says so. */
 const utf8 = (text: string): Uint8Array<ArrayBuffer> => encoder.encode(text) as Uint8Array<ArrayBuffer>;
@@ -34,14 +76,15 @@ export async function sha256Hex(body: BodyBytes): Promise<string> {
   return toHex(await crypto.subtle.digest("SHA-256", bytesOf(body)));
 }
 
-export async function canonicalString(fields: ForwardFields, body: BodyBytes): Promise<string> {
-  return canonicalStringOfDigest(fields, await sha256Hex(body));
+export async function canonicalString(route: SignedRoute, keyId: string, fields: ForwardFields, body: BodyBytes): Promise<string> {
+  return canonicalStringOfDigest(route, keyId, fields, await sha256Hex(body));
 }
 
 /** The canonical string when the body's SHA-256 (hex) is already known, e.g. hashed as it streamed in. */
-function canonicalStringOfDigest(fields: ForwardFields, bodySha256Hex: string): string {
+function canonicalStringOfDigest(route: SignedRoute, keyId: string, fields: ForwardFields, bodySha256Hex: string): string {
+  if (!SigningKeyId.safeParse(keyId).success) throw new RangeError(`signing: invalid key id ${JSON.stringify(keyId)}`);
   const values = FORWARD_FIELD_ORDER.map((key) => String(fields[key]));
-  return [SIGNATURE_VERSION, ...values, bodySha256Hex].join("\n");
+  return [SIGNATURE_VERSION, ...routeLines(route), keyId, ...values, bodySha256Hex].join("\n");
 }
 
 type HmacKey = Awaited<ReturnType<typeof crypto.subtle.importKey>>;
@@ -61,28 +104,30 @@ function hmacKey(secret: string): Promise<HmacKey> {
   return key;
 }
 
-/** The `x-agentix-signature` value for these fields and body. */
-export async function signForward(secret: string, fields: ForwardFields, body: BodyBytes): Promise<string> {
-  const key = await hmacKey(secret);
-  const mac = await crypto.subtle.sign("HMAC", key, utf8(await canonicalString(fields, body)));
+/** The `x-agentix-signature` value for this route, key, fields and body. */
+export async function signForward(key: SigningKey, route: SignedRoute, fields: ForwardFields, body: BodyBytes): Promise<string> {
+  const hmac = await hmacKey(key.secret);
+  const mac = await crypto.subtle.sign("HMAC", hmac, utf8(await canonicalString(route, key.id, fields, body)));
   return `${SIGNATURE_VERSION}=${toHex(mac)}`;
 }
 
-/** Every header of a signed edge → pool request: the fields, the signature and the JSON content type. */
+/** Every header of a signed edge → pool request: the fields, the key ID, the signature and the JSON content type. */
 export async function signedForwardHeaders(
-  secret: string,
+  key: SigningKey,
+  route: SignedRoute,
   fields: ForwardFields,
   body: BodyBytes,
 ): Promise<Record<string, string>> {
   return {
     "content-type": "application/json",
     ...forwardHeaders(fields),
-    [Header.signature]: await signForward(secret, fields, body),
+    [Header.keyId]: key.id,
+    [Header.signature]: await signForward(key, route, fields, body),
   };
 }
 
 export type VerifiedForward =
-  | { ok: true; fields: ForwardFields }
+  | { ok: true; fields: ForwardFields; keyId: string }
   | { ok: false; reason: string };
 
 export interface VerifyOptions {
@@ -92,49 +137,78 @@ export interface VerifyOptions {
 }
 
 export type SignedForwardHeaders =
-  | { ok: true; fields: ForwardFields; mac: Uint8Array<ArrayBuffer> }
+  | { ok: true; fields: ForwardFields; keyId: string; mac: Uint8Array<ArrayBuffer> }
   | { ok: false; reason: string };
+
+/** Reasons parseSignedForwardHeaders and verifyForward give, for callers that map them to codes. */
+export const SignatureProblem = {
+  missingSignature: "missing signature",
+  missingKeyId: "missing signing key ID",
+  unknownKey: "unknown signing key",
+  badSignature: "bad signature",
+  staleTimestamp: "stale timestamp",
+} as const;
 
 /**
  * What can be checked of a signed forward before its body is read: the signature
- * header is present and well formed, and every field parses. The MAC itself covers
- * the body's hash, so it is checked afterwards (verifyForwardMac).
+ * header is present, of this version and well formed, the key ID is present and well
+ * formed, and every field parses. The MAC itself covers the body's hash, so it is
+ * checked afterwards (verifyForwardMac).
  */
 export function parseSignedForwardHeaders(headers: Headers): SignedForwardHeaders {
   const signature = headers.get(Header.signature);
-  if (!signature) return { ok: false, reason: "missing signature" };
+  if (!signature) return { ok: false, reason: SignatureProblem.missingSignature };
   const [version, hex] = signature.split("=", 2);
+  if (version !== SIGNATURE_VERSION) {
+    const named = version && /^v\d{1,3}$/.test(version) ? `version ${version}` : "an unknown version";
+    return { ok: false, reason: `signature of ${named} is not accepted (${SIGNATURE_VERSION} expected): update the edge` };
+  }
   const mac = hex ? fromHex(hex) : undefined;
-  if (version !== SIGNATURE_VERSION || !mac) return { ok: false, reason: "malformed signature" };
+  if (!mac) return { ok: false, reason: "malformed signature" };
+  const keyId = headers.get(Header.keyId);
+  if (!keyId) return { ok: false, reason: SignatureProblem.missingKeyId };
+  if (!SigningKeyId.safeParse(keyId).success) return { ok: false, reason: "malformed signing key ID" };
   const parsed = parseForwardHeaders(headers);
   if (!parsed.ok) return parsed;
-  return { ok: true, fields: parsed.fields, mac };
+  return { ok: true, fields: parsed.fields, keyId, mac };
 }
 
-/** Checks a MAC (constant time, by WebCrypto) against the fields and the body's SHA-256 in hex. */
+/** The key of `keys` the signature names, or undefined when none has that ID. */
+export function signingKeyById(keys: readonly SigningKey[], keyId: string): SigningKey | undefined {
+  return keys.find((key) => key.id === keyId);
+}
+
+/** Checks a MAC (constant time, by WebCrypto) against the route, key, fields and the body's SHA-256 in hex. */
 export async function verifyForwardMac(
-  secret: string,
+  key: SigningKey,
+  route: SignedRoute,
   fields: ForwardFields,
   mac: Uint8Array<ArrayBuffer>,
   bodySha256Hex: string,
 ): Promise<boolean> {
-  const key = await hmacKey(secret);
-  return crypto.subtle.verify("HMAC", key, mac, utf8(canonicalStringOfDigest(fields, bodySha256Hex)));
+  const hmac = await hmacKey(key.secret);
+  return crypto.subtle.verify("HMAC", hmac, mac, utf8(canonicalStringOfDigest(route, key.id, fields, bodySha256Hex)));
 }
 
 /**
- * Checks the signature (constant time, by WebCrypto) and the timestamp window.
- * Replay of a call ID is the caller's check: it needs state.
+ * Checks the signature against whichever of `keys` it names (constant time, by
+ * WebCrypto) and the timestamp window. Replay of a call ID is the caller's check:
+ * it needs state.
  */
 export async function verifyForward(
-  secret: string,
+  keys: readonly SigningKey[],
+  route: SignedRoute,
   headers: Headers,
   body: BodyBytes,
   options: VerifyOptions,
 ): Promise<VerifiedForward> {
   const signed = parseSignedForwardHeaders(headers);
   if (!signed.ok) return signed;
-  if (!(await verifyForwardMac(secret, signed.fields, signed.mac, await sha256Hex(body)))) return { ok: false, reason: "bad signature" };
-  if (Math.abs(options.now - signed.fields.ts) > options.windowMs) return { ok: false, reason: "stale timestamp" };
-  return { ok: true, fields: signed.fields };
+  const key = signingKeyById(keys, signed.keyId);
+  if (!key) return { ok: false, reason: SignatureProblem.unknownKey };
+  if (!(await verifyForwardMac(key, route, signed.fields, signed.mac, await sha256Hex(body)))) {
+    return { ok: false, reason: SignatureProblem.badSignature };
+  }
+  if (Math.abs(options.now - signed.fields.ts) > options.windowMs) return { ok: false, reason: SignatureProblem.staleTimestamp };
+  return { ok: true, fields: signed.fields, keyId: signed.keyId };
 }

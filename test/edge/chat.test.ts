@@ -1,7 +1,8 @@
+import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { Header } from "../../src/protocol/headers";
 import { PROGRAM_ID } from "../../src/protocol/ids";
-import { verifyForward } from "../../src/protocol/signing";
+import { POOL_PATHS, verifyForward } from "../../src/protocol/signing";
 import {
   chat,
   chatBody,
@@ -14,6 +15,10 @@ import {
   poolJson,
   programHeader,
   programRow,
+  CALL_ROUTE,
+  EVENTS_ROUTE,
+  edge,
+  POOL_KEYS,
   SIGNING_SECRET,
   tenantFetch,
   usageRows,
@@ -54,10 +59,14 @@ describe("POST /v1/chat/completions (non-streaming)", () => {
     expect(h.get(Header.waitMs)).toBe("0");
     expect(h.get(Header.engine)).toBe("");
     expect(h.get(Header.weight)).toBe("2.5");
-    const verified = await verifyForward(SIGNING_SECRET, h, forwarded.body, { now: Date.now(), windowMs: 60_000 });
-    expect(verified).toMatchObject({ ok: true, fields: { tenant: tenant.id, program: programId, thread: "planner" } });
-    const forged = await verifyForward("another-secret-entirely", h, forwarded.body, { now: Date.now(), windowMs: 60_000 });
+    expect(h.get(Header.keyId)).toBe("default");
+    const window = { now: Date.now(), windowMs: 60_000 };
+    const verified = await verifyForward(POOL_KEYS, CALL_ROUTE, h, forwarded.body, window);
+    expect(verified).toMatchObject({ ok: true, keyId: "default", fields: { tenant: tenant.id, program: programId, thread: "planner" } });
+    const forged = await verifyForward([{ id: "default", secret: "another-secret-entirely" }], CALL_ROUTE, h, forwarded.body, window);
     expect(forged.ok).toBe(false);
+    // Bound to the route: it does not pass as a tool-event batch.
+    expect((await verifyForward(POOL_KEYS, EVENTS_ROUTE, h, forwarded.body, window)).ok).toBe(false);
 
     await drain();
     const rows = await usageRows(programId!);
@@ -75,6 +84,29 @@ describe("POST /v1/chat/completions (non-streaming)", () => {
       queue_ms: 5,
       status: "ok",
     });
+  });
+
+  it("names POOL_SIGNING_KEY_ID's key in the signature and signs the API path, not POOL_URL's base path", async () => {
+    const pool = mockPool(() => poolJson());
+    const tenant = await newTenant();
+    const bindings = { ...env, POOL_URL: "http://pool.test/behind/a/proxy/", POOL_SIGNING_KEY_ID: "edge-key.2" };
+    const res = await edge(
+      "/v1/chat/completions",
+      { method: "POST", body: chatBody(), headers: { authorization: `Bearer ${tenant.key}`, "content-type": "application/json" } },
+      bindings,
+    );
+    expect(res.status).toBe(200);
+    const forwarded = pool[0]!;
+    expect(forwarded.request.url).toBe(`http://pool.test/behind/a/proxy${POOL_PATHS.chatCompletions}`);
+    const h = forwarded.request.headers;
+    expect(h.get(Header.keyId)).toBe("edge-key.2");
+    const window = { now: Date.now(), windowMs: 60_000 };
+    // A pool in rotation holds the edge's key beside another one.
+    const poolKeys = [{ id: "edge-key.1", secret: "the-key-before-this-one" }, { id: "edge-key.2", secret: SIGNING_SECRET }];
+    expect(await verifyForward(poolKeys, CALL_ROUTE, h, forwarded.body, window)).toMatchObject({ ok: true, keyId: "edge-key.2" });
+    // A pool that does not hold the key refuses it by name, the same secret under another ID notwithstanding.
+    expect(await verifyForward(POOL_KEYS, CALL_ROUTE, h, forwarded.body, window)).toEqual({ ok: false, reason: "unknown signing key" });
+    await drain();
   });
 
   it("creates a program when the header is absent and reuses it when present", async () => {

@@ -13,8 +13,9 @@ import {
   mockPool,
   newLimitedTenant,
   newTenant,
+  CALL_ROUTE,
   poolJson,
-  SIGNING_SECRET,
+  POOL_KEYS,
   setOverrides,
   type ForwardedRequest,
 } from "./support";
@@ -34,7 +35,7 @@ const sent = (forwarded: ForwardedRequest | undefined): Record<string, unknown> 
 
 async function signatureCovers(forwarded: ForwardedRequest | undefined): Promise<boolean> {
   if (!forwarded) return false;
-  const verified = await verifyForward(SIGNING_SECRET, forwarded.request.headers, forwarded.body, {
+  const verified = await verifyForward(POOL_KEYS, CALL_ROUTE, forwarded.request.headers, forwarded.body, {
     now: Date.now(),
     windowMs: 60_000,
   });

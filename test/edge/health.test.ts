@@ -31,4 +31,12 @@ describe("edge basics", () => {
     }
     logged.mockRestore();
   });
+
+  it("names a malformed POOL_SIGNING_KEY_ID in the log", async () => {
+    const logged = vi.spyOn(console, "error").mockImplementation(() => undefined);
+    const res = await edge("/v1/programs", { method: "POST", headers: { authorization: "Bearer x" } }, { ...env, POOL_SIGNING_KEY_ID: "no spaces" });
+    expect((await expectOpenAIError(res, 500, "server_error")).error.code).toBe("edge_misconfigured");
+    expect(String(logged.mock.calls[0]?.[0])).toContain("POOL_SIGNING_KEY_ID: key id: 1–64 of letters, digits, . _ -");
+    logged.mockRestore();
+  });
 });

@@ -3,6 +3,7 @@ import { env } from "cloudflare:workers";
 import { expect, vi } from "vitest";
 import { Header, RateLimitHeader } from "../../src/protocol/headers";
 import { dataEvent, DONE_EVENT, formatEvent } from "../../src/protocol/sse";
+import { POOL_PATHS, type SignedRoute, type SigningKey } from "../../src/protocol/signing";
 import { type PoolCallStats, statsCommentEvent, statsHeaders } from "../../src/protocol/stats";
 import worker from "../../src/edge/index";
 
@@ -15,6 +16,11 @@ import worker from "../../src/edge/index";
 /** As vitest.config.ts binds it: at least 32 characters, as the edge requires. */
 export const ADMIN_TOKEN = "test-admin-token-0123456789abcdef";
 export const SIGNING_SECRET = "test-signing-secret";
+/** The key the edge signs with as vitest.config.ts binds it (no POOL_SIGNING_KEY_ID: "default"), as a pool would hold it. */
+export const POOL_KEYS: SigningKey[] = [{ id: "default", secret: SIGNING_SECRET }];
+/** What the pool verifies a forwarded call and a tool-event batch against. */
+export const CALL_ROUTE: SignedRoute = { method: "POST", path: POOL_PATHS.chatCompletions };
+export const EVENTS_ROUTE: SignedRoute = { method: "POST", path: POOL_PATHS.toolEvents };
 export const POOL_CHAT_URL = "http://pool.test/v1/chat/completions";
 
 const contexts: ExecutionContext[] = [];

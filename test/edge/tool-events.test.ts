@@ -14,7 +14,9 @@ import {
   newTenant,
   poolJson,
   programHeader,
-  SIGNING_SECRET,
+  CALL_ROUTE,
+  EVENTS_ROUTE,
+  POOL_KEYS,
   type TestTenant,
   tenantFetch,
 } from "./support";
@@ -156,8 +158,12 @@ describe("POST /v1/programs/{id}/events: forwarding to the pool", () => {
     const [forwarded, ...rest] = eventBatches(seen);
     expect(rest).toEqual([]);
     expect(forwarded?.request.method).toBe("POST");
-    const verified = await verifyForward(SIGNING_SECRET, forwarded!.request.headers, forwarded!.body, { now: Date.now(), windowMs: 30_000 });
+    const window = { now: Date.now(), windowMs: 30_000 };
+    expect(forwarded!.request.headers.get(Header.keyId)).toBe("default");
+    const verified = await verifyForward(POOL_KEYS, EVENTS_ROUTE, forwarded!.request.headers, forwarded!.body, window);
     expect(verified.ok).toBe(true);
+    // Bound to the route: a batch's signature does not pass as a call's.
+    expect((await verifyForward(POOL_KEYS, CALL_ROUTE, forwarded!.request.headers, forwarded!.body, window)).ok).toBe(false);
     if (!verified.ok) return;
     expect(verified.fields).toMatchObject({ tenant: tenant.id, program: programId, thread: "main", serviceMs: 0, pathMs: 0, waitMs: 0, engine: "", weight: 2 });
     expect(verified.fields.call).toMatch(/^evt_[0-9A-Za-z]{24}$/);
@@ -169,7 +175,7 @@ describe("POST /v1/programs/{id}/events: forwarding to the pool", () => {
 
     // A tampered batch does not verify: the signature covers the body.
     const tampered = JSON.stringify({ events: [started({ expected_duration_ms: 1 })] });
-    expect((await verifyForward(SIGNING_SECRET, forwarded!.request.headers, tampered, { now: Date.now(), windowMs: 30_000 })).ok).toBe(false);
+    expect((await verifyForward(POOL_KEYS, EVENTS_ROUTE, forwarded!.request.headers, tampered, window)).ok).toBe(false);
   });
 
   it("gives every batch its own ID", async () => {

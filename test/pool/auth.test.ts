@@ -4,7 +4,8 @@ import { OpenAIErrorBody } from "../../src/protocol/errors.js";
 import { Header } from "../../src/protocol/headers.js";
 import { type PoolHandle, startPool } from "../../src/pool/server.js";
 import { type FakeEngine, startFakeEngine } from "./fake-engine.js";
-import { chatBody, metricValue, operatorHeaders, SECRET, signedCall, testConfig } from "./helpers.js";
+import { POOL_PATHS, type SigningKey } from "../../src/protocol/signing.js";
+import { chatBody, metricValue, operatorHeaders, SIGNING_KEY, signedCall, signedEvents, testConfig } from "./helpers.js";
 
 let engine: FakeEngine;
 let pool: PoolHandle;
@@ -144,6 +145,9 @@ describe("signature headers before the body, and the body bounded as it streams 
   it.each([
     ["no signature", (h: Record<string, string>) => { delete h[Header.signature]; }, "missing_signature"],
     ["a malformed signature", (h: Record<string, string>) => { h[Header.signature] = "v2=abc"; }, "invalid_signature"],
+    ["a v1 signature", (h: Record<string, string>) => { h[Header.signature] = `v1=${"ab".repeat(32)}`; }, "invalid_signature"],
+    ["no key ID", (h: Record<string, string>) => { delete h[Header.keyId]; }, "missing_signature"],
+    ["a key the pool does not hold", (h: Record<string, string>) => { h[Header.keyId] = "not-held"; }, "unknown_signing_key"],
     ["a missing field", (h: Record<string, string>) => { delete h[Header.tenant]; }, "invalid_signature"],
     ["a stale timestamp", (h: Record<string, string>) => { h[Header.ts] = String(Date.now() - 60_000); }, "stale_timestamp"],
   ])("answers a call with %s 401 before reading its body", async (_what, tamper, code) => {
@@ -202,6 +206,69 @@ describe("body limit default", () => {
       expect(res.status).toBe(200);
     } finally {
       await big.close();
+    }
+  });
+});
+
+describe("signing keys per pool", () => {
+  const OLD: SigningKey = { id: "pool-old", secret: "the-old-secret-of-this-pool" };
+  const NEW: SigningKey = { id: "pool-new", secret: "the-new-secret-of-this-pool" };
+
+  async function withPool(keys: SigningKey[], run: (p: PoolHandle) => Promise<void>): Promise<void> {
+    const p = await startPool(testConfig({ engines: [{ id: "e1", url: engine.url }], signingKeys: keys }));
+    try {
+      await run(p);
+    } finally {
+      await p.close();
+    }
+  }
+  const postTo = (p: PoolHandle, call: { headers: Record<string, string>; body: string }, path: string = POOL_PATHS.chatCompletions) =>
+    p.app.request(path, { method: "POST", headers: call.headers, body: call.body });
+
+  it("accepts calls signed by either of two keys while a secret rotates", async () => {
+    await withPool([OLD, NEW], async (p) => {
+      for (const key of [OLD, NEW]) {
+        const call = await signedCall({ key });
+        expect((await postTo(p, call)).status).toBe(200);
+      }
+    });
+  });
+
+  it("refuses the rotated-out key once the pool drops it, and counts it", async () => {
+    await withPool([NEW], async (p) => {
+      const call = await signedCall({ key: OLD });
+      const body = await expectError(await postTo(p, call), 401, "unknown_signing_key");
+      expect(body.error.type).toBe("authentication_error");
+      expect(body.error.message).toContain("pool-old");
+      const text = await p.metrics.registry.metrics();
+      expect(metricValue(text, 'agentix_pool_rejected_requests_total{reason="unknown_signing_key"}')).toBe(1);
+      expect((await postTo(p, await signedCall({ key: NEW }))).status).toBe(200);
+    });
+  });
+
+  it("refuses a key ID swapped to another key the pool holds", async () => {
+    await withPool([OLD, NEW], async (p) => {
+      const call = await signedCall({ key: OLD });
+      await expectError(await postTo(p, { ...call, headers: { ...call.headers, [Header.keyId]: NEW.id } }), 401, "invalid_signature");
+    });
+  });
+
+  it("binds a signature to its route: a call's signature does not pass as an event batch's, nor the reverse", async () => {
+    const call = await signedCall({ body: { events: [{ type: "tool_started", tool: "bash", thread: "main" }] } });
+    await expectError(await postTo(pool, call, POOL_PATHS.toolEvents), 401, "invalid_signature");
+    const events = await signedEvents();
+    await expectError(await postTo(pool, { ...events, body: JSON.stringify(chatBody()) }), 401, "invalid_signature");
+    // On its own route the batch verifies: the refusal above did not burn its ID.
+    expect((await postTo(pool, events, POOL_PATHS.toolEvents)).status).toBe(202);
+  });
+
+  it("the legacy signingSecret is the key \"default\"", async () => {
+    const p = await startPool(testConfig({ engines: [{ id: "e1", url: engine.url }], signingKeys: undefined, signingSecret: SIGNING_KEY.secret }));
+    try {
+      expect((await postTo(p, await signedCall({ key: { id: "default", secret: SIGNING_KEY.secret } }))).status).toBe(200);
+      await expectError(await postTo(p, await signedCall()), 401, "unknown_signing_key");
+    } finally {
+      await p.close();
     }
   });
 });

@@ -6,8 +6,21 @@ import { DEFAULT_DISPATCH_SETTINGS } from "../../src/core/settings.js";
 import { loadPoolConfig, parsePoolConfig, PoolConfigError } from "../../src/pool/config.js";
 
 const minimal = { signingSecret: "0123456789abcdef", engines: [{ id: "e1", url: "http://127.0.0.1:8000/" }] };
+const KEY_A = { id: "pool-a-2025", secret: "secret-of-key-a-0123" };
+const KEY_B = { id: "pool-a-2026", secret: "secret-of-key-b-4567" };
 
 describe("pool config", () => {
+  it("reads the legacy signingSecret as one key with id \"default\"", () => {
+    const config = parsePoolConfig(minimal);
+    expect(config.signingKeys).toEqual([{ id: "default", secret: minimal.signingSecret }]);
+    expect(config).not.toHaveProperty("signingSecret");
+  });
+
+  it("takes one signing key, or two while rotating", () => {
+    expect(parsePoolConfig({ engines: minimal.engines, signingKeys: [KEY_A] }).signingKeys).toEqual([KEY_A]);
+    expect(parsePoolConfig({ engines: minimal.engines, signingKeys: [KEY_A, KEY_B] }).signingKeys).toEqual([KEY_A, KEY_B]);
+  });
+
   it("fills defaults from the core and the pool", () => {
     const config = parsePoolConfig(minimal);
     expect(config).toMatchObject({
@@ -87,6 +100,13 @@ describe("pool config", () => {
     ["a non-http url", { ...minimal, engines: [{ id: "e", url: "ftp://x" }] }, /http\(s\) URL/],
     ["an unknown kind", { ...minimal, engines: [{ id: "e", url: "http://x", kind: "tgi" }] }, /kind/],
     ["a short secret", { ...minimal, signingSecret: "short" }, /at least 16/],
+    ["a short secret in signingKeys", { engines: minimal.engines, signingKeys: [{ id: "k1", secret: "short" }] }, /must be at least 16 characters\n\s+→ at signingKeys\[0\]\.secret/],
+    ["a key id with a space", { engines: minimal.engines, signingKeys: [{ id: "k 1", secret: KEY_A.secret }] }, /key id: 1–64 of letters, digits, \. _ -/],
+    ["duplicate signing key ids", { engines: minimal.engines, signingKeys: [KEY_A, { ...KEY_B, id: KEY_A.id }] }, /key ids must be unique/],
+    ["three signing keys", { engines: minimal.engines, signingKeys: [KEY_A, KEY_B, { id: "k3", secret: KEY_A.secret }] }, /at most two keys/],
+    ["no signing keys", { engines: minimal.engines, signingKeys: [] }, /at least one key/],
+    ["both signingSecret and signingKeys", { ...minimal, signingKeys: [KEY_A] }, /signingKeys or the legacy signingSecret, not both/],
+    ["neither signingSecret nor signingKeys", { engines: minimal.engines }, /signingKeys \(or the legacy signingSecret\) is required/],
     ["a misspelt key", { ...minimal, retry: 3 }, /retry/],
     ["a scheduling value the core refuses", { ...minimal, scheduling: { queue: { growth: 1 } } }, /growth must be/],
     ["an unknown scheduling knob", { ...minimal, scheduling: { routing: { longPrompt: 5 } } }, /longPrompt/],
@@ -114,7 +134,30 @@ describe("loadPoolConfig", () => {
       env: { AGENTIX_POOL_CONFIG: file, PORT: "9100", POOL_SIGNING_SECRET: "from-the-environment-secret" },
     });
     expect(config.port).toBe(9100);
-    expect(config.signingSecret).toBe("from-the-environment-secret");
+    expect(config.signingKeys).toEqual([{ id: "default", secret: "from-the-environment-secret" }]);
+  });
+
+  it("replaces the file's keys with POOL_SIGNING_SECRET and POOL_SIGNING_KEY_ID, or with POOL_SIGNING_KEYS", async () => {
+    const file = path.join(dir, "pool-keys.json");
+    await writeFile(file, JSON.stringify({ engines: minimal.engines, signingKeys: [KEY_A, KEY_B] }));
+    expect((await loadPoolConfig({ path: file, env: {} })).signingKeys).toEqual([KEY_A, KEY_B]);
+    const one = await loadPoolConfig({ path: file, env: { POOL_SIGNING_SECRET: "from-the-environment-secret", POOL_SIGNING_KEY_ID: "env-1" } });
+    expect(one.signingKeys).toEqual([{ id: "env-1", secret: "from-the-environment-secret" }]);
+    const legacyFile = path.join(dir, "pool-legacy.json");
+    await writeFile(legacyFile, JSON.stringify(minimal));
+    const rotated = await loadPoolConfig({ path: legacyFile, env: { POOL_SIGNING_KEYS: JSON.stringify([KEY_B, KEY_A]) } });
+    expect(rotated.signingKeys).toEqual([KEY_B, KEY_A]);
+  });
+
+  it("reports ambiguous or malformed signing keys in the environment without echoing them", async () => {
+    const env = { POOL_SIGNING_SECRET: "from-the-environment-secret", POOL_SIGNING_KEYS: JSON.stringify([KEY_A]) };
+    await expect(loadPoolConfig({ env })).rejects.toThrow(/POOL_SIGNING_SECRET or POOL_SIGNING_KEYS, not both/);
+    await expect(loadPoolConfig({ env: { POOL_SIGNING_KEY_ID: "env-1" } })).rejects.toThrow(/POOL_SIGNING_SECRET, which is not set/);
+    const garbled = loadPoolConfig({ env: { POOL_SIGNING_KEYS: "[{id: secret-value-here}" } });
+    await expect(garbled).rejects.toThrow(/POOL_SIGNING_KEYS is not valid JSON/);
+    await expect(garbled).rejects.not.toThrow(/secret-value-here/);
+    const tooMany = [KEY_A, KEY_B, { id: "k3", secret: KEY_A.secret }];
+    await expect(loadPoolConfig({ env: { POOL_SIGNING_KEYS: JSON.stringify(tooMany) } })).rejects.toThrow(/at most two keys/);
   });
 
   it("prefers an explicit path and reports unreadable or invalid files", async () => {

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll } from "vitest";
 import type { ForwardFields } from "../../src/protocol/forward.js";
-import { signedForwardHeaders } from "../../src/protocol/signing.js";
+import { POOL_PATHS, type PoolPath, type SigningKey, signedForwardHeaders } from "../../src/protocol/signing.js";
 import { newCallId, newEventBatchId } from "../../src/protocol/ids.js";
 import type { ToolEventInput } from "../../src/protocol/tool-events.js";
 import { parsePoolConfig, type PoolConfig, type PoolConfigInput } from "../../src/pool/config.js";
@@ -8,6 +8,8 @@ import { type PoolHandle, startPool } from "../../src/pool/server.js";
 import { type SimEngineHandle, startSimEngine } from "../../src/sim/engine-server.js";
 
 export const SECRET = "test-pool-signing-secret";
+/** The key testConfig's pools hold, and signedCall signs with unless told otherwise. */
+export const SIGNING_KEY: SigningKey = { id: "test-1", secret: SECRET };
 /** The test pools' operator token (testConfig sets it): /metrics, /tao/* and /health's detail need it. */
 export const OPERATOR_TOKEN = "test-pool-operator-token-0123456789abcdef";
 export const operatorHeaders = (): Record<string, string> => ({ authorization: `Bearer ${OPERATOR_TOKEN}` });
@@ -24,9 +26,18 @@ export const chatBody = (extra: Record<string, unknown> = {}) => ({
   ...extra,
 });
 
+export interface SignOptions {
+  /** Default SIGNING_KEY. */
+  key?: SigningKey;
+  /** Shorthand: SIGNING_KEY's ID with this secret (a forger who guessed the ID). */
+  secret?: string;
+  /** The API path signed; default /v1/chat/completions. */
+  path?: PoolPath;
+}
+
 /** A call as the edge would forward it, validly signed unless the test tampers with it. */
 export async function signedCall(
-  options: { fields?: Partial<ForwardFields>; body?: unknown; secret?: string } = {},
+  options: { fields?: Partial<ForwardFields>; body?: unknown } & SignOptions = {},
 ): Promise<SignedCall> {
   const fields: ForwardFields = {
     tenant: "ten_test",
@@ -42,17 +53,21 @@ export async function signedCall(
     ...options.fields,
   };
   const body = typeof options.body === "string" ? options.body : JSON.stringify(options.body ?? chatBody());
-  return { fields, body, headers: await signedForwardHeaders(options.secret ?? SECRET, fields, body) };
+  const key = options.key ?? (options.secret === undefined ? SIGNING_KEY : { id: SIGNING_KEY.id, secret: options.secret });
+  const route = { method: "POST", path: options.path ?? POOL_PATHS.chatCompletions };
+  return { fields, body, headers: await signedForwardHeaders(key, route, fields, body) };
 }
 
 /** A batch of tool events as the edge would forward it (`call` = the batch's ID), validly signed. */
 export async function signedEvents(
-  options: { fields?: Partial<ForwardFields>; events?: ToolEventInput[]; body?: string; secret?: string } = {},
+  options: { fields?: Partial<ForwardFields>; events?: ToolEventInput[]; body?: string } & Omit<SignOptions, "path"> = {},
 ): Promise<SignedCall> {
+  const { fields, events, body, ...sign } = options;
   return signedCall({
-    fields: { call: newEventBatchId(), ...options.fields },
-    body: options.body ?? JSON.stringify({ events: options.events ?? [{ type: "tool_started", tool: "bash", thread: "main" }] }),
-    ...(options.secret === undefined ? {} : { secret: options.secret }),
+    ...sign,
+    path: POOL_PATHS.toolEvents,
+    fields: { call: newEventBatchId(), ...fields },
+    body: body ?? JSON.stringify({ events: events ?? [{ type: "tool_started", tool: "bash", thread: "main" }] }),
   });
 }
 
@@ -66,7 +81,7 @@ export function metricValue(text: string, series: string): number | undefined {
 }
 
 export function testConfig(input: Partial<PoolConfigInput> & Pick<PoolConfigInput, "engines">): PoolConfig {
-  return parsePoolConfig({ port: 0, signingSecret: SECRET, operatorToken: OPERATOR_TOKEN, metricsIntervalMs: 50, ...input });
+  return parsePoolConfig({ port: 0, signingKeys: [SIGNING_KEY], operatorToken: OPERATOR_TOKEN, metricsIntervalMs: 50, ...input });
 }
 
 export async function waitFor(predicate: () => boolean | Promise<boolean>, what: string, timeoutMs = 5_000): Promise<void> {

@@ -1,9 +1,22 @@
 import { describe, expect, it } from "vitest";
 import { type ForwardFields, forwardHeaders } from "../../src/protocol/forward.js";
 import { Header } from "../../src/protocol/headers.js";
-import { signForward, verifyForward } from "../../src/protocol/signing.js";
+import {
+  canonicalString,
+  POOL_PATHS,
+  type SignedRoute,
+  type SigningKey,
+  SigningKey as SigningKeySchema,
+  sha256Hex,
+  signForward,
+  signedForwardHeaders,
+  verifyForward,
+} from "../../src/protocol/signing.js";
 
-const SECRET = "s3cret";
+const KEY: SigningKey = { id: "pool-a.1", secret: "s3cret-s3cret-s3cret" };
+const OTHER_KEY: SigningKey = { id: "pool-a.2", secret: "another-secret-of-pool-a" };
+const CALL: SignedRoute = { method: "POST", path: POOL_PATHS.chatCompletions };
+const EVENTS: SignedRoute = { method: "POST", path: POOL_PATHS.toolEvents };
 const NOW = 1_780_000_000_000;
 const fields: ForwardFields = {
   tenant: "ten_a",
@@ -18,27 +31,69 @@ const fields: ForwardFields = {
   ts: NOW,
 };
 const body = JSON.stringify({ model: "m", messages: [{ role: "user", content: "hi" }] });
+const window = { now: NOW, windowMs: 30_000 };
 
-async function signedHeaders(f = fields, b = body, secret = SECRET): Promise<Headers> {
-  const headers = new Headers(forwardHeaders(f));
-  headers.set(Header.signature, await signForward(secret, f, b));
-  return headers;
+async function signedHeaders(f = fields, b = body, key = KEY, route = CALL): Promise<Headers> {
+  return new Headers(await signedForwardHeaders(key, route, f, b));
 }
 
 describe("edge → pool signing", () => {
-  it("verifies what it signed and returns the parsed fields", async () => {
-    const result = await verifyForward(SECRET, await signedHeaders(), body, { now: NOW + 10, windowMs: 30_000 });
-    expect(result).toEqual({ ok: true, fields });
+  it("verifies what it signed and returns the parsed fields and the key ID", async () => {
+    const headers = await signedHeaders();
+    expect(headers.get(Header.keyId)).toBe(KEY.id);
+    expect(headers.get(Header.signature)).toMatch(/^v2=[0-9a-f]{64}$/);
+    const result = await verifyForward([KEY], CALL, headers, body, { now: NOW + 10, windowMs: 30_000 });
+    expect(result).toEqual({ ok: true, fields, keyId: KEY.id });
+  });
+
+  it("signs version, method, path, key ID, the fields in order and the body hash, one per line", async () => {
+    const text = await canonicalString({ method: "post", path: POOL_PATHS.toolEvents }, KEY.id, fields, body);
+    expect(text.split("\n")).toEqual([
+      "v2",
+      "POST",
+      "/v1/events",
+      "pool-a.1",
+      "ten_a",
+      "prog_abcdefgh",
+      "main",
+      "call_1",
+      "1200.5",
+      "800",
+      "30",
+      "e1",
+      "2",
+      String(NOW),
+      await sha256Hex(body),
+    ]);
+  });
+
+  it("refuses a method or path that could break the canonical string", async () => {
+    await expect(signForward(KEY, { method: "POST\nX", path: "/v1/events" }, fields, body)).rejects.toThrow(/method/);
+    await expect(signForward(KEY, { method: "POST", path: "/v1/events\n/x" }, fields, body)).rejects.toThrow(/path/);
+    await expect(signForward(KEY, { method: "POST", path: "v1/events" }, fields, body)).rejects.toThrow(/path/);
+    await expect(signForward({ id: "a\nb", secret: KEY.secret }, CALL, fields, body)).rejects.toThrow(/key id/);
   });
 
   it("accepts an empty engine (no affinity yet)", async () => {
     const f = { ...fields, engine: "" };
-    const result = await verifyForward(SECRET, await signedHeaders(f), body, { now: NOW, windowMs: 1 });
+    const result = await verifyForward([KEY], CALL, await signedHeaders(f), body, { now: NOW, windowMs: 1 });
     expect(result.ok).toBe(true);
   });
 
+  it("accepts a signature by either held key (rotation)", async () => {
+    for (const key of [KEY, OTHER_KEY]) {
+      const result = await verifyForward([KEY, OTHER_KEY], CALL, await signedHeaders(fields, body, key), body, window);
+      expect(result).toMatchObject({ ok: true, keyId: key.id });
+    }
+  });
+
+  it("refuses a key ID the verifier does not hold, before any MAC", async () => {
+    const result = await verifyForward([OTHER_KEY], CALL, await signedHeaders(), body, window);
+    expect(result).toEqual({ ok: false, reason: "unknown signing key" });
+  });
+
   it.each([
-    ["a wrong secret", async () => signedHeaders(fields, body, "other")],
+    ["a wrong secret under the right key ID", async () => signedHeaders(fields, body, { id: KEY.id, secret: "other-secret-other" })],
     [
       "a tampered header",
       async () => {
@@ -47,41 +102,97 @@ describe("edge → pool signing", () => {
         return h;
       },
     ],
+    [
+      "the key ID swapped to another key the verifier holds",
+      async () => {
+        const h = await signedHeaders();
+        h.set(Header.keyId, OTHER_KEY.id);
+        return h;
+      },
+    ],
+    [
+      "the key ID swapped, with the same secret behind both IDs",
+      async () => {
+        const h = await signedHeaders(fields, body, { id: OTHER_KEY.id, secret: KEY.secret });
+        h.set(Header.keyId, KEY.id);
+        return h;
+      },
+    ],
   ])("rejects %s", async (_name, make) => {
-    const result = await verifyForward(SECRET, await make(), body, { now: NOW, windowMs: 30_000 });
+    const result = await verifyForward([KEY, OTHER_KEY], CALL, await make(), body, window);
     expect(result).toEqual({ ok: false, reason: "bad signature" });
   });
 
+  it("binds a signature to its path: a call's signature replayed against /v1/events fails", async () => {
+    const headers = await signedHeaders(fields, body, KEY, CALL);
+    expect((await verifyForward([KEY], CALL, headers, body, window)).ok).toBe(true);
+    expect(await verifyForward([KEY], EVENTS, headers, body, window)).toEqual({ ok: false, reason: "bad signature" });
+    const events = await signedHeaders(fields, body, KEY, EVENTS);
+    expect(await verifyForward([KEY], CALL, events, body, window)).toEqual({ ok: false, reason: "bad signature" });
+  });
+
+  it("binds a signature to its method", async () => {
+    const headers = await signedHeaders();
+    expect(await verifyForward([KEY], { ...CALL, method: "PUT" }, headers, body, window)).toEqual({ ok: false, reason: "bad signature" });
+    // The method is compared uppercase, as HTTP spells it.
+    expect((await verifyForward([KEY], { ...CALL, method: "post" }, headers, body, window)).ok).toBe(true);
+  });
+
   it("rejects a tampered body", async () => {
-    const result = await verifyForward(SECRET, await signedHeaders(), `${body} `, { now: NOW, windowMs: 30_000 });
+    const result = await verifyForward([KEY], CALL, await signedHeaders(), `${body} `, window);
     expect(result).toEqual({ ok: false, reason: "bad signature" });
   });
 
   it("rejects a stale or future timestamp", async () => {
     const headers = await signedHeaders();
-    expect(await verifyForward(SECRET, headers, body, { now: NOW + 30_001, windowMs: 30_000 })).toEqual({
+    expect(await verifyForward([KEY], CALL, headers, body, { now: NOW + 30_001, windowMs: 30_000 })).toEqual({
       ok: false,
       reason: "stale timestamp",
     });
-    expect((await verifyForward(SECRET, headers, body, { now: NOW - 30_001, windowMs: 30_000 })).ok).toBe(false);
+    expect((await verifyForward([KEY], CALL, headers, body, { now: NOW - 30_001, windowMs: 30_000 })).ok).toBe(false);
   });
 
-  it("rejects missing and malformed signatures and missing fields", async () => {
+  it("refuses a v1 signature with a message that says to update the edge", async () => {
     const headers = await signedHeaders();
-    const noSig = new Headers(headers);
-    noSig.delete(Header.signature);
-    expect(await verifyForward(SECRET, noSig, body, { now: NOW, windowMs: 1 })).toEqual({
-      ok: false,
-      reason: "missing signature",
-    });
-    const badSig = new Headers(headers);
-    badSig.set(Header.signature, "v1=zz");
-    expect((await verifyForward(SECRET, badSig, body, { now: NOW, windowMs: 1 })).ok).toBe(false);
-    const noTenant = new Headers(headers);
-    noTenant.delete(Header.tenant);
-    expect(await verifyForward(SECRET, noTenant, body, { now: NOW, windowMs: 1 })).toEqual({
-      ok: false,
-      reason: "bad or missing tenant",
-    });
+    headers.set(Header.signature, `v1=${"ab".repeat(32)}`);
+    const result = await verifyForward([KEY], CALL, headers, body, window);
+    expect(result).toEqual({ ok: false, reason: "signature of version v1 is not accepted (v2 expected): update the edge" });
+    // Also without the key ID header, as a v1 edge sends it.
+    headers.delete(Header.keyId);
+    expect(await verifyForward([KEY], CALL, headers, body, window)).toEqual(result);
+  });
+
+  it.each([
+    ["no signature", Header.signature, undefined, "missing signature"],
+    ["a malformed signature", Header.signature, "v2=zz", "malformed signature"],
+    ["no key ID", Header.keyId, undefined, "missing signing key ID"],
+    ["a malformed key ID", Header.keyId, "no spaces allowed", "malformed signing key ID"],
+    ["no tenant", Header.tenant, undefined, "bad or missing tenant"],
+  ])("rejects %s", async (_what, name, value, reason) => {
+    const headers = await signedHeaders();
+    if (value === undefined) headers.delete(name);
+    else headers.set(name, value);
+    expect(await verifyForward([KEY], CALL, headers, body, window)).toEqual({ ok: false, reason });
+  });
+
+  it("only carries the forward fields, the key ID and the signature", async () => {
+    const headers = await signedForwardHeaders(KEY, CALL, fields, body);
+    expect(Object.keys(headers).sort()).toEqual(
+      ["content-type", ...Object.keys(forwardHeaders(fields)), Header.keyId, Header.signature].sort(),
+    );
+  });
+});
+
+describe("signing keys", () => {
+  it.each([
+    [{ id: "local-1", secret: "0123456789abcdef" }, true],
+    [{ id: "A.b_c-9", secret: "0123456789abcdef" }, true],
+    [{ id: "", secret: "0123456789abcdef" }, false],
+    [{ id: "x".repeat(65), secret: "0123456789abcdef" }, false],
+    [{ id: "a/b", secret: "0123456789abcdef" }, false],
+    [{ id: "a b", secret: "0123456789abcdef" }, false],
+    [{ id: "ok", secret: "0123456789abcde" }, false],
+  ])("%j valid: %s", (key, valid) => {
+    expect(SigningKeySchema.safeParse(key).success).toBe(valid);
   });
 });

@@ -122,12 +122,12 @@ export async function measureProxyOverhead(options: ProxyBenchOptions, hooks: Me
     if (want("engine")) targets.push(engineTarget(engine.ready));
 
     if (want("pool")) {
-      const signingSecret = randomToken(48);
+      const signingKey = { id: "bench-1", secret: randomToken(48) };
       const pool = await startPoolProcess(
         {
           role: "pool",
           engineUrl: engine.ready.url,
-          signingSecret,
+          signingKey,
           engineInFlight: options.engineInFlight,
           // Presigned calls are used up to a run's length after signing.
           timestampWindowMs: 30_000 + Math.ceil(options.durationSeconds * 2_000),
@@ -136,7 +136,7 @@ export async function measureProxyOverhead(options: ProxyBenchOptions, hooks: Me
         { signal },
       );
       stops.push({ name: "pool", stop: pool.stop });
-      targets.push(poolTarget(pool.ready, engine.ready.url, signingSecret));
+      targets.push(poolTarget(pool.ready, engine.ready.url, signingKey));
       log(`pool core: ${pool.ready.url}`);
     }
 

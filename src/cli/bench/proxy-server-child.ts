@@ -27,7 +27,7 @@ async function start(spec: ServerSpec): Promise<Running> {
       const pool = await startPool(
         parsePoolConfig({
           port: 0,
-          signingSecret: spec.signingSecret,
+          signingKeys: [spec.signingKey],
           timestampWindowMs: spec.timestampWindowMs,
           replayCapacity: spec.replayCapacity,
           engines: [{ id: "sim-1", url: spec.engineUrl, kind: "vllm", maxInFlight: spec.engineInFlight }],

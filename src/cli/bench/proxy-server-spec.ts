@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { SigningKey } from "../../protocol/signing.js";
 
 /*
  * What a benchmark server process runs (passed as JSON in its argv) and what it
@@ -10,7 +11,7 @@ export const EngineServerSpec = z.strictObject({ role: z.literal("engine") });
 export const PoolServerSpec = z.strictObject({
   role: z.literal("pool"),
   engineUrl: z.url(),
-  signingSecret: z.string().min(16),
+  signingKey: SigningKey,
   engineInFlight: z.int().positive(),
   timestampWindowMs: z.int().positive(),
   replayCapacity: z.int().positive(),

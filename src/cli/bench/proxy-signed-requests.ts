@@ -1,6 +1,6 @@
 import type { ForwardFields } from "../../protocol/forward.js";
 import { newCallId } from "../../protocol/ids.js";
-import { signedForwardHeaders } from "../../protocol/signing.js";
+import { POOL_PATHS, type SigningKey, signedForwardHeaders } from "../../protocol/signing.js";
 
 /*
  * Headers of edge-signed calls, made before a run: the pool rejects a replayed call
@@ -16,6 +16,8 @@ export interface SignedCallIdentity {
   thread: string;
 }
 
+const SIGNED_ROUTE = { method: "POST", path: POOL_PATHS.chatCompletions } as const;
+
 const RELEASED: Record<string, string> = Object.freeze({}) as Record<string, string>;
 
 export class SignedRequestStock {
@@ -26,12 +28,12 @@ export class SignedRequestStock {
   exhausted = 0;
 
   constructor(
-    private readonly secret: string,
+    private readonly key: SigningKey,
     private readonly body: string,
     private readonly identity: SignedCallIdentity,
   ) {}
 
-  /** Signs `count` more calls, each with a new call ID and the current time. */
+  /** Signs `count` more calls (POST /v1/chat/completions), each with a new call ID and the current time. */
   async fill(count: number): Promise<void> {
     const batchSize = 256;
     for (let done = 0; done < count; done += batchSize) {
@@ -54,7 +56,7 @@ export class SignedRequestStock {
       weight: 1,
       ts: Date.now(),
     };
-    return signedForwardHeaders(this.secret, fields, this.body);
+    return signedForwardHeaders(this.key, SIGNED_ROUTE, fields, this.body);
   }
 
   get remaining(): number {

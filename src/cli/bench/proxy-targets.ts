@@ -1,5 +1,6 @@
 import { Header } from "../../protocol/headers.js";
 import { newProgramId, newTenantId, randomToken } from "../../protocol/ids.js";
+import { POOL_PATHS, type SigningKey } from "../../protocol/signing.js";
 import type { ConnectionSession } from "./proxy-load.js";
 import type { ProxyTargetName } from "./proxy-options.js";
 import { type PortkeyGateway, PORTKEY_VERSION } from "./proxy-portkey.js";
@@ -73,19 +74,19 @@ export function presignCount(sizing: Pick<RunSizing, "connections" | "durationSe
   return Math.min(estimate, 1_000_000);
 }
 
-export function poolTarget(pool: { url: string }, engineUrl: string, signingSecret: string): BenchTarget {
+export function poolTarget(pool: { url: string }, engineUrl: string, signingKey: SigningKey): BenchTarget {
   const tenant = newTenantId();
   return {
     name: "pool",
     label: TARGET_LABELS.pool,
     description: "pool core → engine, calls signed as the edge signs them",
-    url: `${pool.url}${CHAT_PATH}`,
+    url: `${pool.url}${POOL_PATHS.chatCompletions}`,
     headers: JSON_HEADERS,
     engineUrl,
     async prepareRun(sizing) {
       // One program per connection, like the edge run (where each connection is one agent).
       const programs = Array.from({ length: sizing.connections }, newProgramId);
-      const stock = new SignedRequestStock(signingSecret, sizing.body, { tenant, programs, thread: "main" });
+      const stock = new SignedRequestStock(signingKey, sizing.body, { tenant, programs, thread: "main" });
       await stock.fill(presignCount(sizing));
       return { session: () => ({ headers: () => stock.take() }), shortfall: () => stock.exhausted };
     },

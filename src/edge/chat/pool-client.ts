@@ -1,10 +1,11 @@
 import type { ForwardFields } from "../../protocol/forward.js";
-import { signedForwardHeaders } from "../../protocol/signing.js";
+import { POOL_PATHS, type PoolPath, type SigningKey, signedForwardHeaders } from "../../protocol/signing.js";
 import type { ToolEventBatch } from "../../protocol/tool-events.js";
 
 export interface PoolForward {
+  /** The pool's base URL; the API path is appended, and only the API path is signed. */
   poolUrl: string;
-  signingSecret: string;
+  signingKey: SigningKey;
   fields: ForwardFields;
   /** The client's body, byte for byte: the signature covers its SHA-256. */
   body: Uint8Array<ArrayBuffer>;
@@ -12,14 +13,29 @@ export interface PoolForward {
   signal: AbortSignal;
 }
 
+/**
+ * A signed POST of `body` to the pool's API `path`. The signature covers the
+ * method and that path, not the base path of `poolUrl` (a reverse proxy's prefix),
+ * so the pool checks it against its route's own path.
+ */
+async function postSigned(
+  forward: { poolUrl: string; signingKey: SigningKey; fields: ForwardFields },
+  path: PoolPath,
+  body: Uint8Array<ArrayBuffer> | string,
+  signal: AbortSignal,
+): Promise<Response> {
+  const method = "POST";
+  return fetch(`${forward.poolUrl}${path}`, {
+    method,
+    headers: await signedForwardHeaders(forward.signingKey, { method, path }, forward.fields, body),
+    body,
+    signal,
+  });
+}
+
 /** Sends one call to the pool with its signed Agentix headers. Rejects if the pool cannot be reached. */
 export async function forwardToPool(forward: PoolForward): Promise<Response> {
-  return fetch(`${forward.poolUrl}/v1/chat/completions`, {
-    method: "POST",
-    headers: await signedForwardHeaders(forward.signingSecret, forward.fields, forward.body),
-    body: forward.body,
-    signal: forward.signal,
-  });
+  return postSigned(forward, POOL_PATHS.chatCompletions, forward.body, forward.signal);
 }
 
 /** A pool that does not answer a tool-event batch within this long is given up on (events are hints). */
@@ -27,7 +43,7 @@ export const TOOL_EVENTS_TIMEOUT_MS = 5_000;
 
 export interface ToolEventsForward {
   poolUrl: string;
-  signingSecret: string;
+  signingKey: SigningKey;
   /** `call` carries the batch's unique ID (replay protection); the service figures are 0, engine "". */
   fields: ForwardFields;
   batch: ToolEventBatch;
@@ -40,12 +56,7 @@ export interface ToolEventsForward {
  */
 export async function sendToolEventsToPool(forward: ToolEventsForward): Promise<void> {
   const body = JSON.stringify(forward.batch);
-  const res = await fetch(`${forward.poolUrl}/v1/events`, {
-    method: "POST",
-    headers: await signedForwardHeaders(forward.signingSecret, forward.fields, body),
-    body,
-    signal: AbortSignal.timeout(TOOL_EVENTS_TIMEOUT_MS),
-  });
+  const res = await postSigned(forward, POOL_PATHS.toolEvents, body, AbortSignal.timeout(TOOL_EVENTS_TIMEOUT_MS));
   const text = await res.text();
   if (!res.ok) throw new Error(`pool answered ${res.status} to tool events: ${text.slice(0, 200)}`);
 }

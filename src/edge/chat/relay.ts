@@ -138,7 +138,7 @@ export async function relayPoolError(pool: Response, call: ForwardedCall): Promi
   );
   if (pool.status === 401 || pool.status === 403) {
     console.error(
-      `Pool refused the edge's call ${call.callId} (${describePoolError(pool.status, bytes)}): check POOL_SIGNING_SECRET on both sides.`,
+      `Pool refused the edge's call ${call.callId} (${describePoolError(pool.status, bytes)}): check that the pool holds the key POOL_SIGNING_KEY_ID names (default "default") with the secret in POOL_SIGNING_SECRET.`,
     );
     return poolTrouble(call, 502, "The GPU pool refused the edge's credentials", "pool_rejected_edge");
   }

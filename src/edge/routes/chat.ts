@@ -9,7 +9,7 @@ import { retryIdempotent, SETTLE_RETRY_DELAYS_MS } from "../chat/idempotent-retr
 import { type ForwardedCall, relayJson, relayPoolError, relayStream, unanswered, whyUnanswered } from "../chat/relay.js";
 import type { StreamWatch } from "../chat/relay-stream.js";
 import type { EdgeEnv } from "../context.js";
-import { poolNameOf } from "../env.js";
+import { poolNameOf, poolSigningKeyOf } from "../env.js";
 import { readBodyWithin } from "../http/body.js";
 import { limiterMisuse, limitExceeded, tenantLimiter } from "../limiter/access.js";
 import { LEASE_RENEW_MS } from "../limiter/tenant-limiter.js";
@@ -156,7 +156,7 @@ export function chatRoutes() {
       try {
         pool = await forwardToPool({
           poolUrl: config.poolUrl,
-          signingSecret: config.poolSigningSecret,
+          signingKey: poolSigningKeyOf(config),
           fields: {
             tenant: tenant.id,
             program: programId,

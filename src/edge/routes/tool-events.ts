@@ -6,6 +6,7 @@ import { newEventBatchId } from "../../protocol/ids.js";
 import { parseToolEventsBody, type ToolEventBatch } from "../../protocol/tool-events.js";
 import { sendToolEventsToPool } from "../chat/pool-client.js";
 import type { EdgeEnv } from "../context.js";
+import { poolSigningKeyOf } from "../env.js";
 import { parseJsonBytes, readBodyWithin } from "../http/body.js";
 import { limiterMisuse, tenantLimiter } from "../limiter/access.js";
 import { retryAfterSeconds } from "../limits/reset-duration.js";
@@ -86,7 +87,7 @@ export function toolEventRoutes() {
     c.executionCtx.waitUntil(
       sendToolEventsToPool({
         poolUrl: config.poolUrl,
-        signingSecret: config.poolSigningSecret,
+        signingKey: poolSigningKeyOf(config),
         fields: {
           tenant: tenant.id,
           program: programId,

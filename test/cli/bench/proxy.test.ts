@@ -10,7 +10,7 @@ import { type ChatWorkload, chatRequestBody, completionVerifier } from "../../..
 import { parsePoolConfig } from "../../../src/pool/config.js";
 import { type PoolHandle, startPool } from "../../../src/pool/server.js";
 import { Header } from "../../../src/protocol/headers.js";
-import { verifyForward } from "../../../src/protocol/signing.js";
+import { POOL_PATHS, verifyForward } from "../../../src/protocol/signing.js";
 import { type SimEngineHandle, startSimEngine } from "../../../src/sim/engine-server.js";
 
 /*
@@ -81,9 +81,11 @@ describe("proxy benchmark against the engine and the pool", () => {
   });
 });
 
+const SIGNED_CALL = { method: "POST", path: POOL_PATHS.chatCompletions };
+
 describe("proxy benchmark failure detection", () => {
   // In this process: these checks need a real pool, not process isolation.
-  const secret = "bench-test-signing-secret-0123456789";
+  const key = { id: "bench-test", secret: "bench-test-signing-secret-0123456789" };
   let engine: SimEngineHandle;
   let pool: PoolHandle;
   const workload: ChatWorkload = { model: "sim-llama-3.1-8b", mode: "streaming", maxTokens: 8 };
@@ -91,7 +93,7 @@ describe("proxy benchmark failure detection", () => {
   beforeAll(async () => {
     engine = await startSimEngine({ timeScale: Infinity });
     pool = await startPool(
-      parsePoolConfig({ port: 0, signingSecret: secret, engines: [{ id: "sim-1", url: engine.url, kind: "vllm", maxInFlight: 4 }] }),
+      parsePoolConfig({ port: 0, signingKeys: [key], engines: [{ id: "sim-1", url: engine.url, kind: "vllm", maxInFlight: 4 }] }),
     );
   });
   afterAll(async () => {
@@ -101,13 +103,13 @@ describe("proxy benchmark failure detection", () => {
 
   it("presigns unique call IDs that the pool's verification accepts", async () => {
     const body = chatRequestBody(workload);
-    const stock = new SignedRequestStock(secret, body, { tenant: "ten_test", programs: ["prog_aaaaaaaa"], thread: "main" });
+    const stock = new SignedRequestStock(key, body, { tenant: "ten_test", programs: ["prog_aaaaaaaa"], thread: "main" });
     await stock.fill(3);
     const signed = [stock.take(), stock.take(), stock.take()];
     expect(new Set(signed.map((h) => h[Header.call])).size).toBe(3);
     for (const headers of signed) {
-      const verified = await verifyForward(secret, new Headers(headers), body, { now: Date.now(), windowMs: 30_000 });
-      expect(verified.ok).toBe(true);
+      const verified = await verifyForward([key], SIGNED_CALL, new Headers(headers), body, { now: Date.now(), windowMs: 30_000 });
+      expect(verified).toMatchObject({ ok: true, keyId: key.id });
     }
     expect(stock.take()).toEqual({});
     expect(stock.exhausted).toBe(1);
@@ -128,7 +130,7 @@ describe("proxy benchmark failure detection", () => {
   });
 
   it("counts a wrongly signed pool run as failures, and its probe fails", async () => {
-    const wronglySigned = poolTarget(pool, engine.url, "not-the-pool-secret-0123456789");
+    const wronglySigned = poolTarget(pool, engine.url, { id: key.id, secret: "not-the-pool-secret-0123456789" });
     const reference = await referenceCompletion(engine.url, workload);
     await expect(probeTarget(wronglySigned, workload, reference)).rejects.toThrow(/probe failed.*status 401/s);
 
