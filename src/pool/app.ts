@@ -5,13 +5,14 @@ import type { Clock } from "../core/clock.js";
 import { openAIError, openAIErrorResponse } from "../protocol/errors.js";
 import { PROGRAM_ID } from "../protocol/ids.js";
 import { POOL_PATHS, type PoolPath } from "../protocol/signing.js";
+import type { PoolStatus } from "../protocol/pool-status.js";
 import type { ToolEventsAccepted } from "../protocol/tool-events.js";
 import type { PoolConfig } from "./config.js";
 import type { Dispatcher } from "./dispatcher.js";
 import type { PoolMetrics } from "./metrics.js";
 import { operatorAccess } from "./operator-auth.js";
 import { ReplayGuard } from "./replay-guard.js";
-import { type ForwardedEnv, verifyForwardedCall, verifyForwardedToolEvents } from "./verify-forward.js";
+import { type ForwardedEnv, verifyForwardedCall, verifyForwardedToolEvents, verifyStatusRequest } from "./verify-forward.js";
 
 /** A forwarded event batch is at most 64 small events; this bounds what is read before the MAC is checked. */
 const MAX_EVENT_BODY_BYTES = 4 * 1024 * 1024;
@@ -29,8 +30,10 @@ export type PoolHealthStatus = z.infer<typeof PoolHealthStatus>;
 
 /**
  * The pool's HTTP surface. `POST /v1/chat/completions` takes only calls the edge
- * signed, `POST /v1/events` only tool-event batches it signed (same checks; a replay
- * set of their own, so a flood of events cannot fill the calls' one).
+ * signed, `POST /v1/events` only tool-event batches it signed, `GET /v1/status` (the
+ * pool's load, health and models, for the edge's pool choice) only status requests it
+ * signed (same checks; each a replay set of its own, so a flood of one cannot fill
+ * another's).
  *
  * Operator endpoints need `Authorization: Bearer <operatorToken>`: `GET /metrics`,
  * `GET /tao/*` (`/tao/programs/{id}`: what the readiness predictor and the
@@ -120,6 +123,11 @@ export function createPoolApp(deps: PoolAppDeps): Hono<ForwardedEnv> {
       },
       cache_credit_tokens: program.credits,
     });
+  });
+
+  app.get(POOL_PATHS.status, verifyStatusRequest(verifyOptions(POOL_PATHS.status, 0)), (c) => {
+    const status: PoolStatus = dispatcher.status();
+    return c.json(status);
   });
 
   app.post(

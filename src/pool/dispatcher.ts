@@ -1,3 +1,4 @@
+import type { PoolStatus } from "../protocol/pool-status.js";
 import type { UnofficialStatusCode } from "hono/utils/http-status";
 import type { Dispatcher as HttpDispatcher } from "undici";
 import type { HoldReason } from "../core/admission.js";
@@ -342,6 +343,29 @@ export class Dispatcher {
       kind: this.#slots.get(state.id)?.target.adapter.kind ?? "unknown",
       kvCapacityTokens: this.#core.kvCapacityTokens(state.id),
     }));
+  }
+
+  /** The pool's load and health for the edge (`GET /v1/status`). */
+  status(): PoolStatus {
+    const now = this.#options.clock.now();
+    const core = this.#core;
+    const healthy = core.engines.filter((state) => state.healthy);
+    let capacity = 0;
+    let free = 0;
+    for (const state of healthy) {
+      const engineCapacity = core.kvCapacityTokens(state.id);
+      capacity += engineCapacity;
+      free += Math.max(0, engineCapacity - core.kv.projectedKvTokens(state.id));
+    }
+    return {
+      object: "pool.status",
+      status: healthy.length > 0 ? "ok" : "degraded",
+      models: this.#models === undefined ? null : [...this.#models],
+      engines: { total: core.engines.length, healthy: healthy.length },
+      queue: { queued: core.queue.size, running: this.runningCount, by_level: core.queue.depthByLevel(now) },
+      kv: { capacity_tokens: Math.round(capacity), free_tokens: Math.round(free) },
+      at: Math.max(0, Math.round(now)),
+    };
   }
 
   get queuedCount(): number {

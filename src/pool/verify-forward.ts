@@ -68,16 +68,15 @@ function signatureRejectReason(reason: string): RejectReason {
  *    hash (401);
  * 4. only then the call ID against the replay set (401, or 503 when the set is
  *    full), so unsigned traffic never touches it;
- * 5. the body's JSON against `schema` (400).
+ * (5. in verifySigned: the body's JSON against `schema`, 400.)
  *
- * What: "call" or "event batch", for messages.
+ * What: "call", "event batch" or "status request", for messages.
  */
-async function verifySigned<T extends z.ZodType>(
+async function verifySignedRequest(
   c: Context<ForwardedEnv>,
   options: VerifyForwardedCallOptions,
-  schema: T,
   what: string,
-): Promise<{ fields: ForwardFields; data: z.output<T> }> {
+): Promise<{ fields: ForwardFields; bytes: Uint8Array }> {
   const { keys, path, timestampWindowMs, replay, clock, metrics, maxBodyBytes } = options;
   const reject = (reason: RejectReason, status: 400 | 401 | 413 | 503, message: string, headers?: Record<string, string>) => {
     metrics.reject(reason);
@@ -106,9 +105,21 @@ async function verifySigned<T extends z.ZodType>(
     });
   }
 
+  return { fields: signed.fields, bytes: body.bytes };
+}
+
+/** Steps 1-4 of verifySignedRequest, then 5: the body's JSON against `schema` (400). */
+async function verifySigned<T extends z.ZodType>(
+  c: Context<ForwardedEnv>,
+  options: VerifyForwardedCallOptions,
+  schema: T,
+  what: string,
+): Promise<{ fields: ForwardFields; data: z.output<T> }> {
+  const { metrics } = options;
+  const { fields, bytes } = await verifySignedRequest(c, options, what);
   let json: unknown;
   try {
-    json = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(body.bytes));
+    json = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(bytes));
   } catch {
     metrics.reject("invalid_request");
     throw openAIError(400, "Invalid request: body is not valid JSON", { code: "invalid_json" });
@@ -118,7 +129,7 @@ async function verifySigned<T extends z.ZodType>(
     metrics.reject("invalid_request");
     throw invalidRequest(parsed.error);
   }
-  return { fields: signed.fields, data: parsed.data };
+  return { fields, data: parsed.data };
 }
 
 /** Admits only calls the edge signed (see verifySigned). */
@@ -135,6 +146,17 @@ export function verifyForwardedToolEvents(options: VerifyForwardedCallOptions): 
   return async function verifyForwardedToolEventsHandler(c, next) {
     const { fields, data } = await verifySigned(c, options, ToolEventBatch, "event batch");
     c.set("toolEvents", { fields, batch: data });
+    await next();
+  };
+}
+
+/**
+ * Admits only status requests the edge signed: a GET with an empty body, verified
+ * like calls (the signed fields name the edge's probe; `call` is its unique ID).
+ */
+export function verifyStatusRequest(options: VerifyForwardedCallOptions): MiddlewareHandler<ForwardedEnv> {
+  return async function verifyStatusRequestHandler(c, next) {
+    await verifySignedRequest(c, { ...options, maxBodyBytes: 0 }, "status request");
     await next();
   };
 }

@@ -18,5 +18,7 @@ export const newProgramId = (): string => `prog_${randomToken(24)}`;
 export const newCallId = (): string => `call_${randomToken(24)}`;
 /** One forwarded batch of tool events; the pool's replay guard keys on it as on a call ID. */
 export const newEventBatchId = (): string => `evt_${randomToken(24)}`;
+/** A status request's ID (the pool's replay check needs one per request). */
+export const newStatusProbeId = (): string => `probe_${randomToken(24)}`;
 export const newTenantId = (): string => `ten_${randomToken(16)}`;
 export const newKeyId = (): string => `key_${randomToken(16)}`;

@@ -32,6 +32,8 @@ export type SigningKey = z.infer<typeof SigningKey>;
 export const POOL_PATHS = {
   chatCompletions: "/v1/chat/completions",
   toolEvents: "/v1/events",
+  /** The pool's load and health, read by the edge on a schedule (GET, empty body). */
+  status: "/v1/status",
 } as const;
 export type PoolPath = (typeof POOL_PATHS)[keyof typeof POOL_PATHS];
 

@@ -1,4 +1,6 @@
 import type { ForwardFields } from "../../protocol/forward.js";
+import { newStatusProbeId } from "../../protocol/ids.js";
+import { PoolStatus } from "../../protocol/pool-status.js";
 import { POOL_PATHS, type PoolPath, type SigningKey, signedForwardHeaders } from "../../protocol/signing.js";
 import type { ToolEventBatch } from "../../protocol/tool-events.js";
 
@@ -59,4 +61,38 @@ export async function sendToolEventsToPool(forward: ToolEventsForward): Promise<
   const res = await postSigned(forward, POOL_PATHS.toolEvents, body, AbortSignal.timeout(TOOL_EVENTS_TIMEOUT_MS));
   const text = await res.text();
   if (!res.ok) throw new Error(`pool answered ${res.status} to tool events: ${text.slice(0, 200)}`);
+}
+
+/** A pool that does not answer its status request within this long is taken as unreachable this round. */
+export const POOL_STATUS_TIMEOUT_MS = 3_000;
+
+/**
+ * Reads a pool's load and health (`GET /v1/status`), signed like a call: the
+ * fields name the edge's probe (tenant and program "edge", a unique probe ID for the
+ * pool's replay check). Rejects when the pool cannot be reached, refuses, or answers
+ * something that is not a status.
+ */
+export async function readPoolStatus(pool: { poolUrl: string; signingKey: SigningKey }, now: number): Promise<PoolStatus> {
+  const method = "GET";
+  const path = POOL_PATHS.status;
+  const fields: ForwardFields = {
+    tenant: "edge",
+    program: "edge",
+    thread: "main",
+    call: newStatusProbeId(),
+    serviceMs: 0,
+    pathMs: 0,
+    waitMs: 0,
+    engine: "",
+    weight: 1,
+    ts: now,
+  };
+  const res = await fetch(`${pool.poolUrl}${path}`, {
+    method,
+    headers: await signedForwardHeaders(pool.signingKey, { method, path }, fields, ""),
+    signal: AbortSignal.timeout(POOL_STATUS_TIMEOUT_MS),
+  });
+  const text = await res.text();
+  if (!res.ok) throw new Error(`pool answered ${res.status} to its status request: ${text.slice(0, 200)}`);
+  return PoolStatus.parse(JSON.parse(text));
 }
