@@ -4,6 +4,7 @@ import { afterEach, describe, expect, it, vi } from "vitest";
 import { tenantLimiter } from "../../src/edge/limiter/access";
 import { programSession } from "../../src/edge/program/access";
 import { CALL_REAP_GRACE_MS, D1_RETRY_MS } from "../../src/edge/program/session";
+import { ProgramStore } from "../../src/edge/program/store";
 import { edgeConfig } from "../../src/edge/env";
 import type { SettleCallInput } from "../../src/edge/program/types";
 import { Header } from "../../src/protocol/headers";
@@ -352,5 +353,42 @@ describe("a program started by its first call", () => {
       ["branch", "main", 1],
       ["main", null, 0],
     ]);
+  });
+});
+
+describe("the program's pool", () => {
+  it("is the pool whose engine served it last: begin answers it, a failover's settle moves it, an unanswered call does not", async () => {
+    const tenant = await newTenant();
+    const programId = await newProgram(tenant);
+    const session = programSession(env, tenant.id, programId);
+    const begin = (callId: string, pool: string) => session.beginCall({ callId, thread: "main", model: "m", pool, now: Date.now() });
+
+    expect(await begin("call_pool1", "us-1")).toMatchObject({ ok: true, pool: "", engine: "" });
+    await session.settleCall(settlement("call_pool1", { engine: "us-engine" }));
+    expect(await begin("call_pool2", "us-1")).toMatchObject({ ok: true, pool: "us-1", engine: "us-engine" });
+
+    // us-1 failed before answering; eu-1 took the call: the program, and the call's usage row, say eu-1.
+    await session.settleCall(settlement("call_pool2", { engine: "eu-engine", pool: "eu-1" }));
+    expect(await begin("call_pool3", "eu-1")).toMatchObject({ ok: true, pool: "eu-1", engine: "eu-engine" });
+
+    // A call no pool answered (no engine) leaves the program where it was.
+    await session.settleCall(settlement("call_pool3", { status: "error", engine: "", pool: "us-1", usageSource: "none", promptTokens: 0, completionTokens: 0 }));
+    expect(await begin("call_pool4", "eu-1")).toMatchObject({ ok: true, pool: "eu-1", engine: "eu-engine" });
+
+    const rows = await usageRows(programId);
+    expect(Object.fromEntries(rows.map((row) => [row.call_id, row.pool]))).toEqual({ call_pool1: "us-1", call_pool2: "eu-1", call_pool3: "us-1" });
+  });
+
+  it("an object created before programs had a pool gains the column and keeps its program", async () => {
+    const tenant = await newTenant();
+    const programId = await newProgram(tenant);
+    const session = programSession(env, tenant.id, programId);
+    const meta = await runInDurableObject(session, (_instance, state) => {
+      state.storage.sql.exec("ALTER TABLE program DROP COLUMN pool");
+      const store = new ProgramStore(state.storage.sql);
+      store.upgrade();
+      return store.readMeta();
+    });
+    expect(meta).toMatchObject({ programId, pool: "", status: "active" });
   });
 });

@@ -158,6 +158,7 @@ export class ProgramSession extends DurableObject<Env> {
       pathMs: meta.pathMs,
       waitMs: meta.waitMs,
       engine: meta.engine,
+      pool: meta.pool,
       startValueMs,
     };
   }
@@ -268,12 +269,17 @@ export class ProgramSession extends DurableObject<Env> {
   private applySettle(call: CallRecord, outcome: Outcome, options: { activity: boolean }): void {
     const meta = this.requireMeta();
     const service = completeCall(serviceOf(meta), call.startValueMs, outcome.serviceMs);
+    const pool = outcome.pool ?? call.pool;
+    // An engine that served the call pins the program to its pool; engine IDs are a
+    // pool's own, so on another pool the old engine means nothing.
+    const served = outcome.engine !== "";
     const next: ProgramMeta = {
       ...meta,
       serviceMs: service.attainedServiceMs,
       pathMs: service.criticalPathMs,
       waitMs: meta.waitMs + outcome.queueMs,
-      engine: outcome.engine || meta.engine,
+      engine: served ? outcome.engine : meta.engine,
+      pool: served ? pool : meta.pool,
       calls: meta.calls + 1,
       promptTokens: meta.promptTokens + outcome.promptTokens,
       cachedTokens: meta.cachedTokens + outcome.cachedTokens,
@@ -283,7 +289,7 @@ export class ProgramSession extends DurableObject<Env> {
       summaryPending: meta.summaryPending || meta.status !== "active",
     };
     this.ctx.storage.transactionSync(() => {
-      this.store.finishCall(call.callId, outcome);
+      this.store.finishCall(call.callId, { ...outcome, pool });
       this.store.countThreadCall(call.thread, outcome.serviceMs);
       this.store.writeMeta(next);
     });
@@ -397,6 +403,7 @@ export class ProgramSession extends DurableObject<Env> {
       pathMs: meta.pathMs,
       waitMs: meta.waitMs,
       engine: meta.engine,
+      pool: meta.pool,
       inFlight: this.store.inFlightCount(),
       totals: {
         calls: meta.calls,
@@ -427,6 +434,7 @@ function newProgramMeta(input: CreateProgramInput): ProgramMeta {
     pathMs: 0,
     waitMs: 0,
     engine: "",
+    pool: "",
     calls: 0,
     promptTokens: 0,
     cachedTokens: 0,

@@ -23,6 +23,7 @@ CREATE TABLE IF NOT EXISTS program (
   path_ms REAL NOT NULL,
   wait_ms REAL NOT NULL,
   engine TEXT NOT NULL,
+  pool TEXT NOT NULL DEFAULT '',
   calls INTEGER NOT NULL,
   prompt_tokens INTEGER NOT NULL,
   cached_tokens INTEGER NOT NULL,
@@ -69,6 +70,8 @@ export interface ProgramMeta {
   pathMs: number;
   waitMs: number;
   engine: string;
+  /** The pool whose engine served the program last (its KV cache is there); empty when none has. */
+  pool: string;
   calls: number;
   promptTokens: number;
   cachedTokens: number;
@@ -114,6 +117,7 @@ type ProgramRow = {
   path_ms: number;
   wait_ms: number;
   engine: string;
+  pool: string;
   calls: number;
   prompt_tokens: number;
   cached_tokens: number;
@@ -179,6 +183,13 @@ export class ProgramStore {
     if (columns.length > 0 && !columns.includes("usage_source")) {
       this.sql.exec("ALTER TABLE calls ADD COLUMN usage_source TEXT NOT NULL DEFAULT 'engine'");
     }
+    const programColumns = this.sql
+      .exec<{ name: string }>("SELECT name FROM pragma_table_info('program')")
+      .toArray()
+      .map((row) => row.name);
+    if (programColumns.length > 0 && !programColumns.includes("pool")) {
+      this.sql.exec("ALTER TABLE program ADD COLUMN pool TEXT NOT NULL DEFAULT ''");
+    }
     // Tool state came later: its tables are new, so creating them is the whole upgrade.
     this.sql.exec(TOOL_SCHEMA);
   }
@@ -204,6 +215,7 @@ export class ProgramStore {
       pathMs: row.path_ms,
       waitMs: row.wait_ms,
       engine: row.engine,
+      pool: row.pool,
       calls: row.calls,
       promptTokens: row.prompt_tokens,
       cachedTokens: row.cached_tokens,
@@ -215,8 +227,8 @@ export class ProgramStore {
   writeMeta(m: ProgramMeta): void {
     this.sql.exec(
       `INSERT OR REPLACE INTO program (id, tenant_id, program_id, status, created_at, ended_at, last_activity_at,
-         service_ms, path_ms, wait_ms, engine, calls, prompt_tokens, cached_tokens, completion_tokens, summary_pending)
-       VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+         service_ms, path_ms, wait_ms, engine, pool, calls, prompt_tokens, cached_tokens, completion_tokens, summary_pending)
+       VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
       m.tenantId,
       m.programId,
       m.status,
@@ -227,6 +239,7 @@ export class ProgramStore {
       m.pathMs,
       m.waitMs,
       m.engine,
+      m.pool,
       m.calls,
       m.promptTokens,
       m.cachedTokens,
@@ -288,14 +301,15 @@ export class ProgramStore {
     callId: string,
     outcome: Pick<
       CallRecord,
-      "engine" | "promptTokens" | "cachedTokens" | "completionTokens" | "usageSource" | "serviceMs" | "queueMs"
+      "engine" | "pool" | "promptTokens" | "cachedTokens" | "completionTokens" | "usageSource" | "serviceMs" | "queueMs"
     > & { status: CallStatus; finishedAt: number },
   ): void {
     this.sql.exec(
-      `UPDATE calls SET status = ?, engine = ?, prompt_tokens = ?, cached_tokens = ?, completion_tokens = ?,
+      `UPDATE calls SET status = ?, engine = ?, pool = ?, prompt_tokens = ?, cached_tokens = ?, completion_tokens = ?,
          usage_source = ?, service_ms = ?, queue_ms = ?, finished_at = ? WHERE call_id = ? AND status = 'in_flight'`,
       outcome.status,
       outcome.engine,
+      outcome.pool,
       outcome.promptTokens,
       outcome.cachedTokens,
       outcome.completionTokens,

@@ -49,6 +49,11 @@ export const SettleCallInput = z.object({
   queueMs: ms,
   /** Engine that served the call; empty when none did. */
   engine: z.string(),
+  /**
+   * The pool that answered, when another than the one named at begin took the call
+   * (failover); absent: the begin's. With an engine, it becomes the program's pool.
+   */
+  pool: z.string().optional(),
   finishedAt: ms,
 });
 export type SettleCallInput = z.infer<typeof SettleCallInput>;
@@ -69,6 +74,8 @@ export type BeginCallResult =
       waitMs: number;
       /** Engine that served the program last; empty when none has. */
       engine: string;
+      /** The pool whose engine served the program last (its cache is there); empty when none has. */
+      pool: string;
       /** The `h` this call recorded (ATLAS start value). */
       startValueMs: number;
     }
@@ -104,6 +111,8 @@ export interface ProgramState {
   waitMs: number;
   /** Engine affinity: the engine that served the program last; empty when none has. */
   engine: string;
+  /** The pool of that engine; empty when none has. */
+  pool: string;
   inFlight: number;
   totals: {
     calls: number;
