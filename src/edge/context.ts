@@ -1,6 +1,7 @@
 import type { EdgeConfig, Env } from "./env.js";
 import type { LimiterSnapshot } from "./limiter/types.js";
 import type { TenantLimits } from "./limits/plan-limits.js";
+import type { ModelAccess } from "./pools/directory.js";
 
 /** The tenant a request authenticated as. */
 export interface AuthenticatedTenant {
@@ -14,6 +15,8 @@ export interface AuthenticatedTenant {
   limits: TenantLimits;
   /** Engine extensions the tenant may send beyond OpenAI's fields (its override, else its plan's). */
   allowedExtensions: readonly string[];
+  /** The models and regions its plan allows (null: any), for the pool directory. */
+  modelAccess: ModelAccess;
 }
 
 /** Hono's environment for every edge route. */

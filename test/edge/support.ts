@@ -323,3 +323,53 @@ export async function tenantUsageRows(tenantId: string) {
     .all<Record<string, unknown>>();
   return results;
 }
+
+// ---------------------------------------------------------------- pool directory
+
+export interface TestPool {
+  id: string;
+  region: string;
+  url: string;
+  models: string[];
+  weight?: number;
+  status?: "active" | "draining" | "disabled";
+  signing_key_id: string;
+}
+
+/** A pool directory entry: `us-east` at http://pool.test serving test-model, under the default key, unless overridden. */
+export function testPool(overrides: Partial<TestPool> & { id: string }): TestPool {
+  return { region: "us-east", url: "http://pool.test", models: ["test-model"], signing_key_id: "default", ...overrides };
+}
+
+/** Adds pools to the directory through the admin API. */
+export async function addPools(...pools: TestPool[]): Promise<void> {
+  for (const pool of pools) {
+    const res = await adminFetch("/admin/pools", { method: "POST", body: JSON.stringify(pool) });
+    expect(res.status).toBe(201);
+  }
+}
+
+/** Creates a plan (free's limits) with these fields, e.g. allowed_models / allowed_regions. */
+export async function newPlan(id: string, fields: Record<string, unknown> = {}): Promise<void> {
+  const res = await adminFetch("/admin/plans", {
+    method: "POST",
+    body: JSON.stringify({
+      id,
+      name: id,
+      rpm: 60,
+      tpm: 60_000,
+      max_concurrent: 4,
+      max_active_programs: 100,
+      monthly_token_budget: null,
+      default_max_tokens: 256,
+      ...fields,
+    }),
+  });
+  expect(res.status).toBe(201);
+}
+
+/** Moves a tenant to a plan through the admin API. */
+export async function setPlan(tenant: TestTenant, planId: string): Promise<void> {
+  const res = await adminFetch(`/admin/tenants/${tenant.id}`, { method: "PATCH", body: JSON.stringify({ plan: planId }) });
+  expect(res.status).toBe(200);
+}

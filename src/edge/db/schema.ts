@@ -56,6 +56,46 @@ export const plans = sqliteTable("plans", {
   weight: real("weight").notNull().default(1),
   createdAt: integer("created_at").notNull(),
   updatedAt: integer("updated_at").notNull(),
+  /**
+   * Models the plan's tenants may call (JSON array of names); null: any model some
+   * pool serves. Added by migration 0004.
+   */
+  allowedModels: text("allowed_models", { mode: "json" }).$type<string[]>(),
+  /**
+   * Regions whose pools may serve the plan's tenants (data residency; JSON array of
+   * region slugs); null: any region. Added by 0004.
+   */
+  allowedRegions: text("allowed_regions", { mode: "json" }).$type<string[]>(),
+});
+
+/**
+ * What a pool does with calls: `active` takes new programs; `draining` serves the
+ * programs it already has and takes no new ones; `disabled` takes nothing.
+ */
+export const POOL_STATUSES = ["active", "draining", "disabled"] as const;
+export type PoolStatus = (typeof POOL_STATUSES)[number];
+
+/**
+ * The pool directory: every pool the edge may route to. Added by migration 0004.
+ * The HMAC secret the edge signs a pool's requests with is a Worker secret, never
+ * stored here; a row names its key by ID only.
+ */
+export const pools = sqliteTable("pools", {
+  /** A short slug, e.g. "use1-a". */
+  id: text("id").primaryKey(),
+  /** Where the pool runs, a slug such as "us-east" or "eu-west" (plans may restrict regions). */
+  region: text("region").notNull(),
+  /** The pool's base URL, http(s), no trailing slash (it may carry a reverse proxy's path prefix). */
+  url: text("url").notNull(),
+  /** Model names the pool serves (JSON array, at least one). */
+  models: text("models", { mode: "json" }).$type<string[]>().notNull(),
+  /** Share of new programs relative to other eligible pools (> 0). */
+  weight: real("weight").notNull().default(1),
+  status: text("status", { enum: POOL_STATUSES }).notNull().default("active"),
+  /** ID of the HMAC key the edge signs this pool's requests with (x-agentix-key-id). */
+  signingKeyId: text("signing_key_id").notNull(),
+  createdAt: integer("created_at").notNull(),
+  updatedAt: integer("updated_at").notNull(),
 });
 
 export const tenants = sqliteTable("tenants", {
@@ -186,6 +226,7 @@ export const usage = sqliteTable(
 );
 
 export type Plan = typeof plans.$inferSelect;
+export type Pool = typeof pools.$inferSelect;
 export type Tenant = typeof tenants.$inferSelect;
 export type ApiKey = typeof apiKeys.$inferSelect;
 export type Program = typeof programs.$inferSelect;

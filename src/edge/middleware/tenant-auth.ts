@@ -66,6 +66,7 @@ export function tenantAuth() {
       planId: plan.id,
       limits: effectiveLimits(plan, tenant),
       allowedExtensions: effectiveExtensions(plan, tenant),
+      modelAccess: { allowedModels: plan.allowedModels, allowedRegions: plan.allowedRegions },
     });
     await next();
   });

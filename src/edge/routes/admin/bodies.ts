@@ -1,14 +1,18 @@
 import { z } from "zod";
 import { MESSAGE_EXTENSION_PREFIX, MESSAGE_FIELDS, REQUEST_FIELDS } from "../../../protocol/chat.js";
+import { SigningKeyId } from "../../../protocol/signing.js";
 import { MAX_TOOL_EVENTS_PER_BATCH } from "../../../protocol/tool-events.js";
+import { POOL_STATUSES } from "../../db/schema.js";
 import { DEFAULT_TOOL_EVENTS_PER_MINUTE } from "../../limits/plan-limits.js";
 
 /** Admin bodies are tiny; this caps them independently of MAX_BODY_BYTES. */
 export const ADMIN_BODY_BYTES = 16 * 1024;
 
+/** Plan, pool and region IDs. */
 export const PLAN_ID = /^[a-z0-9][a-z0-9_-]{0,31}$/;
 
-const planId = z.string().regex(PLAN_ID, "must be 1–32 lowercase letters, digits, _ or -, starting with a letter or digit");
+const slug = z.string().regex(PLAN_ID, "must be 1–32 lowercase letters, digits, _ or -, starting with a letter or digit");
+const planId = slug;
 const name = z.string().trim().min(1).max(200);
 // Bounded so String(weight) never takes exponent form in the signed x-agentix-weight header.
 const weight = z.number().finite().min(0.001).max(1_000);
@@ -35,6 +39,25 @@ const extensions = z
   .array(extensionName)
   .max(64)
   .transform((names) => [...new Set(names)].sort());
+
+/** Regions are slugs such as "us-east" or "eu-west". */
+const region = slug;
+/** Model names as engines serve them, e.g. "meta-llama/Llama-3.1-8B-Instruct" or "llama3:8b"; no commas or spaces. */
+const MODEL_NAME = /^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,255}$/;
+const modelName = z.string().regex(MODEL_NAME, "must be 1–256 of letters, digits, . _ : / @ + -, starting with a letter or digit");
+/** A set of names, kept sorted; at least one (null, not [], means no restriction). */
+const nameSet = <T extends z.ZodType<string>>(item: T, max: number) =>
+  z
+    .array(item)
+    .min(1, "must name at least one (null: no restriction)")
+    .max(max)
+    .transform((names) => [...new Set(names)].sort());
+
+/** Models and regions a plan allows; null: no restriction. */
+const RESTRICTIONS = {
+  allowed_models: nameSet(modelName, 256).nullable(),
+  allowed_regions: nameSet(region, 64).nullable(),
+};
 
 const LIMITS = {
   rpm: count(1e7),
@@ -64,6 +87,8 @@ export const CreatePlanBody = z.strictObject({
   allowed_extensions: LIMITS.allowed_extensions.default([]),
   tool_events_per_minute: LIMITS.tool_events_per_minute.default(DEFAULT_TOOL_EVENTS_PER_MINUTE),
   weight: weight.default(1),
+  allowed_models: RESTRICTIONS.allowed_models.default(null),
+  allowed_regions: RESTRICTIONS.allowed_regions.default(null),
 });
 
 export const UpdatePlanBody = z
@@ -79,6 +104,8 @@ export const UpdatePlanBody = z
     allowed_extensions: LIMITS.allowed_extensions.optional(),
     tool_events_per_minute: LIMITS.tool_events_per_minute.optional(),
     weight: weight.optional(),
+    allowed_models: RESTRICTIONS.allowed_models.optional(),
+    allowed_regions: RESTRICTIONS.allowed_regions.optional(),
   })
   .refine((body) => Object.keys(body).length > 0, "give at least one field to change");
 
@@ -111,3 +138,54 @@ export const TenantOverridesBody = z
 export const CreateKeyBody = z.strictObject({
   name: name.optional(),
 });
+
+/** A pool's base URL: http(s), no credentials, query, fragment or trailing slash (the API paths are appended). */
+const poolUrl = z
+  .string()
+  .max(2048)
+  .refine((raw) => {
+    let url: URL;
+    try {
+      url = new URL(raw);
+    } catch {
+      return false;
+    }
+    return (
+      (url.protocol === "http:" || url.protocol === "https:") &&
+      url.username === "" &&
+      url.password === "" &&
+      !raw.includes("?") &&
+      !raw.includes("#") &&
+      !raw.endsWith("/")
+    );
+  }, "must be an http(s) URL without credentials, query, fragment or trailing slash, e.g. https://pool.example.com");
+
+const POOL = {
+  region,
+  url: poolUrl,
+  models: nameSet(modelName, 256),
+  weight: z.number().finite().positive().max(1_000),
+  status: z.enum(POOL_STATUSES),
+  signing_key_id: SigningKeyId,
+};
+
+export const CreatePoolBody = z.strictObject({
+  id: slug,
+  region: POOL.region,
+  url: POOL.url,
+  models: POOL.models,
+  weight: POOL.weight.default(1),
+  status: POOL.status.default("active"),
+  signing_key_id: POOL.signing_key_id,
+});
+
+export const UpdatePoolBody = z
+  .strictObject({
+    region: POOL.region.optional(),
+    url: POOL.url.optional(),
+    models: POOL.models.optional(),
+    weight: POOL.weight.optional(),
+    status: POOL.status.optional(),
+    signing_key_id: POOL.signing_key_id.optional(),
+  })
+  .refine((body) => Object.keys(body).length > 0, "give at least one field to change");

@@ -45,6 +45,8 @@ export function planRoutes() {
       weight: body.weight,
       createdAt: now,
       updatedAt: now,
+      allowedModels: body.allowed_models,
+      allowedRegions: body.allowed_regions,
     };
     const inserted = await database(c.env.DB).insert(plans).values(plan).onConflictDoNothing().returning({ id: plans.id });
     if (inserted.length === 0) {
@@ -73,6 +75,8 @@ export function planRoutes() {
         ...(body.allowed_extensions !== undefined ? { allowedExtensions: body.allowed_extensions } : {}),
         ...(body.tool_events_per_minute !== undefined ? { toolEventsPerMinute: body.tool_events_per_minute } : {}),
         ...(body.weight !== undefined ? { weight: body.weight } : {}),
+        ...(body.allowed_models !== undefined ? { allowedModels: body.allowed_models } : {}),
+        ...(body.allowed_regions !== undefined ? { allowedRegions: body.allowed_regions } : {}),
         updatedAt: Date.now(),
       })
       .where(eq(plans.id, id))

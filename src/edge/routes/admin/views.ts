@@ -1,4 +1,4 @@
-import type { ApiKey, Plan, Tenant } from "../../db/schema.js";
+import type { ApiKey, Plan, Pool, Tenant } from "../../db/schema.js";
 import { effectiveExtensions, effectiveLimits, effectiveWeight } from "../../limits/plan-limits.js";
 
 /** Admin API objects, snake_case like OpenAI's. */
@@ -17,6 +17,23 @@ export const planView = (p: Plan) => ({
   allowed_extensions: p.allowedExtensions,
   tool_events_per_minute: p.toolEventsPerMinute,
   weight: p.weight,
+  /** null: any model / any region. */
+  allowed_models: p.allowedModels,
+  allowed_regions: p.allowedRegions,
+  created_at: p.createdAt,
+  updated_at: p.updatedAt,
+});
+
+/** A pool directory entry: its signing key by ID only (the secret is a Worker secret). */
+export const poolView = (p: Pool) => ({
+  id: p.id,
+  object: "pool" as const,
+  region: p.region,
+  url: p.url,
+  models: p.models,
+  weight: p.weight,
+  status: p.status,
+  signing_key_id: p.signingKeyId,
   created_at: p.createdAt,
   updated_at: p.updatedAt,
 });
