@@ -8,6 +8,7 @@ import { loadConfig } from "./middleware/config.js";
 import { tenantAuth } from "./middleware/tenant-auth.js";
 import { adminRoutes } from "./routes/admin.js";
 import { chatRoutes } from "./routes/chat.js";
+import { modelRoutes } from "./routes/models.js";
 import { programRoutes } from "./routes/programs.js";
 import { toolEventRoutes } from "./routes/tool-events.js";
 import { usageRoutes } from "./routes/usage.js";
@@ -23,6 +24,7 @@ export function createApp() {
 
   app.use("/v1/*", loadConfig(), tenantAuth());
   app.route("/v1", chatRoutes());
+  app.route("/v1/models", modelRoutes());
   app.route("/v1/programs", programRoutes());
   app.route("/v1/programs", toolEventRoutes());
   app.route("/v1/usage", usageRoutes());
