@@ -2,6 +2,7 @@ import { parseArgs } from "node:util";
 import { AdminClient } from "./admin/client.js";
 import { keyCommands } from "./admin/commands/keys.js";
 import { planCommands } from "./admin/commands/plans.js";
+import { poolCommands } from "./admin/commands/pools.js";
 import { tenantCommands } from "./admin/commands/tenants.js";
 import { usageCommands } from "./admin/commands/usage.js";
 import { CREDENTIALS_PATH, resolveConnection } from "./admin/connection.js";
@@ -21,6 +22,7 @@ const GROUPS: Record<string, Record<string, CommandSpec>> = {
   tenants: tenantCommands,
   keys: keyCommands,
   plans: planCommands,
+  pools: poolCommands,
   usage: usageCommands,
 };
 

@@ -183,13 +183,15 @@ describe("agentix admin keys", () => {
 
 describe("agentix admin plans", () => {
   const plan = { id: "team", name: "Team", rpm: 120, tpm: 1000, max_concurrent: 8, max_active_programs: 20, monthly_token_budget: null, default_max_tokens: 512, weight: 2 };
+  /** `plans create` with every required flag for `plan`. */
+  const CREATE_TEAM = [
+    "plans", "create", "--id", "team", "--name", "Team", "--rpm", "120", "--tpm", "1000", "--max-concurrent", "8",
+    "--max-active-programs", "20", "--monthly-token-budget", "none", "--default-max-tokens", "512",
+  ];
 
   it("creates with numbers and 'none' for no budget; updates only what is given", async () => {
     reply = () => ({ status: 200, body: plan });
-    const created = await run([
-      "plans", "create", "--id", "team", "--name", "Team", "--rpm", "120", "--tpm", "1000", "--max-concurrent", "8",
-      "--max-active-programs", "20", "--monthly-token-budget", "none", "--default-max-tokens", "512", "--weight", "2",
-    ]);
+    const created = await run([...CREATE_TEAM, "--weight", "2"]);
     expect(created.code).toBe(0);
     expect(seen[0]?.body).toEqual({ id: "team", name: "Team", rpm: 120, tpm: 1000, max_concurrent: 8, max_active_programs: 20, monthly_token_budget: null, default_max_tokens: 512, weight: 2 });
     expect(created.stdout).toMatch(/team\s+Team\s+120\s+1000\s+8\s+20\s+none\s+512\s+-\s+2/);
@@ -206,24 +208,40 @@ describe("agentix admin plans", () => {
     ]);
     expect(updated.code).toBe(0);
     expect(seen[0]?.body).toEqual({ max_output_tokens: 4096, allowed_extensions: ["min_tokens", "ignore_eos"], tool_events_per_minute: 600 });
-    expect(updated.stdout).toMatch(/^ID\s+NAME.*DEFAULT MAX TOKENS\s+MAX OUTPUT\s+WEIGHT\s+TOOL EVENTS\/MIN\s+EXTENSIONS$/m);
-    expect(updated.stdout).toMatch(/512\s+4096\s+2\s+600\s+ignore_eos,min_tokens$/m);
+    expect(updated.stdout).toMatch(/^ID\s+NAME.*DEFAULT MAX TOKENS\s+MAX OUTPUT\s+WEIGHT\s+TOOL EVENTS\/MIN\s+EXTENSIONS\s+MODELS\s+REGIONS$/m);
+    expect(updated.stdout).toMatch(/512\s+4096\s+2\s+600\s+ignore_eos,min_tokens\s+-\s+-$/m);
 
     reply = () => ({ status: 200, body: { ...plan, max_output_tokens: null, allowed_extensions: [], tool_events_per_minute: 6000 } });
     const cleared = await run(["plans", "update", "team", "--max-output-tokens", "none", "--allowed-extensions", "none"]);
     expect(cleared.code).toBe(0);
     expect(seen[1]?.body).toEqual({ max_output_tokens: null, allowed_extensions: [] });
-    expect(cleared.stdout).toMatch(/512\s+none\s+2\s+6000\s+none$/m);
+    expect(cleared.stdout).toMatch(/512\s+none\s+2\s+6000\s+none\s+-\s+-$/m);
 
     // An edge from before these fields: its plans still print.
     reply = () => ({ status: 200, body: { object: "list", data: [plan] } });
     const old = await run(["plans", "list"]);
     expect(old.code).toBe(0);
-    expect(old.stdout).toMatch(/512\s+-\s+2\s+-\s+-$/m);
+    expect(old.stdout).toMatch(/512\s+-\s+2\s+-\s+-\s+-\s+-$/m);
 
     const badList = await run(["plans", "update", "team", "--allowed-extensions", "a,,b"]);
     expect(badList.code).toBe(2);
     expect(seen).toHaveLength(3);
+  });
+
+  it("restricts models and regions ('any' lifts a restriction) and shows them", async () => {
+    reply = () => ({ status: 200, body: { ...plan, allowed_models: ["a-model", "org/b-model"], allowed_regions: null } });
+    const restricted = await run(["plans", "update", "team", "--allowed-models", "org/b-model,a-model", "--allowed-regions", "any"]);
+    expect(restricted.code).toBe(0);
+    expect(seen[0]?.body).toEqual({ allowed_models: ["org/b-model", "a-model"], allowed_regions: null });
+    expect(restricted.stdout).toMatch(/^ID\s+NAME.*\s+MODELS\s+REGIONS$/m);
+    expect(restricted.stdout).toMatch(/\s+a-model,org\/b-model\s+any$/m);
+
+    reply = () => ({ status: 201, body: { ...plan, allowed_models: null, allowed_regions: ["eu-west"] } });
+    const created = await run([...CREATE_TEAM, "--allowed-regions", "eu-west"]);
+    expect(created.code).toBe(0);
+    expect(seen[1]?.body).toMatchObject({ id: "team", allowed_regions: ["eu-west"] });
+    expect(seen[1]?.body).not.toHaveProperty("allowed_models");
+    expect(created.stdout).toMatch(/\s+any\s+eu-west$/m);
   });
 
   it("refuses bad numbers and missing fields before sending anything", async () => {
@@ -234,6 +252,102 @@ describe("agentix admin plans", () => {
     expect(notNumber.code).toBe(2);
     expect(notNumber.stderr).toContain('--rpm must be a whole number');
     expect(seen).toHaveLength(0);
+  });
+});
+
+describe("agentix admin pools", () => {
+  const pool = (over: Record<string, unknown> = {}) => ({
+    id: "euw-1",
+    object: "pool",
+    region: "eu-west",
+    url: "https://eu.pool.example",
+    models: ["a-model", "org/b-model"],
+    weight: 2,
+    status: "active",
+    signing_key_id: "eu-2031",
+    created_at: Date.UTC(2031, 0, 1),
+    updated_at: Date.UTC(2031, 0, 2, 3, 4, 5),
+    ...over,
+  });
+
+  it("adds a pool: POST with the fields, a table by default, the edge's JSON with --json", async () => {
+    reply = () => ({ status: 201, body: pool() });
+    const added = await run([
+      "pools", "add", "euw-1", "--region", "eu-west", "--pool-url", "https://eu.pool.example", "--models", "a-model, org/b-model",
+      "--weight", "2", "--key-id", "eu-2031",
+    ]);
+    expect(added.stderr).toBe("");
+    expect(added.code).toBe(0);
+    expect(seen[0]).toEqual({
+      method: "POST",
+      url: "/admin/pools",
+      authorization: "Bearer tok-env",
+      body: { id: "euw-1", region: "eu-west", url: "https://eu.pool.example", models: ["a-model", "org/b-model"], weight: 2, signing_key_id: "eu-2031" },
+    });
+    const [header, line] = added.stdout.trimEnd().split("\n");
+    expect(header).toMatch(/^ID\s+REGION\s+STATUS\s+WEIGHT\s+KEY ID\s+MODELS\s+UPDATED\s+URL$/);
+    expect(line).toMatch(/^euw-1\s+eu-west\s+active\s+2\s+eu-2031\s+a-model,org\/b-model\s+2031-01-02T03:04:05Z\s+https:\/\/eu\.pool\.example$/);
+
+    const json = await run(["pools", "add", "euw-1", "--region", "eu-west", "--pool-url", "http://x", "--models", "m", "--key-id", "k", "--status", "disabled", "--json"]);
+    expect(json.stderr).toBe("");
+    expect(json.code).toBe(0);
+    expect(seen[1]?.body).toEqual({ id: "euw-1", region: "eu-west", url: "http://x", models: ["m"], signing_key_id: "k", status: "disabled" });
+    expect(JSON.parse(json.stdout)).toEqual(pool());
+  });
+
+  it("lists, shows, and updates only what is given", async () => {
+    reply = (req) =>
+      req.url === "/admin/pools"
+        ? { status: 200, body: { object: "list", data: [pool(), pool({ id: "use1-a", region: "us-east", status: "draining" })] } }
+        : { status: 200, body: pool({ weight: 0.5 }) };
+    const list = await run(["pools", "list"]);
+    expect(list.code).toBe(0);
+    expect(seen[0]).toMatchObject({ method: "GET", url: "/admin/pools" });
+    expect(list.stdout.trimEnd().split("\n")).toHaveLength(3);
+    expect(list.stdout).toMatch(/^use1-a\s+us-east\s+draining\s/m);
+
+    const shown = await run(["pools", "show", "euw-1"]);
+    expect(shown.code).toBe(0);
+    expect(seen[1]).toMatchObject({ method: "GET", url: "/admin/pools/euw-1" });
+    expect(shown.stdout).toMatch(/^euw-1\s+eu-west\s+active\s+0\.5\s/m);
+
+    const updated = await run(["pools", "update", "euw-1", "--weight", "0.5", "--models", "c-model", "--key-id", "eu-2032"]);
+    expect(updated.code).toBe(0);
+    expect(seen[2]).toMatchObject({ method: "PATCH", url: "/admin/pools/euw-1", body: { weight: 0.5, models: ["c-model"], signing_key_id: "eu-2032" } });
+    expect(Object.keys(seen[2]?.body as object)).toEqual(["models", "weight", "signing_key_id"]);
+
+    // --url stays the edge's, as in every command; the pool's is --pool-url.
+    const moved = await run(["pools", "update", "euw-1", "--pool-url", "http://10.0.0.7:8080", "--url", baseUrl], { AGENTIX_URL: "http://127.0.0.1:1" });
+    expect(moved.code).toBe(0);
+    expect(seen[3]).toMatchObject({ method: "PATCH", url: "/admin/pools/euw-1", body: { url: "http://10.0.0.7:8080" } });
+  });
+
+  it("drains, disables and activates with POST /admin/pools/{id}/{action}", async () => {
+    const statuses = { drain: "draining", disable: "disabled", activate: "active" } as const;
+    reply = (req) => ({ status: 200, body: pool({ status: statuses[req.url.split("/").at(-1) as keyof typeof statuses] }) });
+    for (const [action, status] of Object.entries(statuses)) {
+      const res = await run(["pools", action, "euw-1"]);
+      expect(res.code).toBe(0);
+      expect(seen.at(-1)).toMatchObject({ method: "POST", url: `/admin/pools/euw-1/${action}` });
+      expect(res.stdout).toMatch(new RegExp(`^euw-1\\s+eu-west\\s+${status}\\s`, "m"));
+    }
+  });
+
+  it("refuses a missing field or an empty update before sending anything; shows the edge's refusal", async () => {
+    const missing = await run(["pools", "add", "euw-1", "--region", "eu-west", "--pool-url", "https://eu.pool.example", "--models", "m"]);
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toContain("Missing --key-id.");
+    const noModels = await run(["pools", "add", "euw-1", "--region", "r", "--pool-url", "http://x", "--models", "none", "--key-id", "k"]);
+    expect(noModels.code).toBe(2);
+    expect((await run(["pools", "update", "euw-1"])).code).toBe(2);
+    expect((await run(["pools", "update", "euw-1", "--weight", "0"])).code).toBe(2);
+    expect((await run(["pools", "drain"])).code).toBe(2);
+    expect(seen).toHaveLength(0);
+
+    reply = () => ({ status: 404, body: openAIError("Pool nope not found.", "pool_not_found") });
+    const unknown = await run(["pools", "drain", "nope"]);
+    expect(unknown.code).toBe(1);
+    expect(unknown.stderr).toContain("HTTP 404 (pool_not_found): Pool nope not found.");
   });
 });
 

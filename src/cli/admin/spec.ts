@@ -1,7 +1,10 @@
 import type { ParseArgsConfig } from "node:util";
+import type { z } from "zod";
 import type { AdminClient } from "./client.js";
 import { UsageError } from "./errors.js";
 import type { AdminIo } from "./io.js";
+import { formatTable } from "./table.js";
+import { expectShape, listOf } from "./views.js";
 
 /** node:util does not export this name. */
 export type ParseArgsOptionsConfig = NonNullable<ParseArgsConfig["options"]>;
@@ -35,6 +38,19 @@ export function requiredString(values: OptionValues, name: string): string {
   const value = stringOption(values, name);
   if (value === undefined || value.trim() === "") throw new UsageError(`--${name} is required.`);
   return value;
+}
+
+/** Refuses a command line missing any of these flags, naming every one missing. */
+export function requireFlags(values: OptionValues, flags: readonly string[]): void {
+  const missing = flags.filter((flag) => stringOption(values, flag) === undefined);
+  if (missing.length > 0) throw new UsageError(`Missing ${missing.map((f) => `--${f}`).join(", ")}.`);
+}
+
+/** A request body's fields without the absent (undefined) ones. */
+export function definedFields<V>(fields: Record<string, V | undefined>): Record<string, V> {
+  const body: Record<string, V> = {};
+  for (const [key, value] of Object.entries(fields)) if (value !== undefined) body[key] = value;
+  return body;
 }
 
 /** A whole number ≥ min from a flag; undefined when the flag is absent. */
@@ -80,4 +96,24 @@ export function numberOption(values: OptionValues, name: string): number | undef
 /** Writes a value as pretty JSON. */
 export function printJson(io: AdminIo, value: unknown): void {
   io.stdout(`${JSON.stringify(value, null, 2)}\n`);
+}
+
+/** How a command shows one kind of admin object: its shape, its name in errors, and its table. */
+export interface TableView<T extends z.ZodType> {
+  schema: T;
+  what: string;
+  headers: string[];
+  row: (item: z.infer<T>) => string[];
+}
+
+/** Prints one object: the edge's JSON with --json, else a one-row table. */
+export function printOne<T extends z.ZodType>(ctx: CommandContext, view: TableView<T>, raw: unknown): void {
+  if (ctx.json) return printJson(ctx.io, raw);
+  ctx.io.stdout(formatTable(view.headers, [view.row(expectShape(view.schema, raw, view.what))]));
+}
+
+/** Prints a list answer (`{data:[…]}`): the edge's JSON with --json, else a table of its items. */
+export function printList<T extends z.ZodType>(ctx: CommandContext, view: TableView<T>, raw: unknown): void {
+  if (ctx.json) return printJson(ctx.io, raw);
+  ctx.io.stdout(formatTable(view.headers, expectShape(listOf(view.schema), raw, `${view.what} list`).data.map(view.row)));
 }

@@ -21,8 +21,24 @@ export const PlanView = z.looseObject({
   allowed_extensions: z.array(z.string()).optional(),
   tool_events_per_minute: z.number().optional(),
   weight: z.number(),
+  /** null: any model / any region. */
+  allowed_models: z.array(z.string()).nullable().optional(),
+  allowed_regions: z.array(z.string()).nullable().optional(),
 });
 export type PlanView = z.infer<typeof PlanView>;
+
+export const PoolView = z.looseObject({
+  id: z.string(),
+  region: z.string(),
+  url: z.string(),
+  models: z.array(z.string()),
+  weight: z.number(),
+  status: z.string(),
+  signing_key_id: z.string(),
+  created_at: z.number(),
+  updated_at: z.number(),
+});
+export type PoolView = z.infer<typeof PoolView>;
 
 export const TenantView = z.looseObject({
   id: z.string(),

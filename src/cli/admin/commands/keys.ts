@@ -1,6 +1,6 @@
-import { formatTable, formatTime } from "../table.js";
-import { type CommandSpec, printJson, stringOption } from "../spec.js";
-import { expectShape, KeyView, listOf } from "../views.js";
+import { formatTime } from "../table.js";
+import { type CommandSpec, printJson, printList, stringOption } from "../spec.js";
+import { expectShape, KeyView } from "../views.js";
 
 const HEADERS = ["ID", "NAME", "PREFIX", "CREATED", "LAST USED", "REVOKED"];
 
@@ -35,8 +35,7 @@ export const keyCommands: Record<string, CommandSpec> = {
     options: {},
     async run(ctx, [tenantId]) {
       const raw = await ctx.client.json("GET", `/admin/tenants/${encodeURIComponent(tenantId ?? "")}/keys`);
-      if (ctx.json) return printJson(ctx.io, raw);
-      ctx.io.stdout(formatTable(HEADERS, expectShape(listOf(KeyView), raw, "key list").data.map(row)));
+      printList(ctx, { schema: KeyView, what: "key", headers: HEADERS, row }, raw);
     },
   },
   revoke: {

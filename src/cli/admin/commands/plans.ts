@@ -1,18 +1,22 @@
 import { UsageError } from "../errors.js";
-import { formatCount, formatTable } from "../table.js";
+import { formatCount } from "../table.js";
 import {
   type CommandContext,
   type CommandSpec,
+  definedFields,
   intOption,
   listOption,
   nullableIntOption,
   numberOption,
   type OptionValues,
-  printJson,
+  printList,
+  printOne,
   requiredString,
+  requireFlags,
   stringOption,
+  type TableView,
 } from "../spec.js";
-import { expectShape, listOf, PlanView } from "../views.js";
+import { PlanView } from "../views.js";
 
 const HEADERS = [
   "ID",
@@ -27,7 +31,12 @@ const HEADERS = [
   "WEIGHT",
   "TOOL EVENTS/MIN",
   "EXTENSIONS",
+  "MODELS",
+  "REGIONS",
 ];
+
+/** A plan's model or region restriction: null is none ("any"); absent (an older edge) "-". */
+const restriction = (names: string[] | null | undefined) => (names === undefined ? "-" : names === null ? "any" : names.join(","));
 
 const row = (p: PlanView) => [
   p.id,
@@ -42,6 +51,8 @@ const row = (p: PlanView) => [
   String(p.weight),
   formatCount(p.tool_events_per_minute),
   p.allowed_extensions === undefined ? "-" : p.allowed_extensions.join(",") || "none",
+  restriction(p.allowed_models),
+  restriction(p.allowed_regions),
 ];
 
 const LIMIT_OPTIONS = {
@@ -56,14 +67,20 @@ const LIMIT_OPTIONS = {
   "allowed-extensions": { type: "string" },
   "tool-events-per-minute": { type: "string" },
   weight: { type: "string" },
+  "allowed-models": { type: "string" },
+  "allowed-regions": { type: "string" },
 } as const;
+
+/** `--allowed-models any` / `--allowed-regions any`: no restriction. */
+const ANY = ["any"];
 
 /**
  * The plan fields given on the command line; `--monthly-token-budget none` means no
- * budget, `--max-output-tokens none` no cap, `--allowed-extensions none` (or "") none.
+ * budget, `--max-output-tokens none` no cap, `--allowed-extensions none` (or "") none,
+ * `--allowed-models any` / `--allowed-regions any` no restriction.
  */
 function planFields(values: OptionValues): Record<string, string | number | string[] | null> {
-  const fields: Record<string, string | number | string[] | null | undefined> = {
+  return definedFields<string | number | string[] | null>({
     name: stringOption(values, "name"),
     rpm: intOption(values, "rpm"),
     tpm: intOption(values, "tpm"),
@@ -75,17 +92,13 @@ function planFields(values: OptionValues): Record<string, string | number | stri
     allowed_extensions: listOption(values, "allowed-extensions"),
     tool_events_per_minute: intOption(values, "tool-events-per-minute"),
     weight: numberOption(values, "weight"),
-  };
-  return Object.fromEntries(Object.entries(fields).filter(([, v]) => v !== undefined)) as Record<
-    string,
-    string | number | string[] | null
-  >;
+    allowed_models: listOption(values, "allowed-models", ANY),
+    allowed_regions: listOption(values, "allowed-regions", ANY),
+  });
 }
 
-function printPlan(ctx: CommandContext, raw: unknown): void {
-  if (ctx.json) return printJson(ctx.io, raw);
-  ctx.io.stdout(formatTable(HEADERS, [row(expectShape(PlanView, raw, "plan"))]));
-}
+const PLAN_TABLE: TableView<typeof PlanView> = { schema: PlanView, what: "plan", headers: HEADERS, row };
+const printPlan = (ctx: CommandContext, raw: unknown) => printOne(ctx, PLAN_TABLE, raw);
 
 const REQUIRED_FOR_CREATE = ["name", "rpm", "tpm", "max-concurrent", "max-active-programs", "monthly-token-budget", "default-max-tokens"];
 
@@ -96,22 +109,20 @@ export const planCommands: Record<string, CommandSpec> = {
     positionals: [],
     options: {},
     async run(ctx) {
-      const raw = await ctx.client.json("GET", "/admin/plans");
-      if (ctx.json) return printJson(ctx.io, raw);
-      ctx.io.stdout(formatTable(HEADERS, expectShape(listOf(PlanView), raw, "plan list").data.map(row)));
+      printList(ctx, PLAN_TABLE, await ctx.client.json("GET", "/admin/plans"));
     },
   },
   create: {
     usage:
       "plans create --id ID --name NAME --rpm N --tpm N --max-concurrent N --max-active-programs N " +
       "--monthly-token-budget N|none --default-max-tokens N [--max-output-tokens N|none] " +
-      "[--allowed-extensions NAME,…|none] [--tool-events-per-minute N] [--weight W]",
-    summary: "create a plan",
+      "[--allowed-extensions NAME,…|none] [--tool-events-per-minute N] [--weight W] " +
+      "[--allowed-models MODEL,…|any] [--allowed-regions REGION,…|any]",
+    summary: "create a plan (models and regions: any unless restricted)",
     positionals: [],
     options: { id: { type: "string" }, ...LIMIT_OPTIONS },
     async run(ctx, _positionals, values) {
-      const missing = REQUIRED_FOR_CREATE.filter((flag) => stringOption(values, flag) === undefined);
-      if (missing.length > 0) throw new UsageError(`Missing ${missing.map((f) => `--${f}`).join(", ")}.`);
+      requireFlags(values, REQUIRED_FOR_CREATE);
       printPlan(ctx, await ctx.client.json("POST", "/admin/plans", { id: requiredString(values, "id"), ...planFields(values) }));
     },
   },
@@ -119,7 +130,8 @@ export const planCommands: Record<string, CommandSpec> = {
     usage:
       "plans update ID [--name NAME] [--rpm N] [--tpm N] [--max-concurrent N] [--max-active-programs N] " +
       "[--monthly-token-budget N|none] [--default-max-tokens N] [--max-output-tokens N|none] " +
-      "[--allowed-extensions NAME,…|none] [--tool-events-per-minute N] [--weight W]",
+      "[--allowed-extensions NAME,…|none] [--tool-events-per-minute N] [--weight W] " +
+      "[--allowed-models MODEL,…|any] [--allowed-regions REGION,…|any]",
     summary: "change a plan (applies to its tenants from their next request)",
     positionals: ["ID"],
     options: LIMIT_OPTIONS,
