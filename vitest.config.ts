@@ -19,8 +19,10 @@ export default defineConfig(async () => {
                   TEST_MIGRATIONS: migrations,
                   // The edge refuses admin tokens under 32 characters (test/edge/support.ts ADMIN_TOKEN).
                   ADMIN_TOKEN: "test-admin-token-0123456789abcdef",
+                  // Key "default"; the setup file registers pool "pool-test" (http://pool.test) with it.
                   POOL_SIGNING_SECRET: "test-signing-secret",
-                  POOL_URL: "http://pool.test",
+                  // One status round an hour: tests run rounds themselves (the monitor's alarm would read the fake pools mid-test).
+                  POOL_STATUS_INTERVAL_MS: "3600000",
                 },
               },
             }),

@@ -1,6 +1,8 @@
 import { z } from "zod";
 import { DEFAULT_SIGNING_KEY_ID, type SigningKey, SigningKeyId, SigningSecret } from "../protocol/signing.js";
 import type { TenantLimiter } from "./limiter/tenant-limiter.js";
+import type { PoolMonitor } from "./pools/monitor.js";
+import { RegionOrderTable } from "./pools/pool-choice.js";
 import type { ProgramSession } from "./program/session.js";
 
 /** The Worker's bindings, as wrangler.toml and `wrangler secret put` provide them. */
@@ -8,12 +10,17 @@ export interface Env {
   DB: D1Database;
   PROGRAM_SESSION: DurableObjectNamespace<ProgramSession>;
   TENANT_LIMITER: DurableObjectNamespace<TenantLimiter>;
-  POOL_URL?: string;
-  /** The pool's name in the usage ledger; unset: POOL_URL's host. */
-  POOL_NAME?: string;
+  POOL_MONITOR: DurableObjectNamespace<PoolMonitor>;
+  /** JSON object: signing key ID → secret; a pool row's signing_key_id names one. */
+  POOL_SIGNING_KEYS?: string;
+  /** One more key (a single-pool deployment's): its secret, by POOL_SIGNING_KEY_ID. */
   POOL_SIGNING_SECRET?: string;
-  /** The ID the pool knows POOL_SIGNING_SECRET by; unset: "default". */
+  /** The ID POOL_SIGNING_SECRET goes by; unset: "default". */
   POOL_SIGNING_KEY_ID?: string;
+  /** JSON object: client continent (request.cf.continent) → pool regions, nearest first. */
+  REGION_ORDER?: string;
+  /** How often the pools' status is read (ms). */
+  POOL_STATUS_INTERVAL_MS?: string;
   /** Unset: the admin API is disabled. Under 32 characters (or too few distinct ones): refused at use. */
   ADMIN_TOKEN?: string;
   PROGRAM_IDLE_TTL_MS?: string;
@@ -25,43 +32,70 @@ export interface Env {
 
 const positiveInt = z.coerce.number().int().positive();
 
-/** The vars the edge needs, parsed from their string form once per Env object. */
-export const EdgeConfig = z.object({
-  poolUrl: z.url({ protocol: /^https?$/ }).transform((url) => url.replace(/\/+$/, "")),
-  poolName: z.string().trim().min(1).max(100).optional(),
-  poolSigningSecret: SigningSecret,
-  poolSigningKeyId: SigningKeyId.default(DEFAULT_SIGNING_KEY_ID),
-  // Its strength is checked where it is used (middleware/admin-auth.ts), so a weak one
-  // disables the admin API, not the tenants' traffic.
-  adminToken: z.string().min(1).optional(),
-  programIdleTtlMs: positiveInt.default(900_000),
-  /** 16 MiB: long agent contexts (tool outputs, files) must fit; counted as the bytes arrive. */
-  maxBodyBytes: positiveInt.default(16_777_216),
-  /** A call still unanswered or streaming this long after it was sent is cut and settled as a timeout. */
-  // At most 30 min: the limiter keeps closed leases 60 min, longer than any call plus its reap grace.
-  callTimeoutMs: positiveInt.max(1_800_000).default(900_000),
-  /**
-   * A streaming client that takes no chunk for this long while one waits is treated as gone.
-   * The runtime reads ahead into socket buffers, so a write waits only once a client is
-   * hundreds of chunks behind; a disconnect the runtime never reports looks exactly like this.
-   */
-  streamStallMs: positiveInt.default(10_000),
-  /** A pool stream that sends nothing for this long mid-stream is treated as broken. */
-  poolIdleMs: positiveInt.default(120_000),
-});
-export type EdgeConfig = z.infer<typeof EdgeConfig>;
+/** A var holding JSON: parsed, then checked against `schema`. */
+const jsonVar = <T extends z.ZodType>(schema: T) =>
+  z
+    .string()
+    .transform((raw, ctx) => {
+      try {
+        return JSON.parse(raw) as unknown;
+      } catch {
+        ctx.addIssue({ code: "custom", message: "is not valid JSON" });
+        return z.NEVER;
+      }
+    })
+    .pipe(schema);
 
-/** The pool's name as the usage ledger records it: POOL_NAME, else POOL_URL's host. */
-export function poolNameOf(config: EdgeConfig): string {
-  return config.poolName ?? new URL(config.poolUrl).host;
-}
+/** The vars the edge needs, parsed from their string form once per Env object. */
+export const EdgeConfig = z
+  .object({
+    /** Signing key ID → secret (POOL_SIGNING_KEYS, plus POOL_SIGNING_SECRET by POOL_SIGNING_KEY_ID). */
+    poolSigningKeys: jsonVar(z.record(SigningKeyId, SigningSecret)).optional(),
+    poolSigningSecret: SigningSecret.optional(),
+    poolSigningKeyId: SigningKeyId.default(DEFAULT_SIGNING_KEY_ID),
+    regionOrder: jsonVar(RegionOrderTable).optional(),
+    /** At least 1 s: each round reads every pool's status. */
+    poolStatusIntervalMs: positiveInt.min(1_000).default(5_000),
+    // Its strength is checked where it is used (middleware/admin-auth.ts), so a weak one
+    // disables the admin API, not the tenants' traffic.
+    adminToken: z.string().min(1).optional(),
+    programIdleTtlMs: positiveInt.default(900_000),
+    /** 16 MiB: long agent contexts (tool outputs, files) must fit; counted as the bytes arrive. */
+    maxBodyBytes: positiveInt.default(16_777_216),
+    /** A call still unanswered or streaming this long after it was sent is cut and settled as a timeout. */
+    // At most 30 min: the limiter keeps closed leases 60 min, longer than any call plus its reap grace.
+    callTimeoutMs: positiveInt.max(1_800_000).default(900_000),
+    /**
+     * A streaming client that takes no chunk for this long while one waits is treated as gone.
+     * The runtime reads ahead into socket buffers, so a write waits only once a client is
+     * hundreds of chunks behind; a disconnect the runtime never reports looks exactly like this.
+     */
+    streamStallMs: positiveInt.default(10_000),
+    /** A pool stream that sends nothing for this long mid-stream is treated as broken. */
+    poolIdleMs: positiveInt.default(120_000),
+  })
+  .transform(({ poolSigningKeys, poolSigningSecret, poolSigningKeyId, regionOrder, ...rest }) => ({
+    ...rest,
+    /** Every key the edge can sign with, by ID. */
+    signingKeys: {
+      ...poolSigningKeys,
+      ...(poolSigningSecret === undefined ? {} : { [poolSigningKeyId]: poolSigningSecret }),
+    } as Readonly<Record<string, string>>,
+    regionOrder: regionOrder ?? {},
+  }))
+  .refine((config) => Object.keys(config.signingKeys).length > 0, {
+    message: "no signing key: set POOL_SIGNING_KEYS (JSON: key ID → secret) or POOL_SIGNING_SECRET",
+    path: ["poolSigningKeys"],
+  });
+export type EdgeConfig = z.output<typeof EdgeConfig>;
 
 /**
- * The key the edge signs pool requests with: the signature names its ID, which the
- * pool must hold beside the same secret.
+ * The key the edge signs a pool's requests with: the one its directory row names
+ * (the pool holds the same ID and secret). Undefined when the edge holds no such key.
  */
-export function poolSigningKeyOf(config: EdgeConfig): SigningKey {
-  return { id: config.poolSigningKeyId, secret: config.poolSigningSecret };
+export function signingKeyFor(config: EdgeConfig, keyId: string): SigningKey | undefined {
+  const secret = Object.hasOwn(config.signingKeys, keyId) ? config.signingKeys[keyId] : undefined;
+  return secret === undefined ? undefined : { id: keyId, secret };
 }
 
 /**
@@ -72,11 +106,12 @@ export class ConfigError extends Error {
   override readonly name = "ConfigError";
 }
 
-const VAR_NAMES: Record<keyof EdgeConfig, string> = {
-  poolUrl: "POOL_URL",
-  poolName: "POOL_NAME",
+const VAR_NAMES: Record<keyof z.input<typeof EdgeConfig>, string> = {
+  poolSigningKeys: "POOL_SIGNING_KEYS",
   poolSigningSecret: "POOL_SIGNING_SECRET",
   poolSigningKeyId: "POOL_SIGNING_KEY_ID",
+  regionOrder: "REGION_ORDER",
+  poolStatusIntervalMs: "POOL_STATUS_INTERVAL_MS",
   adminToken: "ADMIN_TOKEN",
   programIdleTtlMs: "PROGRAM_IDLE_TTL_MS",
   maxBodyBytes: "MAX_BODY_BYTES",
@@ -85,6 +120,9 @@ const VAR_NAMES: Record<keyof EdgeConfig, string> = {
   poolIdleMs: "POOL_IDLE_MS",
 };
 
+/** An empty var is an unset one (wrangler.toml cannot unset a var per environment). */
+const unlessEmpty = (value: string | undefined) => (value === "" ? undefined : value);
+
 // Bindings are fixed for the life of an isolate's Env object, so parse once per object.
 const cache = new WeakMap<object, EdgeConfig>();
 
@@ -92,10 +130,11 @@ export function edgeConfig(env: Env): EdgeConfig {
   const cached = cache.get(env);
   if (cached) return cached;
   const parsed = EdgeConfig.safeParse({
-    poolUrl: env.POOL_URL,
-    poolName: env.POOL_NAME === "" ? undefined : env.POOL_NAME,
-    poolSigningSecret: env.POOL_SIGNING_SECRET,
-    poolSigningKeyId: env.POOL_SIGNING_KEY_ID === "" ? undefined : env.POOL_SIGNING_KEY_ID,
+    poolSigningKeys: unlessEmpty(env.POOL_SIGNING_KEYS),
+    poolSigningSecret: unlessEmpty(env.POOL_SIGNING_SECRET),
+    poolSigningKeyId: unlessEmpty(env.POOL_SIGNING_KEY_ID),
+    regionOrder: unlessEmpty(env.REGION_ORDER),
+    poolStatusIntervalMs: env.POOL_STATUS_INTERVAL_MS,
     adminToken: env.ADMIN_TOKEN === "" ? undefined : env.ADMIN_TOKEN,
     programIdleTtlMs: env.PROGRAM_IDLE_TTL_MS,
     maxBodyBytes: env.MAX_BODY_BYTES,
@@ -105,7 +144,7 @@ export function edgeConfig(env: Env): EdgeConfig {
   });
   if (!parsed.success) {
     const problems = parsed.error.issues.map((issue) => {
-      const key = issue.path[0] as keyof EdgeConfig | undefined;
+      const key = issue.path[0] as keyof typeof VAR_NAMES | undefined;
       return `${key ? VAR_NAMES[key] : "config"}: ${issue.message}`;
     });
     throw new ConfigError(`Edge misconfigured: ${problems.join("; ")}`);

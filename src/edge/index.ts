@@ -6,6 +6,7 @@ import { createApp } from "./app.js";
  * wrangler can bind them.
  */
 export { TenantLimiter } from "./limiter/tenant-limiter.js";
+export { PoolMonitor } from "./pools/monitor.js";
 export { ProgramSession } from "./program/session.js";
 
 const app = createApp();

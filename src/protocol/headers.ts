@@ -24,6 +24,8 @@ export const Header = {
   queueMs: "x-agentix-queue-ms",
   /** Edge → client: the call's ID, on every chat response (OpenAI's clients expose it as the request ID). */
   requestId: "x-request-id",
+  /** Edge → client: the directory ID of the pool that took the call (absent when none did). */
+  pool: "x-agentix-pool",
 } as const;
 
 export type HeaderName = (typeof Header)[keyof typeof Header];

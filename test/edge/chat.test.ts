@@ -4,6 +4,7 @@ import { Header } from "../../src/protocol/headers";
 import { PROGRAM_ID } from "../../src/protocol/ids";
 import { POOL_PATHS, verifyForward } from "../../src/protocol/signing";
 import {
+  addPools,
   chat,
   chatBody,
   drain,
@@ -21,6 +22,7 @@ import {
   POOL_KEYS,
   SIGNING_SECRET,
   tenantFetch,
+  testPool,
   usageRows,
 } from "./support";
 
@@ -86,16 +88,18 @@ describe("POST /v1/chat/completions (non-streaming)", () => {
     });
   });
 
-  it("names POOL_SIGNING_KEY_ID's key in the signature and signs the API path, not POOL_URL's base path", async () => {
+  it("signs with the key the pool's directory row names and signs the API path, not the pool URL's base path", async () => {
     const pool = mockPool(() => poolJson());
     const tenant = await newTenant();
-    const bindings = { ...env, POOL_URL: "http://pool.test/behind/a/proxy/", POOL_SIGNING_KEY_ID: "edge-key.2" };
+    await addPools(testPool({ id: "behind-proxy", url: "http://pool.test/behind/a/proxy", models: ["proxied-model"], signing_key_id: "edge-key.2" }));
+    const bindings = { ...env, POOL_SIGNING_KEYS: JSON.stringify({ "edge-key.2": SIGNING_SECRET }) };
     const res = await edge(
       "/v1/chat/completions",
-      { method: "POST", body: chatBody(), headers: { authorization: `Bearer ${tenant.key}`, "content-type": "application/json" } },
+      { method: "POST", body: chatBody({ model: "proxied-model" }), headers: { authorization: `Bearer ${tenant.key}`, "content-type": "application/json" } },
       bindings,
     );
     expect(res.status).toBe(200);
+    expect(res.headers.get(Header.pool)).toBe("behind-proxy");
     const forwarded = pool[0]!;
     expect(forwarded.request.url).toBe(`http://pool.test/behind/a/proxy${POOL_PATHS.chatCompletions}`);
     const h = forwarded.request.headers;
@@ -214,8 +218,10 @@ describe("POST /v1/chat/completions (non-streaming)", () => {
       throw new TypeError("Network connection lost.");
     });
     const logged = vi.spyOn(console, "error").mockImplementation(() => undefined);
+    const warned = vi.spyOn(console, "warn").mockImplementation(() => undefined);
     const res = await chat(tenant);
-    expect(logged).toHaveBeenCalledWith(expect.stringContaining("pool unreachable"), expect.any(TypeError));
+    expect(warned).toHaveBeenCalledWith(expect.stringContaining("pool pool-test could not be reached"), expect.any(TypeError));
+    expect(logged).toHaveBeenCalledWith(expect.stringContaining("no pool could be reached"));
     const body = await expectOpenAIError(res, 502, "server_error");
     expect(body.error.code).toBe("pool_unreachable");
     const programId = programHeader(res)!;

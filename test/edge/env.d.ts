@@ -9,7 +9,7 @@ declare global {
     }
     interface GlobalProps {
       mainModule: typeof import("../../src/edge/index");
-      durableNamespaces: "ProgramSession" | "TenantLimiter";
+      durableNamespaces: "ProgramSession" | "TenantLimiter" | "PoolMonitor";
     }
   }
 }

@@ -70,7 +70,7 @@ describe("usage ledger", () => {
     expect(sum(rows, "completion_tokens")).toBe(engine.reduce((s, u) => s + u.completion, 0));
     expect(sum(rows, "service_ms")).toBe(engine.reduce((s, u) => s + u.serviceMs, 0));
     for (const row of rows) {
-      expect(row).toMatchObject({ tenant_id: tenant.id, thread: "main", model: "test-model", pool: "pool.test", status: "ok" });
+      expect(row).toMatchObject({ tenant_id: tenant.id, thread: "main", model: "test-model", pool: "pool-test", status: "ok" });
       expect(programs).toContain(row.program_id);
       expect(row.engine).toMatch(/^engine-[01]$/);
       expect(Number(row.finished_at)).toBeGreaterThanOrEqual(Number(row.started_at));

@@ -127,15 +127,32 @@ export type PoolHandler = (forwarded: ForwardedRequest) => Response | Promise<Re
  * Replaces global fetch with a fake pool. Each call builds a NEW Response (a
  * shared one would be read across requests). Returns what the edge sent.
  */
-export function mockPool(handler: PoolHandler): ForwardedRequest[] {
+export function mockPool(handler: PoolHandler, status: (url: string) => Response = () => poolStatusResponse()): ForwardedRequest[] {
   const seen: ForwardedRequest[] = [];
   vi.spyOn(globalThis, "fetch").mockImplementation(async (input, init) => {
     const request = new Request(input, init);
+    // The pool monitor's status reads (its alarm runs in this isolate too) are not the test's traffic.
+    if (new URL(request.url).pathname.endsWith(POOL_PATHS.status)) return status(request.url);
     const forwarded = { request, body: await request.clone().arrayBuffer(), signal: init?.signal ?? undefined };
     seen.push(forwarded);
     return handler(forwarded);
   });
   return seen;
+}
+
+/** A pool's `GET /v1/status` answer: healthy and idle unless told otherwise. */
+export function poolStatusResponse(over: { healthy?: number; queued?: number; running?: number } = {}): Response {
+  const healthy = over.healthy ?? 2;
+  const body = {
+    object: "pool.status",
+    status: healthy > 0 ? "ok" : "degraded",
+    models: null,
+    engines: { total: 2, healthy },
+    queue: { queued: over.queued ?? 0, running: over.running ?? 0, by_level: [over.queued ?? 0] },
+    kv: { capacity_tokens: 100_000, free_tokens: 100_000 },
+    at: Date.now(),
+  };
+  return new Response(JSON.stringify(body), { status: 200, headers: { "content-type": "application/json" } });
 }
 
 export interface Completion {

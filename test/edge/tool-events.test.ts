@@ -1,4 +1,3 @@
-import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { MAX_TOOL_RUNS, TOOL_EVENTS_PER_MINUTE } from "../../src/edge/program/tool-store";
 import { Header, RateLimitHeader } from "../../src/protocol/headers";
@@ -16,21 +15,33 @@ import {
   programHeader,
   CALL_ROUTE,
   EVENTS_ROUTE,
+  POOL_CHAT_URL,
   POOL_KEYS,
+  type PoolHandler,
   type TestTenant,
   tenantFetch,
 } from "./support";
 
-const POOL_EVENTS_URL = `${env.POOL_URL}/v1/events`;
+const POOL_EVENTS_URL = "http://pool.test/v1/events";
 
 afterEach(() => {
   vi.restoreAllMocks();
 });
 
+/**
+ * A program one call has run on (an engine of pool-test served it), so it has a pool
+ * for its events; the pool must be mocked (mockEventsPool).
+ */
 async function newProgram(tenant: TestTenant): Promise<string> {
-  const res = await tenantFetch(tenant, "/v1/programs", { method: "POST" });
-  expect(res.status).toBe(201);
+  const res = await chat(tenant);
+  expect(res.status).toBe(200);
+  await drain();
   return programHeader(res)!;
+}
+
+/** A fake pool that answers calls as an engine would and event batches with `handler`. */
+function mockEventsPool(handler: PoolHandler) {
+  return mockPool((forwarded) => (forwarded.request.url === POOL_CHAT_URL ? poolJson() : handler(forwarded)));
 }
 
 function sendEvents(tenant: TestTenant, programId: string, body: unknown): Promise<Response> {
@@ -87,7 +98,7 @@ describe("POST /v1/programs/{id}/events: validation", () => {
 
   for (const c of cases) {
     it(`refuses ${c.name} with 400, recording and forwarding nothing`, async () => {
-      const seen = mockPool(() => new Response(null, { status: 202 }));
+      const seen = mockEventsPool(() => new Response(null, { status: 202 }));
       const tenant = await newTenant();
       const programId = await newProgram(tenant);
       const error = await expectOpenAIError(await sendEvents(tenant, programId, c.body), 400, "invalid_request_error");
@@ -108,7 +119,7 @@ describe("POST /v1/programs/{id}/events: validation", () => {
 
 describe("POST /v1/programs/{id}/events: ownership and status", () => {
   it("answers another tenant's program exactly like an unknown one, and forwards nothing", async () => {
-    const seen = mockPool(() => new Response(null, { status: 202 }));
+    const seen = mockEventsPool(() => new Response(null, { status: 202 }));
     const owner = await newTenant();
     const stranger = await newTenant();
     const programId = await newProgram(owner);
@@ -123,7 +134,7 @@ describe("POST /v1/programs/{id}/events: ownership and status", () => {
   });
 
   it("refuses events for an ended program with 409", async () => {
-    const seen = mockPool(() => new Response(null, { status: 202 }));
+    const seen = mockEventsPool(() => new Response(null, { status: 202 }));
     const tenant = await newTenant();
     const programId = await newProgram(tenant);
     expect((await tenantFetch(tenant, `/v1/programs/${programId}`, { method: "DELETE" })).status).toBe(200);
@@ -136,7 +147,7 @@ describe("POST /v1/programs/{id}/events: ownership and status", () => {
 
 describe("POST /v1/programs/{id}/events: forwarding to the pool", () => {
   it("answers 202 and forwards the normalised batch, signed like a call, from waitUntil", async () => {
-    const seen = mockPool(() => new Response(JSON.stringify({ accepted: 2 }), { status: 202 }));
+    const seen = mockEventsPool(() => new Response(JSON.stringify({ accepted: 2 }), { status: 202 }));
     const tenant = await newTenant(2);
     const programId = await newProgram(tenant);
     const deadline = "2030-01-01T00:00:10.000Z";
@@ -179,7 +190,7 @@ describe("POST /v1/programs/{id}/events: forwarding to the pool", () => {
   });
 
   it("gives every batch its own ID", async () => {
-    const seen = mockPool(() => new Response(null, { status: 202 }));
+    const seen = mockEventsPool(() => new Response(null, { status: 202 }));
     const tenant = await newTenant();
     const programId = await newProgram(tenant);
     for (let i = 0; i < 3; i++) expect((await sendEvents(tenant, programId, started({ tool_call_id: `c${i}` }))).status).toBe(202);
@@ -191,8 +202,8 @@ describe("POST /v1/programs/{id}/events: forwarding to the pool", () => {
   it("still answers 202 when the pool refuses or cannot be reached (events are hints)", async () => {
     const errors = vi.spyOn(console, "error").mockImplementation(() => undefined);
     const tenant = await newTenant();
+    mockEventsPool(() => new Response("nope", { status: 500 }));
     const programId = await newProgram(tenant);
-    mockPool(() => new Response("nope", { status: 500 }));
     expect((await sendEvents(tenant, programId, started())).status).toBe(202);
     await drain();
     vi.spyOn(globalThis, "fetch").mockRejectedValue(new TypeError("connection refused"));
@@ -205,7 +216,7 @@ describe("POST /v1/programs/{id}/events: forwarding to the pool", () => {
 
 describe("tool state in the ProgramSession", () => {
   it("tracks runs in flight per thread, matches finishes, and shows it on GET", async () => {
-    mockPool(() => new Response(null, { status: 202 }));
+    mockEventsPool(() => new Response(null, { status: 202 }));
     const clock = frozenClock();
     const tenant = await newTenant();
     const programId = await newProgram(tenant);
@@ -232,7 +243,7 @@ describe("tool state in the ProgramSession", () => {
   });
 
   it("ends a thread's runs when the agent calls the model again on that thread", async () => {
-    mockPool(({ request }) => (request.url === POOL_EVENTS_URL ? new Response(null, { status: 202 }) : poolJson()));
+    mockEventsPool(({ request }) => (request.url === POOL_EVENTS_URL ? new Response(null, { status: 202 }) : poolJson()));
     const tenant = await newTenant();
     const programId = await newProgram(tenant);
     await sendEvents(tenant, programId, { events: [started({ tool_call_id: "a" }), started({ tool_call_id: "b", thread: "side" })] });
@@ -242,7 +253,7 @@ describe("tool state in the ProgramSession", () => {
   });
 
   it("keeps at most MAX_TOOL_RUNS runs in flight, dropping the oldest", async () => {
-    mockPool(() => new Response(null, { status: 202 }));
+    mockEventsPool(() => new Response(null, { status: 202 }));
     const tenant = await newTenant();
     const programId = await newProgram(tenant);
     const batch = (from: number) => ({ events: Array.from({ length: MAX_TOOL_EVENTS_PER_BATCH }, (_, i) => started({ tool_call_id: `c${from + i}` })) });
@@ -255,7 +266,7 @@ describe("tool state in the ProgramSession", () => {
   });
 
   it("caps events per program per minute: a batch over the cap is refused whole with 429 and Retry-After", async () => {
-    const seen = mockPool(() => new Response(null, { status: 202 }));
+    const seen = mockEventsPool(() => new Response(null, { status: 202 }));
     const clock = frozenClock();
     const tenant = await newTenant();
     const programId = await newProgram(tenant);
@@ -275,7 +286,7 @@ describe("tool state in the ProgramSession", () => {
   });
 
   it("clears runs in flight when the program ends", async () => {
-    mockPool(() => new Response(null, { status: 202 }));
+    mockEventsPool(() => new Response(null, { status: 202 }));
     const tenant = await newTenant();
     const programId = await newProgram(tenant);
     await sendEvents(tenant, programId, started());

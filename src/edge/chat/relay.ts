@@ -15,6 +15,8 @@ export interface ForwardedCall {
   sentAt: number;
   promptEstimate: number;
   includeUsage: boolean;
+  /** The directory ID of the pool the call was last sent to; "" while none. */
+  pool: string;
   /** Settles the call after the response (ctx.waitUntil); the first call wins, later ones are ignored. */
   settle: (settlement: SettleCallInput | Promise<SettleCallInput>) => void;
 }
@@ -22,19 +24,27 @@ export interface ForwardedCall {
 /** Seconds a client should wait before retrying a call the pool could not take. */
 export const POOL_TROUBLE_RETRY_AFTER_S = 2;
 
+/** A pool status that sends the call on to the next pool (before any byte reached the client). */
+export const FAILOVER_STATUSES: ReadonlySet<number> = new Set([502, 503]);
+
 type Observed = Omit<CallObservation, "promptEstimate">;
 
 function settleWith(call: ForwardedCall, seen: Observed): SettleCallInput {
-  return settlementOf(call.callId, { ...seen, promptEstimate: call.promptEstimate });
+  const settlement = settlementOf(call.callId, { ...seen, promptEstimate: call.promptEstimate });
+  return call.pool === "" ? settlement : { ...settlement, pool: call.pool };
+}
+
+/** The headers every answer to a call carries: its program, its ID, the pool that took it. */
+export function callIdentityHeaders(call: Pick<ForwardedCall, "programId" | "callId" | "pool">): Record<string, string> {
+  return {
+    [Header.program]: call.programId,
+    [Header.requestId]: call.callId,
+    ...(call.pool === "" ? {} : { [Header.pool]: call.pool }),
+  };
 }
 
 function callHeaders(call: ForwardedCall, extra: Record<string, string> = {}): Headers {
-  return new Headers({
-    "content-type": "application/json",
-    [Header.program]: call.programId,
-    [Header.requestId]: call.callId,
-    ...extra,
-  });
+  return new Headers({ "content-type": "application/json", ...callIdentityHeaders(call), ...extra });
 }
 
 function errorResponse(call: ForwardedCall, status: number, body: unknown, extra?: Record<string, string>): Response {
@@ -107,6 +117,25 @@ export function unanswered(call: ForwardedCall, why: Unanswered): Response {
   );
 }
 
+/**
+ * No pool that may serve the call can take it now: every eligible one is down or its
+ * breaker open (for a tenant restricted to some regions, no pool there can: the call
+ * never leaves them). Settled with nothing used; 503 with Retry-After.
+ */
+export function noPoolAvailable(call: ForwardedCall): Response {
+  const finishedAt = Date.now();
+  call.settle(
+    settleWith(call, {
+      status: "error",
+      served: false,
+      outputChunks: 0,
+      observedTiming: { queueMs: finishedAt - call.sentAt, serviceMs: 0 },
+      finishedAt,
+    }),
+  );
+  return poolTrouble(call, 503, "No GPU pool your plan may use can take calls for this model right now; retry shortly", "no_pool_available");
+}
+
 /** The pool's own account of a refusal, as the pool's log and the edge's log want it. */
 function describePoolError(status: number, bytes: ArrayBuffer): string {
   const text = new TextDecoder().decode(bytes.slice(0, 500));
@@ -138,7 +167,7 @@ export async function relayPoolError(pool: Response, call: ForwardedCall): Promi
   );
   if (pool.status === 401 || pool.status === 403) {
     console.error(
-      `Pool refused the edge's call ${call.callId} (${describePoolError(pool.status, bytes)}): check that the pool holds the key POOL_SIGNING_KEY_ID names (default "default") with the secret in POOL_SIGNING_SECRET.`,
+      `Pool refused the edge's call ${call.callId} (${describePoolError(pool.status, bytes)}): check that pool ${call.pool} holds the key its directory row's signing_key_id names, with the secret the edge holds for it (POOL_SIGNING_KEYS / POOL_SIGNING_SECRET).`,
     );
     return poolTrouble(call, 502, "The GPU pool refused the edge's credentials", "pool_rejected_edge");
   }
@@ -253,8 +282,7 @@ export function relayStream(pool: Response, call: ForwardedCall, watch: StreamWa
     headers: {
       "content-type": "text/event-stream; charset=utf-8",
       "cache-control": "no-cache",
-      [Header.program]: call.programId,
-      [Header.requestId]: call.callId,
+      ...callIdentityHeaders(call),
     },
   });
 }

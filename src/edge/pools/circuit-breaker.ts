@@ -36,6 +36,17 @@ export class CircuitBreaker {
   }
 
   /**
+   * Whether `allow` would let a call through now, without claiming the half-open
+   * probe: for ranking pools, before one is tried.
+   */
+  available(now: number): boolean {
+    const state = this.state(now);
+    if (state === "closed") return true;
+    if (state === "open") return false;
+    return this.#probeSince === undefined || now - this.#probeSince >= this.settings.openMs;
+  }
+
+  /**
    * Whether a call may go to the pool now. In half-open, only one call (the probe)
    * is let through until it reports or `openMs` passes.
    */

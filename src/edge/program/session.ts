@@ -208,7 +208,7 @@ export class ProgramSession extends DurableObject<Env> {
     if (!taken.ok) return { ok: false, error: "rate_limited", retryAfterMs: taken.retryAfterMs, limitPerMinute: TOOL_EVENTS_PER_MINUTE };
     this.meta = next;
     await this.scheduleAlarm();
-    return { ok: true, accepted: events.length, tools: this.tools.state() };
+    return { ok: true, accepted: events.length, tools: this.tools.state(), pool: next.pool };
   }
 
   async state(): Promise<ProgramState | null> {

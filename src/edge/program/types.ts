@@ -139,7 +139,8 @@ export const RecordToolEventsInput = z.object({
 export type RecordToolEventsInput = z.input<typeof RecordToolEventsInput>;
 
 export type RecordToolEventsResult =
-  | { ok: true; accepted: number; tools: ToolsState }
+  /** `pool`: the program's pool (where its events go); empty while no engine has served it. */
+  | { ok: true; accepted: number; tools: ToolsState; pool: string }
   | { ok: false; error: ProgramRefusal }
   /** The program's event bucket is empty: nothing was recorded. */
   | { ok: false; error: "rate_limited"; retryAfterMs: number; limitPerMinute: number }

@@ -5,17 +5,20 @@ import { estimatePromptTokens } from "../../protocol/tokens.js";
 import { forwardBody, parseChatRequest } from "../chat/forward-body.js";
 import { forwardToPool } from "../chat/pool-client.js";
 import { CallLifecycle } from "../chat/call-lifecycle.js";
+import { sendWithFailover } from "../chat/failover.js";
 import { retryIdempotent, SETTLE_RETRY_DELAYS_MS } from "../chat/idempotent-retry.js";
-import { type ForwardedCall, relayJson, relayPoolError, relayStream, unanswered, whyUnanswered } from "../chat/relay.js";
+import { type ForwardedCall, noPoolAvailable, relayJson, relayPoolError, relayStream, unanswered } from "../chat/relay.js";
 import type { StreamWatch } from "../chat/relay-stream.js";
 import type { EdgeEnv } from "../context.js";
-import { poolNameOf, poolSigningKeyOf } from "../env.js";
 import { readBodyWithin } from "../http/body.js";
 import { limiterMisuse, limitExceeded, tenantLimiter } from "../limiter/access.js";
 import { LEASE_RENEW_MS } from "../limiter/tenant-limiter.js";
 import { rateLimitHeadersOnResponse } from "../middleware/rate-limit-headers.js";
 import { beginRefusal, parseProgramId, programSession, threadFromHeaders } from "../program/access.js";
 import type { BeginCallResult } from "../program/types.js";
+import { poolSnapshot } from "../pools/directory-cache.js";
+import { poolsForModel, routeCall } from "../pools/routing.js";
+import { modelNotFound } from "./models.js";
 
 /**
  * Priority figures travel as whole milliseconds: plenty for scheduling, and
@@ -23,6 +26,12 @@ import type { BeginCallResult } from "../program/types.js";
  * (and so the signature check) would refuse.
  */
 const wholeMs = (value: number) => Math.round(value);
+
+/** Cloudflare's guess at the client's continent (absent locally and in tests). */
+function clientContinent(request: Request): string | undefined {
+  const continent = (request.cf as { continent?: unknown } | undefined)?.continent;
+  return typeof continent === "string" ? continent : undefined;
+}
 
 /** POST /v1/chat/completions. Mounted behind tenant auth. */
 export function chatRoutes() {
@@ -39,6 +48,10 @@ export function chatRoutes() {
     const requestedProgram = c.req.header(Header.program);
     const existingProgramId =
       requestedProgram === undefined ? undefined : parseProgramId(requestedProgram, Header.program);
+    // A model no pool serves for this tenant (its plan's models and regions) is refused before any quota is taken.
+    const snapshot = await poolSnapshot(c.env, (work) => c.executionCtx.waitUntil(work));
+    const eligible = poolsForModel(snapshot, tenant.modelAccess, request.model);
+    if (eligible.length === 0) throw modelNotFound(request.model);
 
     // Admission reserves: a request, the prompt estimate + the effective max tokens (decided by the limiter), a lease.
     const now = Date.now();
@@ -88,7 +101,6 @@ export function chatRoutes() {
         thread: choice.thread,
         ...(choice.parentThread ? { parentThread: choice.parentThread } : {}),
         model: request.model,
-        pool: poolNameOf(config),
         now,
       });
     } catch (error) {
@@ -135,12 +147,22 @@ export function chatRoutes() {
         }
       },
     });
+    // The program's pool first (its KV cache is there), unless it cannot or should not take the call.
+    const route = routeCall({
+      eligible,
+      snapshot,
+      config,
+      currentPoolId: begun.pool === "" ? undefined : begun.pool,
+      continent: clientContinent(c.req.raw),
+      now,
+    });
     const call: ForwardedCall = {
       programId,
       callId,
       sentAt: Date.now(),
       promptEstimate,
       includeUsage: request.stream_options?.include_usage === true,
+      pool: "",
       settle: (settlement) => {
         lifecycle.settle(settlement);
       },
@@ -152,32 +174,42 @@ export function chatRoutes() {
       poolIdleMs: config.poolIdleMs,
     };
     try {
-      let pool: Response;
-      try {
-        pool = await forwardToPool({
-          poolUrl: config.poolUrl,
-          signingKey: poolSigningKeyOf(config),
-          fields: {
-            tenant: tenant.id,
-            program: programId,
-            thread: choice.thread,
-            call: callId,
-            serviceMs: wholeMs(begun.serviceMs),
-            pathMs: wholeMs(begun.pathMs),
-            waitMs: wholeMs(begun.waitMs),
-            engine: begun.engine,
-            weight: tenant.weight,
-            ts: call.sentAt,
-          },
-          body,
-          // A client that leaves, or the deadline, stops the pool's work too.
-          signal: AbortSignal.any([watch.client, watch.deadline]),
-        });
-      } catch (error) {
-        const why = whyUnanswered(watch);
-        if (why === "unreachable") console.error(`pool unreachable for ${callId}`, error);
-        return unanswered(call, why);
+      if (route.pools.length === 0) return noPoolAvailable(call);
+      const sent = await sendWithFailover({
+        pools: route.pools,
+        beforeAttempt: (target) => {
+          call.pool = target.id;
+        },
+        send: (target) =>
+          forwardToPool({
+            poolUrl: target.url,
+            signingKey: target.signingKey,
+            fields: {
+              tenant: tenant.id,
+              program: programId,
+              thread: choice.thread,
+              call: callId,
+              serviceMs: wholeMs(begun.serviceMs),
+              pathMs: wholeMs(begun.pathMs),
+              waitMs: wholeMs(begun.waitMs),
+              // Engine IDs are a pool's own: on another pool the program's engine means nothing.
+              engine: target.id === begun.pool ? begun.engine : "",
+              weight: tenant.weight,
+              ts: Date.now(),
+            },
+            body,
+            // A client that leaves, or the deadline, stops the pool's work too.
+            signal: AbortSignal.any([watch.client, watch.deadline]),
+          }),
+        watch,
+        now: () => Date.now(),
+      });
+      if (sent.kind === "none") return noPoolAvailable(call);
+      if (sent.kind === "unanswered") {
+        if (sent.why === "unreachable") console.error(`no pool could be reached for ${callId} (tried ${route.pools.map((p) => p.id).join(", ")})`);
+        return unanswered(call, sent.why);
       }
+      const pool = sent.response;
       if (!pool.ok) return await relayPoolError(pool, call);
       if (request.stream === true) return relayStream(pool, call, watch);
       return await relayJson(pool, call, watch);

@@ -1,8 +1,8 @@
-import { Hono } from "hono";
+import { type Context, Hono } from "hono";
 import { openAIError } from "../../protocol/errors.js";
 import type { EdgeEnv } from "../context.js";
-import { database } from "../db/client.js";
-import { type CallableModel, callableModels, readPools } from "../pools/directory.js";
+import { type CallableModel, callableModels } from "../pools/directory.js";
+import { poolSnapshot } from "../pools/directory-cache.js";
 
 /** Who a model object names as its owner. */
 export const MODEL_OWNER = "agentix";
@@ -26,20 +26,20 @@ const modelView = (m: CallableModel) => ({
 /**
  * GET /v1/models and /v1/models/{model}: the models the authenticated tenant may
  * call, i.e. allowed by its plan and served by an active or draining pool in a region
- * its plan allows. Reads the pool directory from D1 on each request.
+ * its plan allows. The directory is the pool monitor's (at most about a second old).
  */
 export function modelRoutes() {
   const routes = new Hono<EdgeEnv>();
 
-  const tenantModels = async (env: EdgeEnv["Bindings"], tenant: EdgeEnv["Variables"]["tenant"]) =>
-    callableModels(await readPools(database(env.DB)), tenant.modelAccess);
+  const tenantModels = async (c: Context<EdgeEnv>) =>
+    callableModels((await poolSnapshot(c.env, (work) => c.executionCtx.waitUntil(work))).pools, c.var.tenant.modelAccess);
 
-  routes.get("/", async (c) => c.json({ object: "list" as const, data: (await tenantModels(c.env, c.var.tenant)).map(modelView) }));
+  routes.get("/", async (c) => c.json({ object: "list" as const, data: (await tenantModels(c)).map(modelView) }));
 
   // Model names may hold slashes ("org/model"), as OpenAI's fine-tune IDs hold colons.
   routes.get("/:model{.+}", async (c) => {
     const model = c.req.param("model");
-    const found = (await tenantModels(c.env, c.var.tenant)).find((m) => m.id === model);
+    const found = (await tenantModels(c)).find((m) => m.id === model);
     if (!found) throw modelNotFound(model);
     return c.json(modelView(found));
   });

@@ -6,13 +6,14 @@ import { newEventBatchId } from "../../protocol/ids.js";
 import { parseToolEventsBody, type ToolEventBatch } from "../../protocol/tool-events.js";
 import { sendToolEventsToPool } from "../chat/pool-client.js";
 import type { EdgeEnv } from "../context.js";
-import { poolSigningKeyOf } from "../env.js";
 import { parseJsonBytes, readBodyWithin } from "../http/body.js";
 import { limiterMisuse, tenantLimiter } from "../limiter/access.js";
 import { retryAfterSeconds } from "../limits/reset-duration.js";
 import { parseProgramId, programNotFound, programSession } from "../program/access.js";
 import type { RecordToolEventsResult } from "../program/types.js";
 import { toolsView } from "../program/view.js";
+import { poolSnapshot } from "../pools/directory-cache.js";
+import { programPool } from "../pools/routing.js";
 
 type Refusal = Extract<RecordToolEventsResult, { ok: false }>;
 
@@ -84,26 +85,31 @@ export function toolEventRoutes() {
     if (!recorded.ok) throw eventsRefusal(recorded, programId);
 
     const batchId = newEventBatchId();
-    c.executionCtx.waitUntil(
-      sendToolEventsToPool({
-        poolUrl: config.poolUrl,
-        signingKey: poolSigningKeyOf(config),
-        fields: {
-          tenant: tenant.id,
-          program: programId,
-          // Each event names its own thread; the header carries the first one's.
-          thread: batch.events[0]?.thread ?? "main",
-          call: batchId,
-          serviceMs: 0,
-          pathMs: 0,
-          waitMs: 0,
-          engine: "",
-          weight: tenant.weight,
-          ts: Date.now(),
-        },
-        batch,
-      }).catch((error: unknown) => console.error(`tool events ${batchId} of ${programId} did not reach the pool`, error)),
-    );
+    // The events go to the program's pool, where its calls and their KV cache are. A
+    // program no engine has served yet has none: its events stay in its object.
+    const pool = programPool(await poolSnapshot(c.env, (work) => c.executionCtx.waitUntil(work)), config, recorded.pool);
+    if (pool) {
+      c.executionCtx.waitUntil(
+        sendToolEventsToPool({
+          poolUrl: pool.url,
+          signingKey: pool.signingKey,
+          fields: {
+            tenant: tenant.id,
+            program: programId,
+            // Each event names its own thread; the header carries the first one's.
+            thread: batch.events[0]?.thread ?? "main",
+            call: batchId,
+            serviceMs: 0,
+            pathMs: 0,
+            waitMs: 0,
+            engine: "",
+            weight: tenant.weight,
+            ts: Date.now(),
+          },
+          batch,
+        }).catch((error: unknown) => console.error(`tool events ${batchId} of ${programId} did not reach pool ${pool.id}`, error)),
+      );
+    }
     c.header(Header.program, programId);
     return c.json(
       { object: "program.tool_events", program_id: programId, accepted: recorded.accepted, tools: toolsView(recorded.tools) },

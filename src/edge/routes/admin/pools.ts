@@ -6,6 +6,8 @@ import { type Database, database } from "../../db/client.js";
 import { type Pool, type PoolStatus, pools } from "../../db/schema.js";
 import { readJsonBody } from "../../http/body.js";
 import { readPools } from "../../pools/directory.js";
+import { refreshPoolSnapshot } from "../../pools/directory-cache.js";
+import type { Env } from "../../env.js";
 import { ADMIN_BODY_BYTES, CreatePoolBody, UpdatePoolBody } from "./bodies.js";
 import { poolView } from "./views.js";
 
@@ -41,10 +43,21 @@ async function updatePool(db: Database, id: string, changes: Partial<Omit<Pool, 
 }
 
 /**
+ * After a change: the monitor re-reads the directory, so new calls follow it at once
+ * in this isolate and within a second in the others. A monitor that cannot be reached
+ * now reads it on its next round; the change itself is already in D1.
+ */
+async function publishDirectory(env: Env): Promise<void> {
+  await refreshPoolSnapshot(env).catch((error: unknown) =>
+    console.error("the pool monitor did not take the directory change; it reads it on its next round", error),
+  );
+}
+
+/**
  * The pool directory: list, read, add, update, and set a pool's status (activate,
  * drain: serve the programs it has but take no new ones, disable). Pools are not
- * deleted: disable one. The edge reads the directory on every request (no cache),
- * so a change applies from the next one.
+ * deleted: disable one. Every change is published to the pool monitor before the
+ * answer (publishDirectory).
  */
 export function poolRoutes() {
   const routes = new Hono<EdgeEnv>();
@@ -69,18 +82,23 @@ export function poolRoutes() {
         param: "id",
       });
     }
+    await publishDirectory(c.env);
     return c.json(poolView(pool), 201);
   });
 
   routes.patch("/:poolId", async (c) => {
     const body = await readJsonBody(c.req.raw, UpdatePoolBody, { maxBytes: ADMIN_BODY_BYTES });
-    return c.json(poolView(await updatePool(database(c.env.DB), c.req.param("poolId"), poolColumns(body))));
+    const pool = await updatePool(database(c.env.DB), c.req.param("poolId"), poolColumns(body));
+    await publishDirectory(c.env);
+    return c.json(poolView(pool));
   });
 
   routes.post("/:poolId/:action{activate|drain|disable}", async (c) => {
     const status = STATUS_ACTIONS[c.req.param("action")];
     if (status === undefined) return c.notFound();
-    return c.json(poolView(await updatePool(database(c.env.DB), c.req.param("poolId"), { status })));
+    const pool = await updatePool(database(c.env.DB), c.req.param("poolId"), { status });
+    await publishDirectory(c.env);
+    return c.json(poolView(pool));
   });
 
   return routes;
