@@ -2,6 +2,7 @@ import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { poolMonitor, refreshPoolSnapshot } from "../../src/edge/pools/directory-cache";
+import type { PoolMonitor } from "../../src/edge/pools/monitor";
 import { Header } from "../../src/protocol/headers";
 import {
   addPools,
@@ -276,7 +277,7 @@ describe("choosing a pool", () => {
     );
     // One status round, as the monitor's alarm runs it (vitest.config.ts sets the interval to an hour: no other round runs).
     const monitor = poolMonitor(env);
-    await runInDurableObject(monitor, (instance) => instance.alarm());
+    await runInDurableObject(monitor, (instance) => (instance as PoolMonitor).alarm());
     const snapshot = await monitor.snapshot();
     await refreshPoolSnapshot(env);
     expect(snapshot.readings.r10a).toMatchObject({ healthy: false, load: 0 });
