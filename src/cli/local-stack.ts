@@ -28,7 +28,11 @@ export interface LocalStackOptions {
   /** Persisted local D1 / Durable Objects and the dev credentials. */
   stateDir: string;
   edgePort: number;
+  /** The first pool's port; the others take the next ones (0: any free port for each). */
   poolPort: number;
+  /** Pools, each in its own region with its own engines and signing key (default 2: us-east, eu-west). */
+  pools?: number;
+  /** Simulated engines per pool. */
   engines: number;
   /** Model time per real time of the simulated engines (1 = real time). */
   timeScale: number;
@@ -47,6 +51,8 @@ export const LocalCredentials = z.object({
   signingSecret: z.string().min(16),
   /** The ID both sides know signingSecret by (absent from older files: LOCAL_SIGNING_KEY_ID). */
   signingKeyId: SigningKeyId.optional(),
+  /** The other pools' secrets by key ID (the first pool's is signingSecret); generated as pools are added. */
+  poolSigningKeys: z.record(SigningKeyId, z.string().min(16)).optional(),
   /** Bearer token of the pool's /metrics, /tao/* and /health detail (absent from older files: generated then). */
   poolOperatorToken: z.string().min(32).optional(),
   tenantId: z.string().optional(),
@@ -55,23 +61,47 @@ export const LocalCredentials = z.object({
 });
 export type LocalCredentials = z.infer<typeof LocalCredentials>;
 
+/** One local pool: its directory entry, its server and its engines. */
+export interface LocalPool {
+  /** Its directory ID, `local-<region>`. */
+  id: string;
+  region: string;
+  url: string;
+  signingKeyId: string;
+  handle: PoolHandle;
+  engines: SimEngineHandle[];
+  /** Stops the pool and its engines (as a region going down would); idempotent. */
+  stop(): Promise<void>;
+}
+
 export interface LocalStack {
   edgeUrl: string;
+  /** The first pool's URL (every pool's: `pools`). */
   poolUrl: string;
-  /** `Authorization: Bearer …` of the pool's operator endpoints. */
+  /** `Authorization: Bearer …` of every pool's operator endpoints. */
   poolOperatorToken: string;
+  /** The first pool's engines. */
   engineUrls: string[];
   model: string;
   adminToken: string;
   tenantId: string;
   devKey: string;
+  /** The first pool's engines. */
   engines: SimEngineHandle[];
+  /** The first pool. */
   pool: PoolHandle;
+  pools: LocalPool[];
   stop(): Promise<void>;
 }
 
-/** The local pool's one signing key's ID (the edge sends it with every signature). */
+/** The first local pool's signing key's ID (the edge sends it with every signature). */
 const LOCAL_SIGNING_KEY_ID = "local-1";
+
+/** The local pools' regions, in order: `--pools 2` runs the first two. */
+export const LOCAL_REGIONS = ["us-east", "eu-west", "ap-southeast", "us-west"] as const;
+
+/** Directory IDs of local pools: a run disables the ones it did not start (from an earlier run with more). */
+const LOCAL_POOL_PREFIX = "local-";
 
 export const credentialsPath = (stateDir: string) => path.join(stateDir, "credentials.json");
 
@@ -91,6 +121,15 @@ async function loadOrCreateCredentials(stateDir: string): Promise<LocalCredentia
   return withToken;
 }
 
+/** Pool i's signing key: the first is the credentials' own, the others `local-<i+1>`, generated once. */
+function poolSigningKey(credentials: LocalCredentials, index: number): { id: string; secret: string } {
+  if (index === 0) return { id: credentials.signingKeyId ?? LOCAL_SIGNING_KEY_ID, secret: credentials.signingSecret };
+  const id = `local-${index + 1}`;
+  const keys = (credentials.poolSigningKeys ??= {});
+  keys[id] ??= randomToken(48);
+  return { id, secret: keys[id] };
+}
+
 async function saveCredentials(stateDir: string, credentials: LocalCredentials): Promise<void> {
   await writeFile(credentialsPath(stateDir), `${JSON.stringify(credentials, null, 2)}\n`, { mode: 0o600 });
 }
@@ -107,6 +146,37 @@ async function adminPost<T>(edgeUrl: string, token: string, route: string, body:
   const text = await res.text();
   if (!res.ok) throw new Error(`POST ${route} answered ${res.status}: ${text}`);
   return schema.parse(JSON.parse(text));
+}
+
+async function adminRequest(edgeUrl: string, token: string, method: string, route: string, body?: unknown): Promise<Response> {
+  return fetch(`${edgeUrl}${route}`, {
+    method,
+    headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
+}
+
+const PoolList = z.object({ data: z.array(z.object({ id: z.string(), status: z.string() })) });
+
+/**
+ * Puts this run's pools in the directory (added, or updated: their ports may have
+ * changed since the last run) and disables local pools of earlier runs it did not start.
+ */
+async function registerPools(edgeUrl: string, token: string, pools: readonly LocalPool[], model: string): Promise<void> {
+  for (const pool of pools) {
+    const fields = { region: pool.region, url: pool.url, models: [model], signing_key_id: pool.signingKeyId, status: "active" };
+    let res = await adminRequest(edgeUrl, token, "POST", "/admin/pools", { id: pool.id, ...fields });
+    if (res.status === 409) res = await adminRequest(edgeUrl, token, "PATCH", `/admin/pools/${pool.id}`, fields);
+    const text = await res.text();
+    if (!res.ok) throw new Error(`registering pool ${pool.id} answered ${res.status}: ${text}`);
+  }
+  const listed = await adminRequest(edgeUrl, token, "GET", "/admin/pools");
+  const started = new Set(pools.map((pool) => pool.id));
+  for (const stale of PoolList.parse(await listed.json()).data) {
+    if (!stale.id.startsWith(LOCAL_POOL_PREFIX) || started.has(stale.id) || stale.status === "disabled") continue;
+    const res = await adminRequest(edgeUrl, token, "POST", `/admin/pools/${stale.id}/disable`);
+    await res.body?.cancel();
+  }
 }
 
 /** A dev key that still authenticates is kept; otherwise a dev tenant and key are created. */
@@ -130,39 +200,38 @@ async function ensureDevTenant(edgeUrl: string, credentials: LocalCredentials): 
   return { tenantId: tenant.id, devKey: key.key };
 }
 
-export async function startLocalStack(options: LocalStackOptions): Promise<LocalStack> {
-  const log = options.log ?? (() => {});
-  await mkdir(options.stateDir, { recursive: true });
-  const credentials = await loadOrCreateCredentials(options.stateDir);
-  const signingKey = { id: credentials.signingKeyId ?? LOCAL_SIGNING_KEY_ID, secret: credentials.signingSecret };
-  const persistDir = path.join(options.stateDir, "wrangler");
-
+/** One pool in `region` with its own engines and key, listening on `port` (0: any). */
+async function startLocalPool(
+  options: LocalStackOptions,
+  region: string,
+  port: number,
+  signingKey: { id: string; secret: string },
+  operatorToken: string,
+): Promise<LocalPool> {
+  const id = `${LOCAL_POOL_PREFIX}${region}`;
   const engines: SimEngineHandle[] = [];
-  let pool: PoolHandle | undefined;
-  let edge: LongRunningWrangler | undefined;
-  const stop = async () => {
-    await edge?.stop();
-    await pool?.close();
-    await Promise.all(engines.map((engine) => engine.close()));
-  };
-
+  let handle: PoolHandle | undefined;
+  let stopped: Promise<void> | undefined;
+  const stop = () =>
+    (stopped ??= (async () => {
+      await handle?.close();
+      await Promise.all(engines.map((engine) => engine.close()));
+    })());
   try {
     for (let i = 0; i < options.engines; i++) {
       engines.push(
         await startSimEngine({
-          engineId: `sim-${i + 1}`,
+          engineId: `${region}-sim-${i + 1}`,
           timeScale: options.timeScale,
           ...(options.engineObserver ? { requestObserver: options.engineObserver } : {}),
         }),
       );
     }
-    log(`engines: ${engines.map((e) => `${e.engineId} ${e.url}`).join(", ")}`);
-
-    pool = await startPool(
+    handle = await startPool(
       parsePoolConfig({
-        port: options.poolPort,
+        port,
         signingKeys: [signingKey],
-        operatorToken: credentials.poolOperatorToken,
+        operatorToken,
         // Tenants may name only the model the simulated engines serve (no other model or adapter passes through).
         models: [DEFAULT_SIM_MODEL],
         engines: engines.map((e) => ({
@@ -175,7 +244,39 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
         })),
       }),
     );
-    log(`pool core: ${pool.url}`);
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+  return { id, region, url: handle.url, signingKeyId: signingKey.id, handle, engines, stop };
+}
+
+export async function startLocalStack(options: LocalStackOptions): Promise<LocalStack> {
+  const log = options.log ?? (() => {});
+  const poolCount = options.pools ?? 2;
+  if (!(Number.isInteger(poolCount) && poolCount >= 1 && poolCount <= LOCAL_REGIONS.length)) {
+    throw new RangeError(`pools must be a whole number from 1 to ${LOCAL_REGIONS.length}, got ${poolCount}`);
+  }
+  await mkdir(options.stateDir, { recursive: true });
+  const credentials = await loadOrCreateCredentials(options.stateDir);
+  const signingKeys = LOCAL_REGIONS.slice(0, poolCount).map((_, i) => poolSigningKey(credentials, i));
+  await saveCredentials(options.stateDir, credentials);
+  const persistDir = path.join(options.stateDir, "wrangler");
+
+  const pools: LocalPool[] = [];
+  let edge: LongRunningWrangler | undefined;
+  const stop = async () => {
+    await edge?.stop();
+    await Promise.all(pools.map((pool) => pool.stop()));
+  };
+
+  try {
+    for (const [i, region] of LOCAL_REGIONS.slice(0, poolCount).entries()) {
+      const port = options.poolPort === 0 ? 0 : options.poolPort + i;
+      const pool = await startLocalPool(options, region, port, signingKeys[i]!, credentials.poolOperatorToken);
+      pools.push(pool);
+      log(`pool ${pool.id} (${region}): ${pool.url}; engines ${pool.engines.map((e) => `${e.engineId} ${e.url}`).join(", ")}`);
+    }
 
     await runWrangler(["d1", "migrations", "apply", "agentix", "--local", "--persist-to", persistDir], {
       cwd: options.root,
@@ -184,9 +285,8 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
     log("local D1 migrations applied");
 
     const vars = {
-      POOL_URL: pool.url,
-      POOL_SIGNING_SECRET: signingKey.secret,
-      POOL_SIGNING_KEY_ID: signingKey.id,
+      // The edge signs each pool's requests with the key its directory row names.
+      POOL_SIGNING_KEYS: JSON.stringify(Object.fromEntries(signingKeys.map((key) => [key.id, key.secret]))),
       ADMIN_TOKEN: credentials.adminToken,
       ...(options.idleTtlMs ? { PROGRAM_IDLE_TTL_MS: String(options.idleTtlMs) } : {}),
     };
@@ -214,20 +314,24 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
     await waitForHttp(`${edgeUrl}/health`, 60_000, () => edgeAlive);
     log(`edge: ${edgeUrl}`);
 
+    await registerPools(edgeUrl, credentials.adminToken, pools, DEFAULT_SIM_MODEL);
+    log(`pool directory: ${pools.map((pool) => `${pool.id} ${pool.url}`).join(", ")}`);
     const dev = await ensureDevTenant(edgeUrl, credentials);
     await saveCredentials(options.stateDir, { ...credentials, ...dev, edgeUrl });
 
+    const first = pools[0]!;
     return {
       edgeUrl,
-      poolUrl: pool.url,
+      poolUrl: first.url,
       poolOperatorToken: credentials.poolOperatorToken,
-      engineUrls: engines.map((e) => e.url),
+      engineUrls: first.engines.map((e) => e.url),
       model: DEFAULT_SIM_MODEL,
       adminToken: credentials.adminToken,
       tenantId: dev.tenantId,
       devKey: dev.devKey,
-      engines,
-      pool,
+      engines: first.engines,
+      pool: first.handle,
+      pools,
       stop,
     };
   } catch (error) {

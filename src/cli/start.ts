@@ -6,8 +6,9 @@ import { type LocalStack, startLocalStack } from "./local-stack.js";
 const USAGE = `agentix start [options]   start the whole stack on this machine
 
   --edge-port N     edge Worker port (default 8787)
-  --pool-port N     pool core port (default 8788)
-  --engines N       simulated engines (default 3)
+  --pool-port N     first pool core's port; the others take the next ones (default 8788)
+  --pools N         pools, one per region: us-east, eu-west, ap-southeast, us-west (default 2)
+  --engines N       simulated engines per pool (default 3)
   --time-scale X    simulated model time per real time (default 1 = real time)
   --state-dir DIR   local D1, Durable Objects and dev credentials (default .agentix)
   --verbose         show wrangler's output`;
@@ -23,9 +24,10 @@ function banner(stack: LocalStack): string {
   return `
 Agentix is running.
   edge (OpenAI-compatible API)  ${stack.edgeUrl}/v1
-  pool core                     ${stack.poolUrl}   (/health; /metrics and /tao/* with the operator token)
-  pool operator token           ${stack.poolOperatorToken}
-  simulated engines             ${stack.engineUrls.join("  ")}
+${stack.pools
+  .map((pool) => `  pool ${pool.id.padEnd(25)}${pool.url}   (${pool.region}; engines ${pool.engines.map((e) => e.url).join("  ")})`)
+  .join("\n")}
+  pool operator token           ${stack.poolOperatorToken}   (/metrics and /tao/* of every pool)
   dev tenant                    ${stack.tenantId}
   dev API key                   ${stack.devKey}
   admin token                   ${stack.adminToken}
@@ -46,7 +48,7 @@ const res = await client.chat.completions.create(
 console.log(res.response.headers.get("${Header.program}"), res.data.usage);
 // Pass that program ID back as the "${Header.program}" header to keep one program.
 
-# The pool's Prometheus metrics (operator token):
+# The first pool's Prometheus metrics (operator token):
 curl -s ${stack.poolUrl}/metrics -H "Authorization: Bearer ${stack.poolOperatorToken}"
 
 Ctrl-C stops everything.
@@ -59,6 +61,7 @@ export async function runStart(argv: string[], root: string): Promise<void> {
     options: {
       "edge-port": { type: "string" },
       "pool-port": { type: "string" },
+      pools: { type: "string" },
       engines: { type: "string" },
       "time-scale": { type: "string" },
       "state-dir": { type: "string" },
@@ -76,6 +79,7 @@ export async function runStart(argv: string[], root: string): Promise<void> {
     stateDir: path.resolve(root, values["state-dir"] ?? ".agentix"),
     edgePort: positiveNumber("edge-port", values["edge-port"], 8787),
     poolPort: positiveNumber("pool-port", values["pool-port"], 8788),
+    pools: positiveNumber("pools", values.pools, 2),
     engines: positiveNumber("engines", values.engines, 3),
     timeScale: positiveNumber("time-scale", values["time-scale"], 1),
     log: (line) => console.log(`[agentix] ${line}`),

@@ -62,7 +62,7 @@ describe("end to end through edge, pool and simulated engines", () => {
     );
     expect(afterFirst.totals.calls).toBe(1);
     expect(afterFirst.service_ms).toBeGreaterThan(0);
-    expect(afterFirst.engine).toMatch(/^sim-/);
+    expect(afterFirst.engine).toMatch(/^[a-z-]+-sim-\d+$/);
 
     messages.push({ role: "assistant", content: first.data.choices[0]?.message.content ?? "" });
     messages.push({ role: "user", content: "Fix the first one." });

@@ -240,6 +240,8 @@ async function main(options: Options): Promise<void> {
       stateDir,
       edgePort: await freePort(),
       poolPort: await freePort(),
+      // One pool: the bench measures the edge in front of it.
+      pools: 1,
       engines: options.engines,
       timeScale: options.timeScale,
       engineMaxInFlight: 32,

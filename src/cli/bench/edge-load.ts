@@ -122,6 +122,8 @@ async function main(options: Options): Promise<void> {
     stateDir,
     edgePort: await freePort(),
     poolPort: await freePort(),
+    // One pool: the bench measures the edge in front of it.
+    pools: 1,
     engines: options.engines,
     timeScale: Number.POSITIVE_INFINITY,
     // The pool must not hold calls back: only the edge's overhead should show.

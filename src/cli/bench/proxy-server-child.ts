@@ -41,6 +41,7 @@ async function start(spec: ServerSpec): Promise<Running> {
         stateDir: spec.stateDir,
         edgePort: spec.edgePort,
         poolPort: 0,
+        pools: 1,
         engines: 1,
         timeScale: Infinity,
         engineMaxInFlight: spec.engineInFlight,
