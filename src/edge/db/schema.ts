@@ -212,7 +212,7 @@ export const usage = sqliteTable(
     startedAt: integer("started_at").notNull(),
     /** Settle time: the call is billed in the day and period this falls in (UTC). */
     finishedAt: integer("finished_at").notNull(),
-    /** The pool that took the call (POOL_NAME, or POOL_URL's host); added by migration 0001. */
+    /** The directory ID of the pool that took the call ("" when none did); added by migration 0001. */
     pool: text("pool").notNull().default(""),
     /** Where the token counts come from (USAGE_SOURCES); rows from before the column say "engine". */
     usageSource: text("usage_source", { enum: USAGE_SOURCES }).notNull().default("engine"),
