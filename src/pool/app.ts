@@ -5,7 +5,8 @@ import type { Clock } from "../core/clock.js";
 import { openAIError, openAIErrorResponse } from "../protocol/errors.js";
 import { PROGRAM_ID } from "../protocol/ids.js";
 import { POOL_PATHS, type PoolPath } from "../protocol/signing.js";
-import type { PoolStatus } from "../protocol/pool-status.js";
+import { formatPoolLoad, type PoolStatus } from "../protocol/pool-status.js";
+import { Header } from "../protocol/headers.js";
 import type { ToolEventsAccepted } from "../protocol/tool-events.js";
 import type { PoolConfig } from "./config.js";
 import type { Dispatcher } from "./dispatcher.js";
@@ -42,6 +43,13 @@ export type PoolHealthStatus = z.infer<typeof PoolHealthStatus>;
  * 503 when no engine is healthy, so a balancer (or the edge) can steer away from a
  * pool that cannot serve anything.
  */
+/** A call's answer with the pool's load at that moment, for the edge's choice between pools. */
+function withPoolLoad(response: Response, load: number): Response {
+  const headers = new Headers(response.headers);
+  headers.set(Header.poolLoad, formatPoolLoad(load));
+  return new Response(response.body, { status: response.status, statusText: response.statusText, headers });
+}
+
 export function createPoolApp(deps: PoolAppDeps): Hono<ForwardedEnv> {
   const { config, dispatcher, metrics, clock } = deps;
   const app = new Hono<ForwardedEnv>();
@@ -143,7 +151,7 @@ export function createPoolApp(deps: PoolAppDeps): Hono<ForwardedEnv> {
   app.post(
     POOL_PATHS.chatCompletions,
     verifyForwardedCall(verifyOptions(POOL_PATHS.chatCompletions, config.maxBodyBytes)),
-    (c) => dispatcher.submit({ ...c.get("forwarded"), signal: c.req.raw.signal }),
+    async (c) => withPoolLoad(await dispatcher.submit({ ...c.get("forwarded"), signal: c.req.raw.signal }), dispatcher.loadPerHealthyEngine()),
   );
 
   return app;

@@ -1,4 +1,4 @@
-import type { PoolStatus } from "../protocol/pool-status.js";
+import { loadPerHealthyEngine, type PoolStatus } from "../protocol/pool-status.js";
 import type { UnofficialStatusCode } from "hono/utils/http-status";
 import type { Dispatcher as HttpDispatcher } from "undici";
 import type { HoldReason } from "../core/admission.js";
@@ -376,6 +376,13 @@ export class Dispatcher {
     let running = 0;
     for (const pending of this.#calls.values()) if (pending.stage === "running") running += 1;
     return running;
+  }
+
+  /** Calls queued and running per healthy engine: what every call's answer tells the edge (x-agentix-pool-load). */
+  loadPerHealthyEngine(): number {
+    let healthy = 0;
+    for (const state of this.#core.engines) if (state.healthy) healthy += 1;
+    return loadPerHealthyEngine(this.queuedCount, this.runningCount, healthy);
   }
 
   hasHealthyEngine(): boolean {

@@ -22,6 +22,8 @@ export const Header = {
   signature: "x-agentix-signature",
   // Pool → edge, non-streaming (streaming carries them in the stats comment).
   queueMs: "x-agentix-queue-ms",
+  /** Pool → edge, on every call's answer: its load then (calls queued and running per healthy engine). */
+  poolLoad: "x-agentix-pool-load",
   /** Edge → client: the call's ID, on every chat response (OpenAI's clients expose it as the request ID). */
   requestId: "x-request-id",
   /** Edge → client: the directory ID of the pool that took the call (absent when none did). */

@@ -28,3 +28,22 @@ export const PoolStatus = z.strictObject({
   at: count,
 });
 export type PoolStatus = z.infer<typeof PoolStatus>;
+
+/**
+ * A pool's load as the edge compares pools: calls queued and running per healthy
+ * engine (0 when none is healthy: such a pool is unhealthy, not idle). The status
+ * answer and the `x-agentix-pool-load` header of every call's answer both carry it.
+ */
+export function loadPerHealthyEngine(queued: number, running: number, healthyEngines: number): number {
+  return healthyEngines === 0 ? 0 : (queued + running) / healthyEngines;
+}
+
+/** The header's form: two decimals at most, never exponent form. */
+export const formatPoolLoad = (load: number): string => String(Math.round(load * 100) / 100);
+
+/** The header's value, or undefined when absent or not a load. */
+export function parsePoolLoad(raw: string | null): number | undefined {
+  if (raw === null || !/^\d+(\.\d+)?$/.test(raw)) return undefined;
+  const load = Number(raw);
+  return Number.isFinite(load) ? load : undefined;
+}

@@ -288,6 +288,34 @@ describe("choosing a pool", () => {
   });
 });
 
+describe("load from the pools' answers", () => {
+  it("sends new programs away from a pool whose last answer said it is busy, before any status round", async () => {
+    await poolsFor("r12-model", "r12a", "r12b");
+    const loads: Record<string, string> = { r12a: "40", r12b: "0" };
+    const seen = fleet(
+      Object.fromEntries(
+        ["r12a", "r12b"].map((id) => [
+          id,
+          () => {
+            const res = poolJson({ stats: { engine: `${id}-e`, queueMs: 1, serviceMs: 5 } });
+            res.headers.set(Header.poolLoad, loads[id] ?? "0");
+            return res;
+          },
+        ]),
+      ),
+    );
+    const tenant = await newTenant();
+    const first = await call(tenant, "r12-model");
+    // The pool's load is the edge's business: the client does not see it.
+    expect(first.headers.get(Header.poolLoad)).toBeNull();
+    expect((await call(tenant, "r12-model")).headers.get(Header.pool)).toBe("r12b");
+    loads.r12b = "60";
+    expect((await call(tenant, "r12-model")).headers.get(Header.pool)).toBe("r12b");
+    expect((await call(tenant, "r12-model")).headers.get(Header.pool)).toBe("r12a");
+    expect(calls(seen).map(poolOf)).toEqual(["r12a", "r12b", "r12b", "r12a"]);
+  });
+});
+
 describe("tool events", () => {
   it("go to the program's pool; a program no engine has served yet has none, and its events stay with the edge", async () => {
     await poolsFor("r11-model", "r11a", "r11b");

@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { readPoolStatus } from "../../src/edge/chat/pool-client.js";
 import { OpenAIErrorBody } from "../../src/protocol/errors.js";
-import { PoolStatus } from "../../src/protocol/pool-status.js";
+import { Header } from "../../src/protocol/headers.js";
+import { parsePoolLoad, PoolStatus } from "../../src/protocol/pool-status.js";
 import { POOL_PATHS } from "../../src/protocol/signing.js";
 import { type PoolHandle, startPool } from "../../src/pool/server.js";
 import { DEFAULT_SIM_MODEL, type SimEngineHandle, startSimEngine } from "../../src/sim/engine-server.js";
@@ -61,10 +62,17 @@ describe("the pool's signed status", () => {
     expect(busy.queue.queued).toBe(2);
     expect(busy.queue.by_level.reduce((a, b) => a + b, 0)).toBe(2);
     expect(busy.kv.free_tokens).toBeLessThan(busy.kv.capacity_tokens);
+    // Every answer states the pool's load when it was given (queued + running per healthy engine):
+    // the first came with two calls still waiting behind it.
+    const loads: (number | undefined)[] = [];
     for (const res of await Promise.all(calls)) {
       expect(res.status).toBe(200);
+      loads.push(parsePoolLoad(res.headers.get(Header.poolLoad)));
       await res.arrayBuffer();
     }
+    expect(loads.every((load) => load !== undefined)).toBe(true);
+    expect(loads[0]).toBeGreaterThanOrEqual(1);
+    expect(Math.min(...(loads as number[]))).toBeLessThan(loads[0]!);
     await waitFor(() => pool.dispatcher.runningCount === 0, "the calls to finish");
     const idle = await readPoolStatus(target(), Date.now());
     expect(idle.kv.free_tokens).toBe(idle.kv.capacity_tokens);

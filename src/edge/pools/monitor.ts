@@ -1,5 +1,5 @@
 import { DurableObject } from "cloudflare:workers";
-import type { PoolStatus } from "../../protocol/pool-status.js";
+import { loadPerHealthyEngine, type PoolStatus } from "../../protocol/pool-status.js";
 import { readPoolStatus } from "../chat/pool-client.js";
 import { database } from "../db/client.js";
 import type { Pool } from "../db/schema.js";
@@ -34,7 +34,7 @@ export const MONITOR_IDLE_STOP_MS = 10 * 60_000;
 /** A status answer as a reading: load per healthy engine, so pools of any size compare. */
 export function readingOf(status: PoolStatus, readAt: number): PoolStatusReading {
   const healthyEngines = status.engines.healthy;
-  const load = healthyEngines === 0 ? 0 : (status.queue.queued + status.queue.running) / healthyEngines;
+  const load = loadPerHealthyEngine(status.queue.queued, status.queue.running, healthyEngines);
   return { readAt, healthy: status.status === "ok" && healthyEngines > 0, load, status };
 }
 

@@ -47,12 +47,31 @@ export function poolsForModel(snapshot: PoolSnapshot, access: ModelAccess, model
   return eligiblePools(snapshot.pools, access, model);
 }
 
-/** The readings still young enough to steer by. */
+/** The load each pool stated with its last answer to this isolate (x-agentix-pool-load). */
+const answeredLoads = new Map<string, { load: number; at: number }>();
+
+/**
+ * A pool answered a call and stated its load: newer than the monitor's reading until
+ * the next round, and proof that it serves (fresher than a reading that said not).
+ */
+export function noteAnsweredLoad(poolId: string, load: number, at: number): void {
+  answeredLoads.set(poolId, { load, at });
+}
+
+/** The readings still young enough to steer by: the monitor's, or a pool's own answer when newer. */
 function currentReadings(snapshot: PoolSnapshot, config: EdgeConfig, now: number): Map<string, PoolReading> {
   const maxAgeMs = READING_MAX_AGE_ROUNDS * config.poolStatusIntervalMs;
   const readings = new Map<string, PoolReading>();
   for (const [id, reading] of Object.entries(snapshot.readings)) {
     if (now - reading.readAt <= maxAgeMs) readings.set(id, { healthy: reading.healthy, load: reading.load });
+  }
+  for (const [id, answered] of answeredLoads) {
+    if (now - answered.at > maxAgeMs) {
+      answeredLoads.delete(id);
+      continue;
+    }
+    const monitored = snapshot.readings[id];
+    if (monitored === undefined || monitored.readAt < answered.at) readings.set(id, { healthy: true, load: answered.load });
   }
   return readings;
 }

@@ -17,7 +17,8 @@ import { rateLimitHeadersOnResponse } from "../middleware/rate-limit-headers.js"
 import { beginRefusal, parseProgramId, programSession, threadFromHeaders } from "../program/access.js";
 import type { BeginCallResult } from "../program/types.js";
 import { poolSnapshot } from "../pools/directory-cache.js";
-import { poolsForModel, routeCall } from "../pools/routing.js";
+import { noteAnsweredLoad, poolsForModel, routeCall } from "../pools/routing.js";
+import { parsePoolLoad } from "../../protocol/pool-status.js";
 import { modelNotFound } from "./models.js";
 
 /**
@@ -210,6 +211,8 @@ export function chatRoutes() {
         return unanswered(call, sent.why);
       }
       const pool = sent.response;
+      const load = parsePoolLoad(pool.headers.get(Header.poolLoad));
+      if (load !== undefined) noteAnsweredLoad(sent.pool.id, load, Date.now());
       if (!pool.ok) return await relayPoolError(pool, call);
       if (request.stream === true) return relayStream(pool, call, watch);
       return await relayJson(pool, call, watch);
