@@ -285,8 +285,8 @@ describe("agentix admin pools", () => {
       body: { id: "euw-1", region: "eu-west", url: "https://eu.pool.example", models: ["a-model", "org/b-model"], weight: 2, signing_key_id: "eu-2031" },
     });
     const [header, line] = added.stdout.trimEnd().split("\n");
-    expect(header).toMatch(/^ID\s+REGION\s+STATUS\s+WEIGHT\s+KEY ID\s+MODELS\s+UPDATED\s+URL$/);
-    expect(line).toMatch(/^euw-1\s+eu-west\s+active\s+2\s+eu-2031\s+a-model,org\/b-model\s+2031-01-02T03:04:05Z\s+https:\/\/eu\.pool\.example$/);
+    expect(header).toMatch(/^ID\s+REGION\s+STATUS\s+HEALTH\s+LOAD\s+WEIGHT\s+KEY ID\s+MODELS\s+UPDATED\s+URL$/);
+    expect(line).toMatch(/^euw-1\s+eu-west\s+active\s+-\s+-\s+2\s+eu-2031\s+a-model,org\/b-model\s+2031-01-02T03:04:05Z\s+https:\/\/eu\.pool\.example$/);
 
     const json = await run(["pools", "add", "euw-1", "--region", "eu-west", "--pool-url", "http://x", "--models", "m", "--key-id", "k", "--status", "disabled", "--json"]);
     expect(json.stderr).toBe("");
@@ -298,18 +298,30 @@ describe("agentix admin pools", () => {
   it("lists, shows, and updates only what is given", async () => {
     reply = (req) =>
       req.url === "/admin/pools"
-        ? { status: 200, body: { object: "list", data: [pool(), pool({ id: "use1-a", region: "us-east", status: "draining" })] } }
+        ? {
+            status: 200,
+            body: {
+              object: "list",
+              data: [
+                pool({ health: { healthy: true, load: 3.5, read_at: 1 } }),
+                pool({ id: "use1-a", region: "us-east", status: "draining", health: { healthy: false, load: 0, read_at: 1, error: "refused" } }),
+                pool({ id: "aps1-a", region: "ap-southeast", health: null }),
+              ],
+            },
+          }
         : { status: 200, body: pool({ weight: 0.5 }) };
     const list = await run(["pools", "list"]);
     expect(list.code).toBe(0);
     expect(seen[0]).toMatchObject({ method: "GET", url: "/admin/pools" });
-    expect(list.stdout.trimEnd().split("\n")).toHaveLength(3);
-    expect(list.stdout).toMatch(/^use1-a\s+us-east\s+draining\s/m);
+    expect(list.stdout.trimEnd().split("\n")).toHaveLength(4);
+    expect(list.stdout).toMatch(/^euw-1\s+eu-west\s+active\s+ok\s+3\.5\s/m);
+    expect(list.stdout).toMatch(/^use1-a\s+us-east\s+draining\s+down\s+0\s/m);
+    expect(list.stdout).toMatch(/^aps1-a\s+ap-southeast\s+active\s+unread\s+-\s/m);
 
     const shown = await run(["pools", "show", "euw-1"]);
     expect(shown.code).toBe(0);
     expect(seen[1]).toMatchObject({ method: "GET", url: "/admin/pools/euw-1" });
-    expect(shown.stdout).toMatch(/^euw-1\s+eu-west\s+active\s+0\.5\s/m);
+    expect(shown.stdout).toMatch(/^euw-1\s+eu-west\s+active\s+-\s+-\s+0\.5\s/m);
 
     const updated = await run(["pools", "update", "euw-1", "--weight", "0.5", "--models", "c-model", "--key-id", "eu-2032"]);
     expect(updated.code).toBe(0);

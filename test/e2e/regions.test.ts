@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { Header } from "../../src/protocol/headers.js";
-import { adminCall, createTenant, localUsageRows, useLocalStack } from "./stack.js";
+import { adminCall, createTenant, localUsageRows, useLocalStack, waitFor } from "./stack.js";
 
 /*
  * Issue 11 end to end: the real edge (wrangler dev, local D1 and Durable Objects) in
@@ -69,10 +69,19 @@ async function planTenant(name: string, fields: Record<string, unknown>): Promis
   return tenant;
 }
 
+const Health = z.looseObject({ healthy: z.boolean(), load: z.number(), read_at: z.number(), error: z.string().optional() });
+const healthOf = (listed: unknown) =>
+  Object.fromEntries(
+    z
+      .object({ data: z.array(z.object({ id: z.string(), health: Health.nullable() })) })
+      .parse(listed)
+      .data.map((p) => [p.id, p.health]),
+  );
+
 const UsageRow = z.object({ call_id: z.string(), pool: z.string(), status: z.string(), completion_tokens: z.number() });
 
 describe("regional pools end to end", () => {
-  it("registers both pools; a program's calls stay on one pool", async () => {
+  it("registers both pools, reads their status; a program's calls stay on one pool", async () => {
     const listed = z.object({ data: z.array(z.object({ id: z.string(), region: z.string(), status: z.string() })) }).parse(
       await adminCall(local.stack, "GET", "/admin/pools"),
     );
@@ -82,6 +91,13 @@ describe("regional pools end to end", () => {
     ]);
     const first = await call(local.stack.devKey);
     expect(first.status).toBe(200);
+    // The monitor's status rounds start with the first request.
+    const health = await waitFor(
+      async () => healthOf(await adminCall(local.stack, "GET", "/admin/pools")),
+      (h) => h[US]?.healthy === true && h[EU]?.healthy === true,
+      15_000,
+    );
+    expect(health[US]).toMatchObject({ healthy: true, engines: { total: 2, healthy: 2 } });
     const home = first.pool;
     expect([US, EU]).toContain(home);
     for (let i = 0; i < 8; i += 1) {
@@ -188,5 +204,12 @@ describe("regional pools end to end", () => {
     const euRows = await localUsageRows(local.stateDir, firstEu.programId!, UsageRow);
     expect(euRows).toHaveLength(euResults.length);
     expect(euRows.every((r) => r.pool !== US)).toBe(true);
+
+    // The monitor's next status round marks the stopped pool down (what `agentix admin pools list` shows).
+    const health = async () => healthOf(await adminCall(local.stack, "GET", "/admin/pools"));
+    const seen = await waitFor(health, (h) => h[EU]?.healthy === false && h[US]?.healthy === true, 15_000);
+    expect(seen[EU]).toMatchObject({ healthy: false, error: expect.any(String) });
+    expect(seen[US]).toMatchObject({ healthy: true, engines: { total: 2, healthy: 2 } });
+    console.log(`monitor: ${EU} read down ${seen[EU]!.read_at - stopAt} ms after the stop (${seen[EU]!.error})`);
   });
 });

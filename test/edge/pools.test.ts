@@ -26,6 +26,8 @@ describe("/admin/pools", () => {
       signing_key_id: "eu-2031",
       created_at: expect.any(Number),
       updated_at: view.created_at,
+      // The monitor has not read it yet.
+      health: null,
     });
     await addPools(testPool({ id: "use1-a", status: "draining" }));
 

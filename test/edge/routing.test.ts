@@ -285,6 +285,12 @@ describe("choosing a pool", () => {
     expect(snapshot.readings.r10c).toMatchObject({ healthy: true, load: 0.5 });
     const tenant = await newTenant();
     for (let i = 0; i < 3; i += 1) expect((await call(tenant, "r10-model")).headers.get(Header.pool)).toBe("r10c");
+    // The operator sees the same readings.
+    const listed = (await (await adminFetch("/admin/pools")).json()) as { data: { id: string; health: Record<string, unknown> | null }[] };
+    const health = Object.fromEntries(listed.data.filter((p) => p.id.startsWith("r10")).map((p) => [p.id, p.health]));
+    expect(health.r10a).toMatchObject({ healthy: false, load: 0, engines: { total: 2, healthy: 0 } });
+    expect(health.r10b).toMatchObject({ healthy: true, load: 24, queued: 40, running: 8 });
+    expect(await (await adminFetch("/admin/pools/r10c")).json()).toMatchObject({ health: { healthy: true, load: 0.5 } });
   });
 });
 

@@ -37,6 +37,8 @@ export const PoolView = z.looseObject({
   signing_key_id: z.string(),
   created_at: z.number(),
   updated_at: z.number(),
+  /** The edge's last status reading; null: not read yet; absent: an older edge. */
+  health: z.looseObject({ healthy: z.boolean(), load: z.number(), read_at: z.number(), error: z.string().optional() }).nullable().optional(),
 });
 export type PoolView = z.infer<typeof PoolView>;
 

@@ -15,9 +15,23 @@ import {
 } from "../spec.js";
 import { PoolView } from "../views.js";
 
-const HEADERS = ["ID", "REGION", "STATUS", "WEIGHT", "KEY ID", "MODELS", "UPDATED", "URL"];
+const HEADERS = ["ID", "REGION", "STATUS", "HEALTH", "LOAD", "WEIGHT", "KEY ID", "MODELS", "UPDATED", "URL"];
 
-const row = (p: PoolView) => [p.id, p.region, p.status, String(p.weight), p.signing_key_id, p.models.join(","), formatTime(p.updated_at), p.url];
+/** The edge's last reading: "ok" or "down", "unread" before the first, "-" from an edge that does not say. */
+const health = (h: PoolView["health"]) => (h === undefined ? "-" : h === null ? "unread" : h.healthy ? "ok" : "down");
+
+const row = (p: PoolView) => [
+  p.id,
+  p.region,
+  p.status,
+  health(p.health),
+  p.health ? String(p.health.load) : "-",
+  String(p.weight),
+  p.signing_key_id,
+  p.models.join(","),
+  formatTime(p.updated_at),
+  p.url,
+];
 
 const POOL_TABLE: TableView<typeof PoolView> = { schema: PoolView, what: "pool", headers: HEADERS, row };
 const printPool = (ctx: CommandContext, raw: unknown) => printOne(ctx, POOL_TABLE, raw);

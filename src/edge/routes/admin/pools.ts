@@ -6,7 +6,8 @@ import { type Database, database } from "../../db/client.js";
 import { type Pool, type PoolStatus, pools } from "../../db/schema.js";
 import { readJsonBody } from "../../http/body.js";
 import { readPools } from "../../pools/directory.js";
-import { refreshPoolSnapshot } from "../../pools/directory-cache.js";
+import { poolMonitor, refreshPoolSnapshot } from "../../pools/directory-cache.js";
+import type { PoolStatusReading } from "../../pools/monitor.js";
 import type { Env } from "../../env.js";
 import { ADMIN_BODY_BYTES, CreatePoolBody, UpdatePoolBody } from "./bodies.js";
 import { poolView } from "./views.js";
@@ -53,6 +54,16 @@ async function publishDirectory(env: Env): Promise<void> {
   );
 }
 
+/** The monitor's readings; none (logged) when it cannot be asked: the directory still answers. */
+async function monitorReadings(env: Env): Promise<Record<string, PoolStatusReading>> {
+  try {
+    return (await poolMonitor(env).snapshot()).readings;
+  } catch (error) {
+    console.error("the pool monitor could not be asked for its readings", error);
+    return {};
+  }
+}
+
 /**
  * The pool directory: list, read, add, update, and set a pool's status (activate,
  * drain: serve the programs it has but take no new ones, disable). Pools are not
@@ -62,13 +73,17 @@ async function publishDirectory(env: Env): Promise<void> {
 export function poolRoutes() {
   const routes = new Hono<EdgeEnv>();
 
-  routes.get("/", async (c) => c.json({ object: "list" as const, data: (await readPools(database(c.env.DB))).map(poolView) }));
+  // The rows from D1 (the truth), with the monitor's last reading of each.
+  routes.get("/", async (c) => {
+    const [rows, readings] = await Promise.all([readPools(database(c.env.DB)), monitorReadings(c.env)]);
+    return c.json({ object: "list" as const, data: rows.map((pool) => poolView(pool, readings[pool.id])) });
+  });
 
   routes.get("/:poolId", async (c) => {
     const id = c.req.param("poolId");
     const pool = await database(c.env.DB).select().from(pools).where(eq(pools.id, id)).get();
     if (!pool) throw poolNotFound(id);
-    return c.json(poolView(pool));
+    return c.json(poolView(pool, (await monitorReadings(c.env))[id]));
   });
 
   routes.post("/", async (c) => {

@@ -1,3 +1,4 @@
+import type { PoolStatusReading } from "../../pools/monitor.js";
 import type { ApiKey, Plan, Pool, Tenant } from "../../db/schema.js";
 import { effectiveExtensions, effectiveLimits, effectiveWeight } from "../../limits/plan-limits.js";
 
@@ -25,7 +26,21 @@ export const planView = (p: Plan) => ({
 });
 
 /** A pool directory entry: its signing key by ID only (the secret is a Worker secret). */
-export const poolView = (p: Pool) => ({
+/** The monitor's last reading of a pool, as the admin API shows it; null: not read yet (or disabled). */
+const readingView = (r: PoolStatusReading | undefined) =>
+  r === undefined
+    ? null
+    : {
+        healthy: r.healthy,
+        load: Math.round(r.load * 100) / 100,
+        read_at: r.readAt,
+        ...(r.error === undefined ? {} : { error: r.error }),
+        ...(r.status === undefined
+          ? {}
+          : { engines: r.status.engines, queued: r.status.queue.queued, running: r.status.queue.running, kv_free_tokens: r.status.kv.free_tokens }),
+      };
+
+export const poolView = (p: Pool, reading?: PoolStatusReading) => ({
   id: p.id,
   object: "pool" as const,
   region: p.region,
@@ -36,6 +51,7 @@ export const poolView = (p: Pool) => ({
   signing_key_id: p.signingKeyId,
   created_at: p.createdAt,
   updated_at: p.updatedAt,
+  health: readingView(reading),
 });
 
 /** A tenant with its overrides and, when its plan is known, the limits in force. */
