@@ -79,6 +79,7 @@ export async function waitFor<T>(probe: () => Promise<T>, done: (value: T) => bo
   }
 }
 
+/** Pools listen on any free port (a fixed base would collide with another file's stack, since pools take consecutive ports). */
 export type TestStackOptions = Omit<LocalStackOptions, "root" | "stateDir" | "edgePort" | "poolPort">;
 
 /**
@@ -90,7 +91,7 @@ export function useLocalStack(name: string, options: TestStackOptions): { readon
   let stateDir: string | undefined;
   beforeAll(async () => {
     stateDir = await mkdtemp(path.join(tmpdir(), `agentix-e2e-${name}-`));
-    const stack = await startLocalStack({ root, stateDir, edgePort: await freePort(), poolPort: await freePort(), ...options });
+    const stack = await startLocalStack({ root, stateDir, edgePort: await freePort(), poolPort: 0, ...options });
     started = { stack, stateDir };
   }, 120_000);
   afterAll(async () => {

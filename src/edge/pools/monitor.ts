@@ -63,7 +63,9 @@ export class PoolMonitor extends DurableObject<Env> {
     const now = Date.now();
     this.#lastAskedAt = now;
     if (this.#pools === undefined) await this.#readDirectory(now);
-    if ((await this.ctx.storage.getAlarm()) === null) await this.ctx.storage.setAlarm(now);
+    // The first round one interval from now: until then every pool counts as healthy and idle, and
+    // the load each answer states steers the isolate that got it.
+    if ((await this.ctx.storage.getAlarm()) === null) await this.ctx.storage.setAlarm(now + edgeConfig(this.env).poolStatusIntervalMs);
     return this.#snapshot();
   }
 
