@@ -7,7 +7,7 @@ import { ConfigError } from "./env.js";
 import { loadConfig } from "./middleware/config.js";
 import { tenantAuth } from "./middleware/tenant-auth.js";
 import { adminRoutes } from "./routes/admin.js";
-import { chatRoutes } from "./routes/chat.js";
+import { callRoutes } from "./routes/calls.js";
 import { modelRoutes } from "./routes/models.js";
 import { programRoutes } from "./routes/programs.js";
 import { toolEventRoutes } from "./routes/tool-events.js";
@@ -23,7 +23,7 @@ export function createApp() {
   app.route("/admin", adminRoutes());
 
   app.use("/v1/*", loadConfig(), tenantAuth());
-  app.route("/v1", chatRoutes());
+  app.route("/v1", callRoutes());
   app.route("/v1/models", modelRoutes());
   app.route("/v1/programs", programRoutes());
   app.route("/v1/programs", toolEventRoutes());

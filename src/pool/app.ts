@@ -13,7 +13,15 @@ import type { Dispatcher } from "./dispatcher.js";
 import type { PoolMetrics } from "./metrics.js";
 import { operatorAccess } from "./operator-auth.js";
 import { ReplayGuard } from "./replay-guard.js";
-import { type ForwardedEnv, verifyForwardedCall, verifyForwardedToolEvents, verifyStatusRequest } from "./verify-forward.js";
+import {
+  CHAT_COMPLETIONS_SHAPE,
+  type CallApiShape,
+  COMPLETIONS_SHAPE,
+  type ForwardedEnv,
+  verifyForwardedCall,
+  verifyForwardedToolEvents,
+  verifyStatusRequest,
+} from "./verify-forward.js";
 
 /** A forwarded event batch is at most 64 small events; this bounds what is read before the MAC is checked. */
 const MAX_EVENT_BODY_BYTES = 4 * 1024 * 1024;
@@ -148,11 +156,13 @@ export function createPoolApp(deps: PoolAppDeps): Hono<ForwardedEnv> {
     },
   );
 
-  app.post(
-    POOL_PATHS.chatCompletions,
-    verifyForwardedCall(verifyOptions(POOL_PATHS.chatCompletions, config.maxBodyBytes)),
-    async (c) => withPoolLoad(await dispatcher.submit({ ...c.get("forwarded"), signal: c.req.raw.signal }), dispatcher.loadPerHealthyEngine()),
-  );
+  // Each model-calling API at its own path; one queue for all of them.
+  const serveCalls = <T extends z.ZodType<Record<string, unknown>>>(path: PoolPath, shape: CallApiShape<T>) =>
+    app.post(path, verifyForwardedCall(verifyOptions(path, config.maxBodyBytes), shape), async (c) =>
+      withPoolLoad(await dispatcher.submit({ ...c.get("forwarded"), signal: c.req.raw.signal }), dispatcher.loadPerHealthyEngine()),
+    );
+  serveCalls(POOL_PATHS.chatCompletions, CHAT_COMPLETIONS_SHAPE);
+  serveCalls(POOL_PATHS.completions, COMPLETIONS_SHAPE);
 
   return app;
 }

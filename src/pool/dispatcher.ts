@@ -17,6 +17,7 @@ import type { ToolEvent } from "../protocol/tool-events.js";
 import { CALL_ERROR_MESSAGES, callError, callErrorResponse } from "./call-errors.js";
 import type { EngineConfig } from "./config.js";
 import { adapterFor } from "./engines/index.js";
+import { CHAT_COMPLETIONS_PATH } from "./engines/adapter.js";
 import type { EngineReading } from "./engine-monitor.js";
 import type { CallOutcome, PoolMetrics, PoolStateSource } from "./metrics.js";
 import { type EngineTarget, type RelayEnd, type RelayStart, relayToEngine } from "./relay.js";
@@ -59,9 +60,12 @@ export interface DispatcherOptions {
 
 export interface CallSubmission {
   fields: ForwardFields;
+  /** The call as the scheduler reads it, whatever its API (verify-forward.ts CallApiShape). */
   request: ChatCompletionRequest;
   /** Client body to forward (adapters add the engine's fields). */
   body: Record<string, unknown>;
+  /** Where the engine serves the call's API; default chat completions. */
+  enginePath?: string;
   /** Aborts when the client goes away. */
   signal: AbortSignal;
 }
@@ -76,6 +80,7 @@ type CallStage = "queued" | "running" | "done";
 interface PendingCall {
   call: QueuedCall;
   body: Record<string, unknown>;
+  enginePath: string;
   stream: boolean;
   signal: AbortSignal;
   stage: CallStage;
@@ -200,6 +205,7 @@ export class Dispatcher {
    */
   submit(submission: CallSubmission): Promise<Response> {
     const { fields, request, body, signal } = submission;
+    const enginePath = submission.enginePath ?? CHAT_COMPLETIONS_PATH;
     const { metrics, clock } = this.#options;
     const now = clock.now();
     const unavailable = (reason: "queue_full" | "no_healthy_engine" | "shutting_down", message: string) => {
@@ -258,6 +264,7 @@ export class Dispatcher {
     const pending: PendingCall = {
       call,
       body,
+      enginePath,
       stream: request.stream === true,
       signal,
       stage: "queued",
@@ -431,6 +438,7 @@ export class Dispatcher {
     relayToEngine({
       engine: slot.target,
       callId: pending.call.callId,
+      path: pending.enginePath,
       body,
       stream: pending.stream,
       queueMs: now - pending.call.enqueuedAt,

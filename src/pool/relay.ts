@@ -6,7 +6,7 @@ import { dataEvent, formatEvent, isDoneEvent, SseEventSplitter } from "../protoc
 import { type PoolCallStats, statsCommentEvent, statsHeaders } from "../protocol/stats.js";
 import { CALL_ERROR_MESSAGES, callErrorBody, callErrorResponse, engineRequestErrorResponse } from "./call-errors.js";
 import { type CallFacts, factsFromJsonBytes, StreamFactsCollector } from "./call-facts.js";
-import { CHAT_COMPLETIONS_PATH, type EngineAdapter } from "./engines/adapter.js";
+import type { EngineAdapter } from "./engines/adapter.js";
 import type { CallOutcome } from "./metrics.js";
 
 /*
@@ -60,6 +60,8 @@ export interface RelayEnd {
 export interface RelayRequest {
   engine: EngineTarget;
   callId: string;
+  /** The engine's path for the call's API (chat completions, completions, …). */
+  path: string;
   /** The body the engine receives (already shaped by its adapter). */
   body: Record<string, unknown>;
   stream: boolean;
@@ -151,7 +153,7 @@ export async function relayToEngine(req: RelayRequest): Promise<RelayStart> {
 
   let upstream: Awaited<ReturnType<typeof fetch>>;
   try {
-    upstream = await fetch(`${engine.url}${CHAT_COMPLETIONS_PATH}`, {
+    upstream = await fetch(`${engine.url}${req.path}`, {
       method: "POST",
       headers,
       body: JSON.stringify(req.body),

@@ -2,6 +2,7 @@ import type { Context, MiddlewareHandler } from "hono";
 import type { z } from "zod";
 import type { Clock } from "../core/clock.js";
 import { ChatCompletionRequest } from "../protocol/chat.js";
+import { CompletionRequest, completionSchedulingView } from "../protocol/completions.js";
 import { invalidRequest, openAIError } from "../protocol/errors.js";
 import type { ForwardFields } from "../protocol/forward.js";
 import {
@@ -20,10 +21,37 @@ import type { ReplayGuard } from "./replay-guard.js";
 /** A call that passed verification: the edge's fields and the parsed body. */
 export interface ForwardedCall {
   fields: ForwardFields;
+  /** The call as the scheduler reads it (model, prompt, limit, stream), whatever its API. */
   request: ChatCompletionRequest;
   /** The body as the edge sent it (zod's loose objects keep unknown fields), to forward. */
   body: Record<string, unknown>;
+  /** Where the engine serves the call's API (the engine gets the body in the call's own shape). */
+  enginePath: string;
 }
+
+/**
+ * One model-calling API at the pool: its request schema, the scheduling view of a
+ * request, and the engine path that serves it natively.
+ */
+export interface CallApiShape<T extends z.ZodType<Record<string, unknown>>> {
+  schema: T;
+  schedulingView(request: z.output<T>): ChatCompletionRequest;
+  enginePath: string;
+}
+
+/** Chat completions: the request is its own scheduling view. */
+export const CHAT_COMPLETIONS_SHAPE: CallApiShape<typeof ChatCompletionRequest> = {
+  schema: ChatCompletionRequest,
+  schedulingView: (request) => request,
+  enginePath: "/v1/chat/completions",
+};
+
+/** Legacy completions: vLLM, SGLang and OpenAI-compatible servers all serve it. */
+export const COMPLETIONS_SHAPE: CallApiShape<typeof CompletionRequest> = {
+  schema: CompletionRequest,
+  schedulingView: completionSchedulingView,
+  enginePath: "/v1/completions",
+};
 
 /** A batch of tool events that passed verification; `fields.call` is the batch's ID. */
 export interface ForwardedToolEvents {
@@ -132,11 +160,14 @@ async function verifySigned<T extends z.ZodType>(
   return { fields, data: parsed.data };
 }
 
-/** Admits only calls the edge signed (see verifySigned). */
-export function verifyForwardedCall(options: VerifyForwardedCallOptions): MiddlewareHandler<ForwardedEnv> {
+/** Admits only calls the edge signed (see verifySigned), of the API `shape` describes (chat completions by default). */
+export function verifyForwardedCall<T extends z.ZodType<Record<string, unknown>>>(
+  options: VerifyForwardedCallOptions,
+  shape: CallApiShape<T>,
+): MiddlewareHandler<ForwardedEnv> {
   return async function verifyForwardedCallHandler(c, next) {
-    const { fields, data } = await verifySigned(c, options, ChatCompletionRequest, "call");
-    c.set("forwarded", { fields, request: data, body: data });
+    const { fields, data } = await verifySigned(c, options, shape.schema, "call");
+    c.set("forwarded", { fields, request: shape.schedulingView(data), body: data, enginePath: shape.enginePath });
     await next();
   };
 }

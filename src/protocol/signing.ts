@@ -31,6 +31,7 @@ export type SigningKey = z.infer<typeof SigningKey>;
 /** The pool's signed API paths: the edge signs the one it calls, the pool verifies with the one its route serves. */
 export const POOL_PATHS = {
   chatCompletions: "/v1/chat/completions",
+  completions: "/v1/completions",
   toolEvents: "/v1/events",
   /** The pool's load and health, read by the edge on a schedule (GET, empty body). */
   status: "/v1/status",

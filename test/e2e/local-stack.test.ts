@@ -122,6 +122,35 @@ describe("end to end through edge, pool and simulated engines", () => {
     expect(chunks.every((c) => c.choices.length > 0 && !c.usage)).toBe(true);
   });
 
+  it("serves the legacy completions API through the SDK, streaming and not, in one program, each call metered as api completions", async () => {
+    const client = new OpenAI({ baseURL: `${local.stack.edgeUrl}/v1`, apiKey: local.stack.devKey, maxRetries: 0 });
+    const whole = await client.completions.create({ model: local.stack.model, prompt: "def fib(n):", max_tokens: 8 }).withResponse();
+    expect(whole.data.object).toBe("text_completion");
+    expect(whole.data.choices[0]?.text.length).toBeGreaterThan(0);
+    expect(whole.data.usage?.completion_tokens).toBe(8);
+    const programId = whole.response.headers.get(Header.program)!;
+    const stream = await client.completions.create(
+      { model: local.stack.model, prompt: "def fib(n):", max_tokens: 6, stream: true, stream_options: { include_usage: true } },
+      { headers: { [Header.program]: programId } },
+    );
+    let streamedUsage: OpenAI.CompletionUsage | undefined;
+    let text = "";
+    for await (const chunk of stream) {
+      text += chunk.choices[0]?.text ?? "";
+      if (chunk.usage) streamedUsage = chunk.usage;
+    }
+    expect(text.length).toBeGreaterThan(0);
+    expect(streamedUsage?.completion_tokens).toBe(6);
+    const rows = await waitFor(
+      () => localUsageRows(local.stateDir, programId, UsageRow.extend({ api: z.string() })),
+      (found) => found.length === 2,
+    );
+    expect(rows.map((r) => [r.api, r.status, r.completion_tokens])).toEqual([
+      ["completions", "ok", 8],
+      ["completions", "ok", 6],
+    ]);
+  });
+
   it("rejects a wrong key with OpenAI's error shape through the SDK", async () => {
     const client = new OpenAI({ baseURL: `${local.stack.edgeUrl}/v1`, apiKey: "agx_wrong", maxRetries: 0 });
     const error = await client.chat.completions

@@ -30,13 +30,15 @@ export interface AllowedChatRequest {
   maxTokensField: MaxTokensField;
 }
 
-const unsupported = (param: string, where: string): HTTPException =>
+/** 400 for a field the API does not have and the plan does not allow as an extension. */
+export const unsupportedParameter = (param: string, where: string, api = "chat-completions"): HTTPException =>
   openAIError(
     400,
-    `Unrecognized request argument supplied: ${param}. ${where} Agentix forwards only OpenAI's chat-completions fields ` +
+    `Unrecognized request argument supplied: ${param}. ${where} Agentix forwards only OpenAI's ${api} fields ` +
       "and the engine extensions your plan allows.",
     { code: "unsupported_parameter", param },
   );
+const unsupported = (param: string, where: string) => unsupportedParameter(param, where);
 
 /**
  * Parses a chat-completions body (JSON, then the zod schema) and refuses, with 400

@@ -7,6 +7,8 @@ import type { ToolEventBatch } from "../../protocol/tool-events.js";
 export interface PoolForward {
   /** The pool's base URL; the API path is appended, and only the API path is signed. */
   poolUrl: string;
+  /** The call's API path at the pool (the client's API: chat completions, completions, …). */
+  path: PoolPath;
   signingKey: SigningKey;
   fields: ForwardFields;
   /** The client's body, byte for byte: the signature covers its SHA-256. */
@@ -37,7 +39,7 @@ async function postSigned(
 
 /** Sends one call to the pool with its signed Agentix headers. Rejects if the pool cannot be reached. */
 export async function forwardToPool(forward: PoolForward): Promise<Response> {
-  return postSigned(forward, POOL_PATHS.chatCompletions, forward.body, forward.signal);
+  return postSigned(forward, forward.path, forward.body, forward.signal);
 }
 
 /** A pool that does not answer a tool-event batch within this long is given up on (events are hints). */

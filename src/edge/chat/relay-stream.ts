@@ -1,6 +1,6 @@
 import { openAIErrorBody } from "../../protocol/errors.js";
 import { dataEvent, formatEvent, SseEventSplitter } from "../../protocol/sse.js";
-import type { SseRelayFilter } from "./sse-filter.js";
+import type { StreamRelayFilter } from "./sse-filter.js";
 
 /**
  * How a relayed stream ended: the pool finished it; the client went away (or
@@ -64,7 +64,7 @@ function within<T>(work: Promise<T>, stops: Stops, ms: number, onTimer: Stop): P
  */
 export function relayEventStream(
   source: ReadableStream<Uint8Array>,
-  filter: SseRelayFilter,
+  filter: StreamRelayFilter,
   watch: StreamWatch,
 ): { body: ReadableStream<Uint8Array>; ended: Promise<StreamEnd> } {
   const events = source.pipeThrough(new SseEventSplitter()).getReader();

@@ -1,11 +1,11 @@
-import { ChatCompletion } from "../../protocol/chat.js";
+import type { Usage } from "../../protocol/chat.js";
 import { isOpenAIErrorType, OpenAIErrorBody, openAIErrorBody } from "../../protocol/errors.js";
 import { Header, RateLimitHeader } from "../../protocol/headers.js";
 import { statsFromHeaders } from "../../protocol/stats.js";
 import type { SettleCallInput } from "../program/types.js";
 import { relayEventStream, type StreamEnd, type StreamWatch } from "./relay-stream.js";
 import { type CallObservation, settlementOf } from "./settlement.js";
-import { SseRelayFilter } from "./sse-filter.js";
+import type { StreamRelayFilter } from "./sse-filter.js";
 
 /** One forwarded call, as the relays need it. */
 export interface ForwardedCall {
@@ -14,9 +14,12 @@ export interface ForwardedCall {
   /** When the edge sent the call to the pool (ms). */
   sentAt: number;
   promptEstimate: number;
-  includeUsage: boolean;
   /** The directory ID of the pool the call was last sent to; "" while none. */
   pool: string;
+  /** The usage in the API's whole answer (CallApiSpec.usageOf). */
+  usageOf: (answer: unknown) => Usage | undefined;
+  /** A fresh filter for the API's stream (CallApiSpec.streamFilter). */
+  streamFilter: () => StreamRelayFilter;
   /** Settles the call after the response (ctx.waitUntil); the first call wins, later ones are ignored. */
   settle: (settlement: SettleCallInput | Promise<SettleCallInput>) => void;
 }
@@ -218,8 +221,7 @@ export async function relayJson(pool: Response, call: ForwardedCall, watch: Stre
     );
   }
   const finishedAt = Date.now();
-  const completion = ChatCompletion.safeParse(parseJson(bytes));
-  const usage = completion.success ? completion.data.usage ?? undefined : undefined;
+  const usage = call.usageOf(parseJson(bytes));
   call.settle(
     settleWith(call, {
       status: "ok",
@@ -254,7 +256,7 @@ export function relayStream(pool: Response, call: ForwardedCall, watch: StreamWa
   const respondedAt = Date.now();
   // The engine is known from the stream's start: a stream cut before its stats comment still records where it ran.
   const engineAtStart = pool.headers.get(Header.engine) ?? "";
-  const filter = new SseRelayFilter(call.includeUsage);
+  const filter = call.streamFilter();
   const source = pool.body ?? new ReadableStream<Uint8Array>({ start: (controller) => controller.close() });
   const { body, ended } = relayEventStream(source, filter, watch);
   call.settle(

@@ -3,11 +3,32 @@ import { Usage } from "../../protocol/chat.js";
 import { eventData, isDoneEvent } from "../../protocol/sse.js";
 import { type PoolCallStats, parseStatsEvent } from "../../protocol/stats.js";
 
-/** Just what the edge reads from a chunk; anything else in it is relayed untouched. */
+/**
+ * What the relays need of any API's stream filter: the event to pass on (or not), and
+ * what the edge learned for settling the call.
+ */
+export interface StreamRelayFilter {
+  pass(event: string): string | undefined;
+  /** The engine's whole count, from the stream's final usage. */
+  readonly usage: Usage | undefined;
+  /** The engine's count up to the last event relayed (a stream cut short). */
+  readonly partialUsage: Usage | undefined;
+  readonly stats: PoolCallStats | undefined;
+  /** Events relayed that carried generated output: the completion-token estimate if the stream is cut. */
+  readonly outputChunks: number;
+  /** The stream's own proper end arrived (`data: [DONE]` for OpenAI's APIs). */
+  readonly sawDone: boolean;
+}
+
+/**
+ * Just what the edge reads from a chunk; anything else in it is relayed untouched.
+ * Chat chunks carry output in `choices[].delta`, completions chunks in `choices[].text`.
+ */
 const ChunkView = z.looseObject({
   choices: z
     .array(
       z.looseObject({
+        text: z.string().nullish(),
         delta: z
           .looseObject({
             content: z.string().nullish(),
@@ -23,8 +44,8 @@ const ChunkView = z.looseObject({
 type ChunkView = z.infer<typeof ChunkView>;
 
 function carriesOutput(chunk: ChunkView): boolean {
-  return (chunk.choices ?? []).some(({ delta }) =>
-    Boolean(delta?.content || delta?.reasoning_content || (delta?.tool_calls && delta.tool_calls.length > 0)),
+  return (chunk.choices ?? []).some(({ delta, text }) =>
+    Boolean(text || delta?.content || delta?.reasoning_content || (delta?.tool_calls && delta.tool_calls.length > 0)),
   );
 }
 
@@ -38,6 +59,9 @@ function readChunk(data: string): ChunkView | undefined {
 }
 
 /**
+ * For OpenAI's chat completions and completions streams (same framing: chunks, a
+ * usage-only chunk, `data: [DONE]`).
+ *
  * Decides, event by event, what of the pool's stream reaches the client, and
  * remembers what the edge needs to settle the call: the pool's stats comment is
  * taken out, the usage-only chunk is kept only if the client asked for it
@@ -51,7 +75,7 @@ function readChunk(data: string): ChunkView | undefined {
  * taken out of output chunks (null, as OpenAI sends, when the client asked for
  * usage) before they are relayed.
  */
-export class SseRelayFilter {
+export class SseRelayFilter implements StreamRelayFilter {
   /** The final usage chunk's figures: the engine's whole count. */
   usage: Usage | undefined;
   /** The latest per-chunk usage: the engine's count up to the last chunk relayed. */

@@ -174,6 +174,10 @@ export const programs = sqliteTable(
   (t) => [index("programs_tenant_created_idx").on(t.tenantId, t.createdAt)],
 );
 
+/** The API a call came in by (the route the client called); the pool serves each in its own shape. */
+export const CALL_APIS = ["chat.completions", "completions", "responses", "messages"] as const;
+export type CallApi = (typeof CALL_APIS)[number];
+
 /** How a call ended: "timeout" is the edge's own deadline (CALL_TIMEOUT_MS), "cancelled" the client leaving. */
 export const CALL_STATUSES = ["ok", "error", "cancelled", "timeout"] as const;
 export type CallStatus = (typeof CALL_STATUSES)[number];
@@ -216,6 +220,8 @@ export const usage = sqliteTable(
     pool: text("pool").notNull().default(""),
     /** Where the token counts come from (USAGE_SOURCES); rows from before the column say "engine". */
     usageSource: text("usage_source", { enum: USAGE_SOURCES }).notNull().default("engine"),
+    /** The API the call came in by (CALL_APIS); rows from before the column say "chat.completions". Added by migration 0005. */
+    api: text("api", { enum: CALL_APIS }).notNull().default("chat.completions"),
   },
   (t) => [
     index("usage_tenant_finished_idx").on(t.tenantId, t.finishedAt),

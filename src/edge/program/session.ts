@@ -150,6 +150,7 @@ export class ProgramSession extends DurableObject<Env> {
       startValueMs,
       startedAt: input.now,
       pool: input.pool,
+      api: input.api,
     });
     this.store.writeMeta(next);
     return {
@@ -464,6 +465,7 @@ function usageRowOf(meta: ProgramMeta, call: CallRecord): UsageRow | undefined {
     finishedAt: call.finishedAt,
     pool: call.pool,
     usageSource: call.usageSource,
+    api: call.api,
   };
 }
 

@@ -1,4 +1,4 @@
-import type { CallStatus, UsageSource } from "../db/schema.js";
+import type { CallApi, CallStatus, UsageSource } from "../db/schema.js";
 import { TOOL_SCHEMA } from "./tool-store.js";
 import type { ProgramStatus, ThreadState } from "./types.js";
 
@@ -53,7 +53,8 @@ CREATE TABLE IF NOT EXISTS calls (
   finished_at INTEGER,
   recorded INTEGER NOT NULL DEFAULT 0,
   pool TEXT NOT NULL DEFAULT '',
-  usage_source TEXT NOT NULL DEFAULT 'engine'
+  usage_source TEXT NOT NULL DEFAULT 'engine',
+  api TEXT NOT NULL DEFAULT 'chat.completions'
 );
 CREATE INDEX IF NOT EXISTS calls_status_idx ON calls (status, started_at);
 ${TOOL_SCHEMA}`;
@@ -99,6 +100,7 @@ export interface CallRecord {
   recorded: boolean;
   pool: string;
   usageSource: UsageSource;
+  api: CallApi;
 }
 
 export interface ThreadRecord {
@@ -142,6 +144,7 @@ type CallRow = {
   recorded: number;
   pool: string;
   usage_source: string;
+  api: string;
 };
 
 const toCall = (row: CallRow): CallRecord => ({
@@ -161,6 +164,7 @@ const toCall = (row: CallRow): CallRecord => ({
   recorded: row.recorded === 1,
   pool: row.pool,
   usageSource: row.usage_source as UsageSource,
+  api: row.api as CallApi,
 });
 
 export class ProgramStore {
@@ -182,6 +186,9 @@ export class ProgramStore {
     }
     if (columns.length > 0 && !columns.includes("usage_source")) {
       this.sql.exec("ALTER TABLE calls ADD COLUMN usage_source TEXT NOT NULL DEFAULT 'engine'");
+    }
+    if (columns.length > 0 && !columns.includes("api")) {
+      this.sql.exec("ALTER TABLE calls ADD COLUMN api TEXT NOT NULL DEFAULT 'chat.completions'");
     }
     const programColumns = this.sql
       .exec<{ name: string }>("SELECT name FROM pragma_table_info('program')")
@@ -285,15 +292,16 @@ export class ProgramStore {
     return row ? toCall(row) : undefined;
   }
 
-  addCall(call: Pick<CallRecord, "callId" | "thread" | "model" | "startValueMs" | "startedAt" | "pool">): void {
+  addCall(call: Pick<CallRecord, "callId" | "thread" | "model" | "startValueMs" | "startedAt" | "pool" | "api">): void {
     this.sql.exec(
-      "INSERT INTO calls (call_id, thread, model, start_value_ms, started_at, status, pool) VALUES (?, ?, ?, ?, ?, 'in_flight', ?)",
+      "INSERT INTO calls (call_id, thread, model, start_value_ms, started_at, status, pool, api) VALUES (?, ?, ?, ?, ?, 'in_flight', ?, ?)",
       call.callId,
       call.thread,
       call.model,
       call.startValueMs,
       call.startedAt,
       call.pool,
+      call.api,
     );
   }
 

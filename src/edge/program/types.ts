@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { ToolEventBatch } from "../../protocol/tool-events.js";
-import { CALL_STATUSES, PROGRAM_STATUSES, USAGE_SOURCES } from "../db/schema.js";
+import { CALL_APIS, CALL_STATUSES, PROGRAM_STATUSES, USAGE_SOURCES } from "../db/schema.js";
 import type { ToolsState } from "./tool-store.js";
 
 /*
@@ -33,6 +33,8 @@ export const BeginCallInput = z.object({
   model: z.string().min(1),
   /** The pool the call is sent to, for the usage ledger. */
   pool: z.string().default(""),
+  /** The API the call came in by, for the usage ledger. */
+  api: z.enum(CALL_APIS).default("chat.completions"),
   now: ms,
 });
 export type BeginCallInput = z.input<typeof BeginCallInput>;

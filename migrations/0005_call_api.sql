@@ -1,0 +1,1 @@
+ALTER TABLE `usage` ADD `api` text DEFAULT 'chat.completions' NOT NULL;

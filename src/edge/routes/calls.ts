@@ -1,0 +1,254 @@
+import { type Context, Hono } from "hono";
+import { Header } from "../../protocol/headers.js";
+import { newCallId, newProgramId } from "../../protocol/ids.js";
+import { type CallApiSpec } from "../apis/call-api.js";
+import { chatCompletionsApi } from "../apis/chat-completions.js";
+import { completionsApi } from "../apis/completions.js";
+import { forwardToPool } from "../chat/pool-client.js";
+import { CallLifecycle } from "../chat/call-lifecycle.js";
+import { sendWithFailover } from "../chat/failover.js";
+import { retryIdempotent, SETTLE_RETRY_DELAYS_MS } from "../chat/idempotent-retry.js";
+import { type ForwardedCall, noPoolAvailable, relayJson, relayPoolError, relayStream, unanswered } from "../chat/relay.js";
+import type { StreamWatch } from "../chat/relay-stream.js";
+import type { EdgeEnv } from "../context.js";
+import { readBodyWithin } from "../http/body.js";
+import { limiterMisuse, limitExceeded, tenantLimiter } from "../limiter/access.js";
+import { LEASE_RENEW_MS } from "../limiter/tenant-limiter.js";
+import { rateLimitHeadersOnResponse } from "../middleware/rate-limit-headers.js";
+import { beginRefusal, parseProgramId, programSession, threadFromHeaders } from "../program/access.js";
+import type { BeginCallResult } from "../program/types.js";
+import { poolSnapshot } from "../pools/directory-cache.js";
+import { noteAnsweredLoad, poolsForModel, routeCall } from "../pools/routing.js";
+import { parsePoolLoad } from "../../protocol/pool-status.js";
+import { modelNotFound } from "./models.js";
+
+/**
+ * Priority figures travel as whole milliseconds: plenty for scheduling, and
+ * String() of a float could take exponent form, which the pool's header parser
+ * (and so the signature check) would refuse.
+ */
+const wholeMs = (value: number) => Math.round(value);
+
+/** Cloudflare's guess at the client's continent (absent locally and in tests). */
+function clientContinent(request: Request): string | undefined {
+  const continent = (request.cf as { continent?: unknown } | undefined)?.continent;
+  return typeof continent === "string" ? continent : undefined;
+}
+
+/** The model-calling APIs and where each is served (under /v1). */
+const CALL_APIS: readonly (readonly [path: string, api: CallApiSpec])[] = [
+  ["/chat/completions", chatCompletionsApi],
+  ["/completions", completionsApi],
+];
+
+/** POST /v1/chat/completions and /v1/completions: one pipeline, each API's own shape. Mounted behind tenant auth. */
+export function callRoutes() {
+  const calls = new Hono<EdgeEnv>();
+  for (const [path, api] of CALL_APIS) {
+    calls.use(path, rateLimitHeadersOnResponse());
+    calls.post(path, (c) => handleCall(c, api));
+  }
+  return calls;
+}
+
+/**
+ * One call of any API: checked, admitted (a reservation covering the prompt estimate
+ * and the effective limit), begun in its program, sent to a pool (failover before the
+ * first byte), relayed, and settled exactly once whichever way it ends.
+ */
+async function handleCall(c: Context<EdgeEnv>, api: CallApiSpec): Promise<Response> {
+  const { config, tenant } = c.var;
+  // Everything the client sent is checked before any state is touched: only the API's fields and the plan's extensions pass.
+  const allowed = api.parse(await readBodyWithin(c.req.raw, config.maxBodyBytes), tenant.allowedExtensions);
+  const choice = threadFromHeaders(c.req.raw.headers);
+  const requestedProgram = c.req.header(Header.program);
+  const existingProgramId =
+    requestedProgram === undefined ? undefined : parseProgramId(requestedProgram, Header.program);
+  // A model no pool serves for this tenant (its plan's models and regions) is refused before any quota is taken.
+  const snapshot = await poolSnapshot(c.env, (work) => c.executionCtx.waitUntil(work));
+  const eligible = poolsForModel(snapshot, tenant.modelAccess, allowed.model);
+  if (eligible.length === 0) throw modelNotFound(allowed.model);
+
+  // Admission reserves: a request, the prompt estimate + the effective max tokens (decided by the limiter), a lease.
+  const now = Date.now();
+  const callId = newCallId();
+  // Without the header the call starts a program: admitted against the active-programs limit, created by beginCall.
+  const programId = existingProgramId ?? newProgramId();
+  const createdProgramId = existingProgramId === undefined ? programId : undefined;
+  const promptEstimate = allowed.promptEstimate;
+  const limiter = tenantLimiter(c.env, tenant.id);
+  const admitted = await limiter.admitCall({
+    callId,
+    now,
+    limits: tenant.limits,
+    promptTokens: promptEstimate,
+    ...(allowed.requestedMaxTokens !== undefined ? { maxTokens: allowed.requestedMaxTokens } : {}),
+    ...(createdProgramId ? { newProgramId: createdProgramId } : {}),
+  });
+  if (!admitted.ok) {
+    if (admitted.refusal === "invalid_input") throw limiterMisuse(admitted.detail);
+    c.set("rateLimit", admitted.snapshot);
+    throw limitExceeded(admitted.refusal, admitted.snapshot, allowed.maxTokensField);
+  }
+  c.set("rateLimit", admitted.snapshot);
+  // The bytes signed and sent to the pool: the allowed fields, with the limit the reservation covers.
+  const body = allowed.forwardBody(admitted.maxTokens);
+
+  // The lease is held from here: every path below either cancels it or settles it.
+  const cancelAdmission = async (releaseProgramId?: string) => {
+    try {
+      const cancelled = await limiter.cancelLease({
+        callId,
+        now: Date.now(),
+        ...(releaseProgramId ? { releaseProgramId } : {}),
+      });
+      if (cancelled.snapshot) c.set("rateLimit", cancelled.snapshot);
+    } catch (error) {
+      console.error(`cancelling the lease of ${callId} failed; it expires on its own`, error);
+    }
+  };
+  // A new program is created by its first call's beginCall, in one round trip; a refused call creates nothing.
+  const session = programSession(c.env, tenant.id, programId);
+  let begun: BeginCallResult;
+  try {
+    begun = await session.beginCall({
+      ...(createdProgramId ? { newProgram: { tenantId: tenant.id, programId: createdProgramId } } : {}),
+      callId,
+      thread: choice.thread,
+      ...(choice.parentThread ? { parentThread: choice.parentThread } : {}),
+      model: allowed.model,
+      api: api.api,
+      now,
+    });
+  } catch (error) {
+    await cancelAdmission(createdProgramId);
+    throw error;
+  }
+  if (!begun.ok) {
+    await cancelAdmission(createdProgramId);
+    throw beginRefusal(begun.error, programId, choice);
+  }
+
+  // From here on the call is in flight: its lifecycle renews the lease, keeps the
+  // deadline, and settles it exactly once, whichever way it ends.
+  const lifecycle = new CallLifecycle({
+    renewEveryMs: LEASE_RENEW_MS,
+    timeoutMs: config.callTimeoutMs,
+    renewLease: () => limiter.renewLease({ callId, now: Date.now() }),
+    keepAlive: (work) => c.executionCtx.waitUntil(work),
+    record: async (input) => {
+      // Both settles are idempotent on the call ID, so a transient failure is simply tried again.
+      const retryLog = (what: string) => (error: unknown, attempt: number) =>
+        console.warn(`settling ${callId} in its ${what} failed (attempt ${attempt}); trying again`, error);
+      const [programResult, leaseResult] = await Promise.allSettled([
+        retryIdempotent(async () => await session.settleCall(input), SETTLE_RETRY_DELAYS_MS, retryLog("program")),
+        retryIdempotent(
+          async () =>
+            await limiter.settleLease({
+              callId,
+              tokens: input.promptTokens + input.completionTokens,
+              finishedAt: input.finishedAt,
+            }),
+          SETTLE_RETRY_DELAYS_MS,
+          retryLog("limiter"),
+        ),
+      ]);
+      if (programResult.status === "rejected") {
+        console.error(`settling ${callId} in its program failed`, programResult.reason);
+      } else if (!programResult.value.settled && programResult.value.reason !== "already_settled") {
+        const result = programResult.value;
+        console.error(`settling ${callId} was refused: ${result.reason}`, "detail" in result ? result.detail : "");
+      }
+      if (leaseResult.status === "rejected") {
+        console.error(`settling the lease of ${callId} failed; it expires on its own`, leaseResult.reason);
+      }
+    },
+  });
+  // The program's pool first (its KV cache is there), unless it cannot or should not take the call.
+  const route = routeCall({
+    eligible,
+    snapshot,
+    config,
+    currentPoolId: begun.pool === "" ? undefined : begun.pool,
+    continent: clientContinent(c.req.raw),
+    now,
+  });
+  const call: ForwardedCall = {
+    programId,
+    callId,
+    sentAt: Date.now(),
+    promptEstimate,
+    pool: "",
+    usageOf: api.usageOf,
+    streamFilter: () => api.streamFilter(allowed.includeUsage),
+    settle: (settlement) => {
+      lifecycle.settle(settlement);
+    },
+  };
+  const watch: StreamWatch = {
+    client: c.req.raw.signal,
+    deadline: lifecycle.deadline,
+    stallMs: config.streamStallMs,
+    poolIdleMs: config.poolIdleMs,
+  };
+  try {
+    if (route.pools.length === 0) return noPoolAvailable(call);
+    const sent = await sendWithFailover({
+      pools: route.pools,
+      beforeAttempt: (target) => {
+        call.pool = target.id;
+      },
+      send: (target) =>
+        forwardToPool({
+          poolUrl: target.url,
+          path: api.poolPath,
+          signingKey: target.signingKey,
+          fields: {
+            tenant: tenant.id,
+            program: programId,
+            thread: choice.thread,
+            call: callId,
+            serviceMs: wholeMs(begun.serviceMs),
+            pathMs: wholeMs(begun.pathMs),
+            waitMs: wholeMs(begun.waitMs),
+            // Engine IDs are a pool's own: on another pool the program's engine means nothing.
+            engine: target.id === begun.pool ? begun.engine : "",
+            weight: tenant.weight,
+            ts: Date.now(),
+          },
+          body,
+          // A client that leaves, or the deadline, stops the pool's work too.
+          signal: AbortSignal.any([watch.client, watch.deadline]),
+        }),
+      watch,
+      now: () => Date.now(),
+    });
+    if (sent.kind === "none") return noPoolAvailable(call);
+    if (sent.kind === "unanswered") {
+      if (sent.why === "unreachable") console.error(`no pool could be reached for ${callId} (tried ${route.pools.map((p) => p.id).join(", ")})`);
+      return unanswered(call, sent.why);
+    }
+    const pool = sent.response;
+    const load = parsePoolLoad(pool.headers.get(Header.poolLoad));
+    if (load !== undefined) noteAnsweredLoad(sent.pool.id, load, Date.now());
+    if (!pool.ok) return await relayPoolError(pool, call);
+    if (allowed.stream) return relayStream(pool, call, watch);
+    return await relayJson(pool, call, watch);
+  } catch (error) {
+    // A fault of our own after the call went out still settles it (nothing known used) and frees the slot.
+    const finishedAt = Date.now();
+    call.settle({
+      callId,
+      status: "error",
+      promptTokens: 0,
+      cachedTokens: 0,
+      completionTokens: 0,
+      usageSource: "none",
+      serviceMs: 0,
+      queueMs: finishedAt - call.sentAt,
+      engine: "",
+      finishedAt,
+    });
+    throw error;
+  }
+}
