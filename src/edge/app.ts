@@ -5,6 +5,7 @@ import { openAIErrorResponse } from "../protocol/errors.js";
 import type { EdgeEnv } from "./context.js";
 import { ConfigError } from "./env.js";
 import { loadConfig } from "./middleware/config.js";
+import { anthropicShape } from "./middleware/anthropic-shape.js";
 import { tenantAuth } from "./middleware/tenant-auth.js";
 import { adminRoutes } from "./routes/admin.js";
 import { callRoutes } from "./routes/calls.js";
@@ -22,6 +23,9 @@ export function createApp() {
   app.use("/admin/*", loadConfig());
   app.route("/admin", adminRoutes());
 
+  // Anthropic's clients get Anthropic's error shape, auth refusals included: before auth.
+  app.use("/v1/messages", anthropicShape());
+  app.use("/v1/messages/*", anthropicShape());
   app.use("/v1/*", loadConfig(), tenantAuth());
   app.route("/v1", callRoutes());
   app.route("/v1/models", modelRoutes());

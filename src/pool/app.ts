@@ -9,6 +9,7 @@ import { formatPoolLoad, type PoolStatus } from "../protocol/pool-status.js";
 import { Header } from "../protocol/headers.js";
 import type { ToolEventsAccepted } from "../protocol/tool-events.js";
 import type { PoolConfig } from "./config.js";
+import { messagesAnswerFromChat } from "./answer-translation.js";
 import type { Dispatcher } from "./dispatcher.js";
 import type { PoolMetrics } from "./metrics.js";
 import { operatorAccess } from "./operator-auth.js";
@@ -18,6 +19,7 @@ import {
   type CallApiShape,
   COMPLETIONS_SHAPE,
   type ForwardedEnv,
+  MESSAGES_SHAPE,
   verifyForwardedCall,
   verifyForwardedToolEvents,
   verifyStatusRequest,
@@ -158,11 +160,15 @@ export function createPoolApp(deps: PoolAppDeps): Hono<ForwardedEnv> {
 
   // Each model-calling API at its own path; one queue for all of them.
   const serveCalls = <T extends z.ZodType<Record<string, unknown>>>(path: PoolPath, shape: CallApiShape<T>) =>
-    app.post(path, verifyForwardedCall(verifyOptions(path, config.maxBodyBytes), shape), async (c) =>
-      withPoolLoad(await dispatcher.submit({ ...c.get("forwarded"), signal: c.req.raw.signal }), dispatcher.loadPerHealthyEngine()),
-    );
+    app.post(path, verifyForwardedCall(verifyOptions(path, config.maxBodyBytes), shape), async (c) => {
+      const forwarded = c.get("forwarded");
+      const answer = await dispatcher.submit({ ...forwarded, signal: c.req.raw.signal });
+      const inApi = forwarded.answerIn === "messages" ? await messagesAnswerFromChat(answer, forwarded.promptEstimate ?? 0) : answer;
+      return withPoolLoad(inApi, dispatcher.loadPerHealthyEngine());
+    });
   serveCalls(POOL_PATHS.chatCompletions, CHAT_COMPLETIONS_SHAPE);
   serveCalls(POOL_PATHS.completions, COMPLETIONS_SHAPE);
+  serveCalls(POOL_PATHS.messages, MESSAGES_SHAPE);
 
   return app;
 }

@@ -3,6 +3,9 @@ import type { z } from "zod";
 import type { Clock } from "../core/clock.js";
 import { ChatCompletionRequest } from "../protocol/chat.js";
 import { CompletionRequest, completionSchedulingView } from "../protocol/completions.js";
+import { MessagesRequest } from "../protocol/messages.js";
+import { estimatePromptTokens } from "../protocol/tokens.js";
+import { messagesToChatRequest } from "../protocol/translate/messages-chat.js";
 import { invalidRequest, openAIError } from "../protocol/errors.js";
 import type { ForwardFields } from "../protocol/forward.js";
 import {
@@ -25,8 +28,12 @@ export interface ForwardedCall {
   request: ChatCompletionRequest;
   /** The body as the edge sent it (zod's loose objects keep unknown fields), to forward. */
   body: Record<string, unknown>;
-  /** Where the engine serves the call's API (the engine gets the body in the call's own shape). */
+  /** Where the engine serves the body sent (the call's own API, or chat completions when translated). */
   enginePath: string;
+  /** Set when the body sent is a chat translation of the call: the API its answer goes back in. */
+  answerIn?: "messages";
+  /** The prompt tokens as tokens.ts estimates them, for a translated stream's first event. */
+  promptEstimate?: number;
 }
 
 /**
@@ -37,6 +44,11 @@ export interface CallApiShape<T extends z.ZodType<Record<string, unknown>>> {
   schema: T;
   schedulingView(request: z.output<T>): ChatCompletionRequest;
   enginePath: string;
+  /**
+   * An API no engine kind is asked to serve natively: the engine gets the scheduling
+   * view (a chat completion) and the answer is translated back (answer-translation.ts).
+   */
+  viaChat?: "messages";
 }
 
 /** Chat completions: the request is its own scheduling view. */
@@ -44,6 +56,18 @@ export const CHAT_COMPLETIONS_SHAPE: CallApiShape<typeof ChatCompletionRequest> 
   schema: ChatCompletionRequest,
   schedulingView: (request) => request,
   enginePath: "/v1/chat/completions",
+};
+
+/**
+ * Anthropic's Messages API: sent to engines as a chat completion (every kind serves
+ * that, and the pool reads usage and tool calls from it as for any chat call), the
+ * answer translated back to Anthropic's shape.
+ */
+export const MESSAGES_SHAPE: CallApiShape<typeof MessagesRequest> = {
+  schema: MessagesRequest,
+  schedulingView: messagesToChatRequest,
+  enginePath: "/v1/chat/completions",
+  viaChat: "messages",
 };
 
 /** Legacy completions: vLLM, SGLang and OpenAI-compatible servers all serve it. */
@@ -167,7 +191,13 @@ export function verifyForwardedCall<T extends z.ZodType<Record<string, unknown>>
 ): MiddlewareHandler<ForwardedEnv> {
   return async function verifyForwardedCallHandler(c, next) {
     const { fields, data } = await verifySigned(c, options, shape.schema, "call");
-    c.set("forwarded", { fields, request: shape.schedulingView(data), body: data, enginePath: shape.enginePath });
+    const request = shape.schedulingView(data);
+    c.set(
+      "forwarded",
+      shape.viaChat === undefined
+        ? { fields, request, body: data, enginePath: shape.enginePath }
+        : { fields, request, body: request, enginePath: shape.enginePath, answerIn: shape.viaChat, promptEstimate: estimatePromptTokens(request) },
+    );
     await next();
   };
 }

@@ -51,4 +51,22 @@ export const RateLimitHeader = {
 
 export type RateLimitHeaderName = (typeof RateLimitHeader)[keyof typeof RateLimitHeader];
 
+/**
+ * Anthropic's headers, for clients of the Messages API (`/v1/messages`): the key in
+ * `x-api-key` (bearer also works), and the rate limits under Anthropic's names, each
+ * reset an RFC 3339 time rather than OpenAI's duration.
+ */
+export const AnthropicHeader = {
+  apiKey: "x-api-key",
+  version: "anthropic-version",
+  /** Anthropic's request ID header (OpenAI's clients read x-request-id). */
+  requestId: "request-id",
+  requestsLimit: "anthropic-ratelimit-requests-limit",
+  requestsRemaining: "anthropic-ratelimit-requests-remaining",
+  requestsReset: "anthropic-ratelimit-requests-reset",
+  tokensLimit: "anthropic-ratelimit-tokens-limit",
+  tokensRemaining: "anthropic-ratelimit-tokens-remaining",
+  tokensReset: "anthropic-ratelimit-tokens-reset",
+} as const;
+
 export const DEFAULT_THREAD = "main";

@@ -1,6 +1,6 @@
 import type { HTTPException } from "hono/http-exception";
 import { openAIError } from "../../protocol/errors.js";
-import { RateLimitHeader } from "../../protocol/headers.js";
+import { AnthropicHeader, RateLimitHeader } from "../../protocol/headers.js";
 import type { Env } from "../env.js";
 import { formatResetDuration, retryAfterSeconds } from "../limits/reset-duration.js";
 import type { TenantLimiter } from "./tenant-limiter.js";
@@ -20,6 +20,19 @@ export function rateLimitHeaders(snapshot: LimiterSnapshot): Record<string, stri
     [RateLimitHeader.limitTokens]: String(snapshot.tokens.limit),
     [RateLimitHeader.remainingTokens]: String(snapshot.tokens.remaining),
     [RateLimitHeader.resetTokens]: formatResetDuration(snapshot.tokens.resetMs),
+  };
+}
+
+/** The same figures under Anthropic's names; a reset is the time it happens (RFC 3339). */
+export function anthropicRateLimitHeaders(snapshot: LimiterSnapshot, now: number): Record<string, string> {
+  const at = (resetMs: number) => new Date(now + resetMs).toISOString();
+  return {
+    [AnthropicHeader.requestsLimit]: String(snapshot.requests.limit),
+    [AnthropicHeader.requestsRemaining]: String(snapshot.requests.remaining),
+    [AnthropicHeader.requestsReset]: at(snapshot.requests.resetMs),
+    [AnthropicHeader.tokensLimit]: String(snapshot.tokens.limit),
+    [AnthropicHeader.tokensRemaining]: String(snapshot.tokens.remaining),
+    [AnthropicHeader.tokensReset]: at(snapshot.tokens.resetMs),
   };
 }
 

@@ -1,6 +1,7 @@
 import { and, eq, isNull } from "drizzle-orm";
 import { createMiddleware } from "hono/factory";
 import { openAIError } from "../../protocol/errors.js";
+import { AnthropicHeader } from "../../protocol/headers.js";
 import type { EdgeEnv } from "../context.js";
 import { database } from "../db/client.js";
 import { apiKeys, plans, tenants } from "../db/schema.js";
@@ -8,11 +9,14 @@ import { bearerToken } from "../http/bearer.js";
 import { API_KEY_PATTERN, hashApiKey } from "../keys.js";
 import { effectiveExtensions, effectiveLimits, effectiveWeight } from "../limits/plan-limits.js";
 
+const nonEmpty = (value: string | undefined) => (value === undefined || value.trim() === "" ? undefined : value.trim());
+
 /** last_used_at is a hint, not an audit log: refresh it at most this often. */
 export const LAST_USED_GRANULARITY_MS = 60_000;
 
 const MISSING_KEY =
-  "You didn't provide an API key. Provide it in an Authorization header using Bearer auth (Authorization: Bearer YOUR_KEY).";
+  "You didn't provide an API key. Provide it in an Authorization header using Bearer auth (Authorization: Bearer YOUR_KEY), " +
+  "or in x-api-key as Anthropic's clients do.";
 const INVALID_KEY = "Incorrect API key provided.";
 
 const unauthenticated = (message: string) =>
@@ -26,7 +30,8 @@ const unauthenticated = (message: string) =>
  */
 export function tenantAuth() {
   return createMiddleware<EdgeEnv>(async function tenantAuth(c, next) {
-    const key = bearerToken(c.req.header("authorization"));
+    // Bearer first (OpenAI's clients); Anthropic's send x-api-key.
+    const key = bearerToken(c.req.header("authorization")) ?? nonEmpty(c.req.header(AnthropicHeader.apiKey));
     if (key === undefined) throw unauthenticated(MISSING_KEY);
     if (!API_KEY_PATTERN.test(key)) throw unauthenticated(INVALID_KEY);
     const db = database(c.env.DB);

@@ -4,6 +4,7 @@ import { newCallId, newProgramId } from "../../protocol/ids.js";
 import { type CallApiSpec } from "../apis/call-api.js";
 import { chatCompletionsApi } from "../apis/chat-completions.js";
 import { completionsApi } from "../apis/completions.js";
+import { messagesApi } from "../apis/messages.js";
 import { forwardToPool } from "../chat/pool-client.js";
 import { CallLifecycle } from "../chat/call-lifecycle.js";
 import { sendWithFailover } from "../chat/failover.js";
@@ -11,7 +12,11 @@ import { retryIdempotent, SETTLE_RETRY_DELAYS_MS } from "../chat/idempotent-retr
 import { type ForwardedCall, noPoolAvailable, relayJson, relayPoolError, relayStream, unanswered } from "../chat/relay.js";
 import type { StreamWatch } from "../chat/relay-stream.js";
 import type { EdgeEnv } from "../context.js";
-import { readBodyWithin } from "../http/body.js";
+import { parseJsonBytes, readBodyWithin } from "../http/body.js";
+import { invalidRequest } from "../../protocol/errors.js";
+import { COUNT_TOKENS_REQUEST_FIELDS, CountTokensRequest, type CountTokensResponse, unknownRequestFields } from "../../protocol/messages.js";
+import { estimateMessagesInputTokens } from "../../protocol/translate/messages-chat.js";
+import { unsupportedParameter } from "../chat/forward-body.js";
 import { limiterMisuse, limitExceeded, tenantLimiter } from "../limiter/access.js";
 import { LEASE_RENEW_MS } from "../limiter/tenant-limiter.js";
 import { rateLimitHeadersOnResponse } from "../middleware/rate-limit-headers.js";
@@ -39,16 +44,39 @@ function clientContinent(request: Request): string | undefined {
 const CALL_APIS: readonly (readonly [path: string, api: CallApiSpec])[] = [
   ["/chat/completions", chatCompletionsApi],
   ["/completions", completionsApi],
+  ["/messages", messagesApi],
 ];
 
-/** POST /v1/chat/completions and /v1/completions: one pipeline, each API's own shape. Mounted behind tenant auth. */
+/**
+ * POST /v1/chat/completions, /v1/completions and /v1/messages: one pipeline, each
+ * API's own shape. Mounted behind tenant auth.
+ */
 export function callRoutes() {
   const calls = new Hono<EdgeEnv>();
   for (const [path, api] of CALL_APIS) {
-    calls.use(path, rateLimitHeadersOnResponse());
+    calls.use(path, rateLimitHeadersOnResponse({ anthropic: api.api === "messages" }));
     calls.post(path, (c) => handleCall(c, api));
   }
+  calls.post("/messages/count_tokens", (c) => countMessageTokens(c));
   return calls;
+}
+
+/**
+ * POST /v1/messages/count_tokens: the prompt's tokens as the edge estimates them (the
+ * count the call's reservation uses: four characters a token of the rendered prompt;
+ * the engine's tokenizer counts differently, and calls are billed on its count). A
+ * model the tenant may not call is 404, as for a call. Uses no quota.
+ */
+async function countMessageTokens(c: Context<EdgeEnv>): Promise<Response> {
+  const { config, tenant } = c.var;
+  const parsed = CountTokensRequest.safeParse(parseJsonBytes(await readBodyWithin(c.req.raw, config.maxBodyBytes)));
+  if (!parsed.success) throw invalidRequest(parsed.error);
+  const unknown = unknownRequestFields(parsed.data, COUNT_TOKENS_REQUEST_FIELDS)[0];
+  if (unknown !== undefined) throw unsupportedParameter(unknown, "It is not a count_tokens field.", "Anthropic Messages");
+  const snapshot = await poolSnapshot(c.env, (work) => c.executionCtx.waitUntil(work));
+  if (poolsForModel(snapshot, tenant.modelAccess, parsed.data.model).length === 0) throw modelNotFound(parsed.data.model);
+  const answer: CountTokensResponse = { input_tokens: estimateMessagesInputTokens(parsed.data) };
+  return c.json(answer);
 }
 
 /**

@@ -1,0 +1,42 @@
+import { invalidRequest } from "../../protocol/errors.js";
+import { MessagesRequest, MessagesResponse, unknownRequestFields } from "../../protocol/messages.js";
+import { POOL_PATHS } from "../../protocol/signing.js";
+import { estimateMessagesInputTokens } from "../../protocol/translate/messages-chat.js";
+import { unsupportedParameter } from "../chat/forward-body.js";
+import { chatUsageOfMessages, MessagesStreamFilter } from "../chat/messages-stream-filter.js";
+import { parseJsonBytes } from "../http/body.js";
+import { type CallApiSpec, jsonBytes } from "./call-api.js";
+
+/**
+ * Anthropic's Messages API (`POST /v1/messages`). `max_tokens` is required there, so
+ * every call names its limit; the edge forwards the admitted one. Usage, cached tokens
+ * included, comes in Anthropic's fields; errors are reshaped on the way out
+ * (middleware/anthropic-shape.ts).
+ */
+export const messagesApi: CallApiSpec = {
+  api: "messages",
+  poolPath: POOL_PATHS.messages,
+  parse(bytes, allowedExtensions) {
+    const parsed = MessagesRequest.safeParse(parseJsonBytes(bytes));
+    if (!parsed.success) throw invalidRequest(parsed.error);
+    const request = parsed.data;
+    const allowed = new Set(allowedExtensions);
+    const unknown = unknownRequestFields(request).find((key) => !allowed.has(key));
+    if (unknown !== undefined) throw unsupportedParameter(unknown, "It is not a Messages API field.", "Anthropic Messages");
+    return {
+      model: request.model,
+      stream: request.stream === true,
+      // Anthropic streams always carry their usage (message_start, message_delta).
+      includeUsage: true,
+      requestedMaxTokens: request.max_tokens,
+      maxTokensField: "max_tokens",
+      promptEstimate: estimateMessagesInputTokens(request),
+      forwardBody: (maxTokens) => jsonBytes({ ...request, max_tokens: maxTokens }),
+    };
+  },
+  usageOf(answer) {
+    const message = MessagesResponse.safeParse(answer);
+    return message.success ? chatUsageOfMessages(message.data.usage) : undefined;
+  },
+  streamFilter: () => new MessagesStreamFilter(),
+};
