@@ -10,6 +10,7 @@ import { tenantAuth } from "./middleware/tenant-auth.js";
 import { adminRoutes } from "./routes/admin.js";
 import { callRoutes } from "./routes/calls.js";
 import { modelRoutes } from "./routes/models.js";
+import { openApiRoutes } from "./routes/openapi.js";
 import { programRoutes } from "./routes/programs.js";
 import { toolEventRoutes } from "./routes/tool-events.js";
 import { usageRoutes } from "./routes/usage.js";
@@ -19,6 +20,8 @@ export function createApp() {
   const app = new Hono<EdgeEnv>();
 
   app.get("/health", (c) => c.json({ ok: true }));
+  // The OpenAPI document and its rendered reference: public (src/edge/openapi/).
+  app.route("/", openApiRoutes());
 
   app.use("/admin/*", loadConfig());
   app.route("/admin", adminRoutes());

@@ -1,0 +1,208 @@
+import { z } from "zod";
+import { DEFAULT_THREAD, Header } from "../../protocol/headers.js";
+import { PROGRAM_ID, THREAD_NAME } from "../../protocol/ids.js";
+import { ToolEvent, ToolEventBatch } from "../../protocol/tool-events.js";
+import { PROGRAM_STATUSES } from "../db/schema.js";
+import type { ProgramView, toolsView } from "../program/view.js";
+import { PLAN_ID } from "../routes/admin/bodies.js";
+import { ApiKeyObject, PlanObject, PoolObject, TenantObject } from "../routes/admin/views.js";
+import { MAX_USAGE_RANGE_DAYS } from "../routes/usage.js";
+import type { FiguresView } from "../usage/figures.js";
+
+/*
+ * Schemas of what the edge answers where the route builds its answer inline (no zod
+ * schema of its own), for the OpenAPI document. Where the answer comes from a view
+ * function, the `Exactly` checks at the bottom tie the schema to the view's return
+ * type: a field added to one and not the other does not type-check. Request bodies
+ * are never described here: the document uses the schemas the routes validate with
+ * (protocol/chat.ts, protocol/tool-events.ts, routes/admin/bodies.ts).
+ */
+
+const epochMs = z.int().nonnegative().describe("Epoch milliseconds.");
+const nullableMs = epochMs.nullable();
+const count = z.int().nonnegative();
+
+/** OpenAI's list envelope. */
+const listOf = <T extends z.ZodType>(item: T) => z.object({ object: z.literal("list"), data: z.array(item) });
+
+export const Health = z.object({ ok: z.literal(true) });
+
+// ---- Programs and tool events ---------------------------------------------------
+
+export const ToolsObject = z.object({
+  in_flight: z
+    .array(
+      z.object({
+        tool: z.string().nullable(),
+        tool_call_id: z.string().nullable(),
+        thread: z.string(),
+        started_at: epochMs,
+        expected_duration_ms: z.number().nonnegative().nullable(),
+        deadline: nullableMs,
+      }),
+    )
+    .describe("Tools running now, oldest first (at most 64)."),
+  last_started_at: nullableMs,
+  last_finished_at: nullableMs,
+  threads: z
+    .array(z.object({ name: z.string(), last_started_at: nullableMs, last_finished_at: nullableMs }))
+    .describe("Most recently updated first (at most 64)."),
+  events: z.object({ tool_started: count, tool_finished: count }),
+});
+
+export const ProgramObject = z.object({
+  id: z.string(),
+  object: z.literal("program"),
+  status: z.enum(PROGRAM_STATUSES),
+  created_at: epochMs,
+  ended_at: nullableMs,
+  last_activity_at: epochMs,
+  service_ms: z.number().nonnegative().describe("PLAS: total service the program's calls received (ms)."),
+  path_ms: z.number().nonnegative().describe("ATLAS: the program's critical-path service (ms)."),
+  wait_ms: z.number().nonnegative(),
+  engine: z.string().nullable().describe("The engine that served the program last (cache affinity), or null."),
+  in_flight: count,
+  totals: z.object({ calls: count, prompt_tokens: count, cached_tokens: count, completion_tokens: count }),
+  threads: z
+    .array(z.object({ name: z.string(), parent: z.string().nullable(), in_flight: count, calls: count, service_ms: z.number() }))
+    .describe("Empty once the program has ended or expired."),
+  tools: ToolsObject,
+});
+
+/** The body of POST /v1/programs/{programId}/events: one event, or a batch. */
+export const ToolEventsBody = z.union([ToolEvent, ToolEventBatch]);
+
+export const ToolEventsAnswer = z.object({
+  object: z.literal("program.tool_events"),
+  program_id: z.string(),
+  accepted: count,
+  tools: ToolsObject,
+});
+
+// ---- Usage ----------------------------------------------------------------------
+
+export const UsageFigures = z.object({
+  calls: count,
+  prompt_tokens: count,
+  cached_tokens: count,
+  completion_tokens: count,
+  total_tokens: count,
+  service_ms: z.number().nonnegative().describe("Rounded to 0.001 ms."),
+});
+
+export const UsageReport = z.object({
+  object: z.literal("list"),
+  group_by: z.enum(["day", "program"]),
+  from: z.string().describe("First day, inclusive (UTC), YYYY-MM-DD."),
+  to: z.string().describe("Last day, inclusive (UTC), YYYY-MM-DD."),
+  data: z.array(
+    z.union([
+      UsageFigures.extend({ day: z.string().describe("YYYY-MM-DD (UTC), group_by=day.") }),
+      UsageFigures.extend({ program_id: z.string().describe("group_by=program.") }),
+    ]),
+  ),
+  totals: UsageFigures,
+});
+
+const usageDay = z.string().regex(/^\d{4}-\d{2}-\d{2}$/);
+
+/**
+ * GET /v1/usage's query. The route's own schema (routes/usage.ts UsageQuery) is not
+ * exported; the test checks each parameter named here against the route.
+ */
+export const UsageQueryParams = z.strictObject({
+  group_by: z.enum(["day", "program"]).default("day"),
+  from: usageDay.optional().describe("First day, inclusive (UTC). Default: the first day of the current month."),
+  to: usageDay
+    .optional()
+    .describe(`Last day, inclusive (UTC). Default: today. At most ${MAX_USAGE_RANGE_DAYS} days from \`from\`.`),
+});
+
+export const UsageExportLine = UsageFigures.extend({
+  tenant_id: z.string(),
+  tenant_name: z.string(),
+  plan: z.string().describe("The tenant's plan now, not necessarily during the period."),
+});
+
+export const UsageExport = z.object({
+  object: z.literal("usage_export"),
+  period: z.string().describe("YYYY-MM"),
+  from: z.string().describe("ISO 8601: the period's start (UTC)."),
+  to: z.string().describe("ISO 8601: the period's end (UTC), exclusive."),
+  data: z.array(UsageExportLine).describe("One line per tenant, zeros included."),
+  totals: UsageFigures.describe("The ledger's own totals for the period."),
+});
+
+/** GET /admin/usage/export's query (routes/admin/usage-export.ts ExportQuery is not exported; the test checks it). */
+export const UsageExportQueryParams = z.strictObject({
+  period: z.string().regex(/^\d{4}-\d{2}$/).describe("A calendar month (UTC), YYYY-MM."),
+  format: z.enum(["csv", "json"]).default("json"),
+});
+
+// ---- Models ---------------------------------------------------------------------
+
+export const ModelObject = z.object({
+  id: z.string(),
+  object: z.literal("model"),
+  created: z.int().nonnegative().describe("Epoch seconds: when the earliest pool still serving it was added."),
+  owned_by: z.string(),
+});
+export const ModelList = listOf(ModelObject);
+
+// ---- Admin lists ----------------------------------------------------------------
+
+export const PlanList = listOf(PlanObject);
+export const PoolList = listOf(PoolObject);
+export const TenantList = listOf(TenantObject);
+export const ApiKeyList = listOf(ApiKeyObject);
+
+// ---- Parameters -----------------------------------------------------------------
+
+/**
+ * Every path parameter the routes use, by the name the route gives it (`:programId`
+ * is `{programId}`). A route with a parameter not named here fails the document build.
+ */
+export const PATH_PARAMETERS: Record<string, z.ZodType> = {
+  programId: z.string().regex(PROGRAM_ID).describe("A program ID: prog_ and 8–64 letters or digits."),
+  model: z.string().min(1).describe('A model name. A "/" in it may be sent as is or as %2F.'),
+  tenantId: z.string().min(1).describe("A tenant ID (ten_…)."),
+  keyId: z.string().min(1).describe("An API key's ID (key_…)."),
+  planId: z.string().regex(PLAN_ID).describe("A plan ID."),
+  poolId: z.string().regex(PLAN_ID).describe("A pool ID."),
+  action: z.enum(["activate", "drain", "disable"]).describe("activate: status active; drain: draining; disable: disabled."),
+};
+
+/** The headers a chat call may carry to place itself in a program (names: protocol/headers.ts). */
+export const ProgramCallHeaders = z.object({
+  [Header.program]: z
+    .string()
+    .regex(PROGRAM_ID)
+    .optional()
+    .describe("The program the call belongs to. Absent: the call starts a new program, whose ID the answer's header carries."),
+  [Header.thread]: z
+    .string()
+    .regex(THREAD_NAME)
+    .default(DEFAULT_THREAD)
+    .describe("The program's thread the call runs on: 1–64 letters, digits, or . _ : -"),
+  [Header.parentThread]: z
+    .string()
+    .regex(THREAD_NAME)
+    .optional()
+    .describe("Forks the thread off this existing thread of the program (its first call only)."),
+});
+
+// ---- The views these schemas describe -------------------------------------------
+
+/** True only when A and B are the same type (not merely assignable one way). */
+type Exactly<A, B> = (<T>() => T extends A ? 1 : 2) extends <T>() => T extends B ? 1 : 2 ? true : false;
+type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
+
+// Compile-time only: each line fails `npm run typecheck` when a view and its schema drift apart.
+export const VIEWS_MATCH_SCHEMAS: [
+  Same<ProgramView, z.output<typeof ProgramObject>>,
+  Same<ReturnType<typeof toolsView>, z.output<typeof ToolsObject>>,
+  Same<FiguresView, z.output<typeof UsageFigures>>,
+  Exactly<keyof ProgramView, keyof z.output<typeof ProgramObject>>,
+  Exactly<keyof ReturnType<typeof toolsView>, keyof z.output<typeof ToolsObject>>,
+  Exactly<keyof FiguresView, keyof z.output<typeof UsageFigures>>,
+] = [true, true, true, true, true, true];
