@@ -6,7 +6,6 @@ import { PROGRAM_STATUSES } from "../db/schema.js";
 import type { ProgramView, toolsView } from "../program/view.js";
 import { PLAN_ID } from "../routes/admin/bodies.js";
 import { ApiKeyObject, PlanObject, PoolObject, TenantObject } from "../routes/admin/views.js";
-import { MAX_USAGE_RANGE_DAYS } from "../routes/usage.js";
 import type { FiguresView } from "../usage/figures.js";
 
 /*
@@ -104,19 +103,9 @@ export const UsageReport = z.object({
   totals: UsageFigures,
 });
 
-const usageDay = z.string().regex(/^\d{4}-\d{2}-\d{2}$/);
 
-/**
- * GET /v1/usage's query. The route's own schema (routes/usage.ts UsageQuery) is not
- * exported; the test checks each parameter named here against the route.
- */
-export const UsageQueryParams = z.strictObject({
-  group_by: z.enum(["day", "program"]).default("day"),
-  from: usageDay.optional().describe("First day, inclusive (UTC). Default: the first day of the current month."),
-  to: usageDay
-    .optional()
-    .describe(`Last day, inclusive (UTC). Default: today. At most ${MAX_USAGE_RANGE_DAYS} days from \`from\`.`),
-});
+/** GET /v1/usage's query: the route's own parameters. */
+export { UsageQueryParams } from "../routes/usage.js";
 
 export const UsageExportLine = UsageFigures.extend({
   tenant_id: z.string(),
@@ -133,11 +122,8 @@ export const UsageExport = z.object({
   totals: UsageFigures.describe("The ledger's own totals for the period."),
 });
 
-/** GET /admin/usage/export's query (routes/admin/usage-export.ts ExportQuery is not exported; the test checks it). */
-export const UsageExportQueryParams = z.strictObject({
-  period: z.string().regex(/^\d{4}-\d{2}$/).describe("A calendar month (UTC), YYYY-MM."),
-  format: z.enum(["csv", "json"]).default("json"),
-});
+/** GET /admin/usage/export's query: the route's own. */
+export { ExportQuery as UsageExportQueryParams } from "../routes/admin/usage-export.js";
 
 // ---- Models ---------------------------------------------------------------------
 

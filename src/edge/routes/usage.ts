@@ -10,23 +10,26 @@ import { tenantUsage } from "../usage/queries.js";
 /** A longer range would be a full-ledger scan for one tenant; ask for it in pieces. */
 export const MAX_USAGE_RANGE_DAYS = 366;
 
-const day = z.string().transform((key, ctx) => {
-  const ms = parseDay(key);
-  if (ms === undefined) {
-    ctx.addIssue({ code: "custom", message: "must be a date as YYYY-MM-DD" });
-    return z.NEVER;
-  }
-  return ms;
+const day = z
+  .string()
+  .regex(/^\d{4}-\d{2}-\d{2}$/, "must be a date as YYYY-MM-DD")
+  .transform((key, ctx) => {
+    const ms = parseDay(key);
+    if (ms === undefined) {
+      ctx.addIssue({ code: "custom", message: "must be a date as YYYY-MM-DD" });
+      return z.NEVER;
+    }
+    return ms;
+  });
+
+/** The query's parameters as sent (the OpenAPI document shows these); UsageQuery checks the range. */
+export const UsageQueryParams = z.strictObject({
+  group_by: z.enum(["day", "program"]).default("day"),
+  from: day.optional().describe("First day, inclusive (UTC). Default: the first day of the current month."),
+  to: day.optional().describe(`Last day, inclusive (UTC). Default: today. At most ${MAX_USAGE_RANGE_DAYS} days from \`from\`.`),
 });
 
-const UsageQuery = z
-  .strictObject({
-    group_by: z.enum(["day", "program"]).default("day"),
-    /** First day, inclusive (UTC). Default: the first day of the current month. */
-    from: day.optional(),
-    /** Last day, inclusive (UTC). Default: today. */
-    to: day.optional(),
-  })
+const UsageQuery = UsageQueryParams
   .transform((q, ctx) => {
     const now = Date.now();
     const fromMs = q.from ?? periodOf(now).startMs;

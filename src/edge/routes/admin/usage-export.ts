@@ -8,8 +8,9 @@ import { csvLine } from "../../usage/csv.js";
 import { figuresView } from "../../usage/figures.js";
 import { periodUsage } from "../../usage/queries.js";
 
-const ExportQuery = z.strictObject({
-  period: z.string().transform((key, ctx) => {
+/** GET /admin/usage/export's query (the OpenAPI document is generated from it). */
+export const ExportQuery = z.strictObject({
+  period: z.string().regex(/^\d{4}-\d{2}$/, "must be a month as YYYY-MM").describe("A calendar month (UTC), YYYY-MM.").transform((key, ctx) => {
     const period = parsePeriod(key);
     if (!period) {
       ctx.addIssue({ code: "custom", message: "must be a month as YYYY-MM" });
