@@ -2,7 +2,9 @@ import { ChatCompletion } from "../protocol/chat.js";
 import { formatMessagesEvent } from "../protocol/messages.js";
 import { eventData, formatEvent, isDoneEvent, SseEventSplitter } from "../protocol/sse.js";
 import { parseStatsEvent } from "../protocol/stats.js";
+import { formatResponsesEvent, type ResponsesRequest } from "../protocol/responses.js";
 import { ChatToMessagesStream, chatCompletionToMessage } from "../protocol/translate/messages-chat.js";
+import { ChatToResponsesStream, chatCompletionToResponse } from "../protocol/translate/responses-chat.js";
 
 /*
  * A call whose API the engine is not asked to serve natively went to the engine as a
@@ -15,21 +17,38 @@ import { ChatToMessagesStream, chatCompletionToMessage } from "../protocol/trans
 
 const encoder = new TextEncoder();
 
-/** A chat answer (JSON or SSE) as an Anthropic Messages answer. */
-export async function messagesAnswerFromChat(response: Response, inputTokens: number): Promise<Response> {
+/** A stream translator: chat chunks in, the API's events (already formatted) out. */
+interface StreamTranslator {
+  push(payload: unknown): string[];
+  finish(): string[];
+}
+
+/** How one API's answer is made from a chat answer. */
+interface AnswerTranslation {
+  json(completion: ChatCompletion): unknown;
+  stream(): StreamTranslator;
+  /** The chat ID the translation derives its own IDs from (a chunk's `id` is replaced by it). */
+  chatId?: string;
+}
+
+async function answerFromChat(response: Response, translation: AnswerTranslation): Promise<Response> {
   if (response.status !== 200) return response;
   const headers = new Headers(response.headers);
   headers.delete("content-length");
+  const withId = (payload: unknown) =>
+    translation.chatId !== undefined && typeof payload === "object" && payload !== null && !Array.isArray(payload)
+      ? { ...payload, id: translation.chatId }
+      : payload;
   if (!(headers.get("content-type") ?? "").includes("text/event-stream")) {
-    const completion = ChatCompletion.safeParse(await response.json().catch(() => undefined));
+    const completion = ChatCompletion.safeParse(withId(await response.json().catch(() => undefined)));
     if (!completion.success) return response;
     headers.set("content-type", "application/json");
-    return new Response(JSON.stringify(chatCompletionToMessage(completion.data)), { status: 200, headers });
+    return new Response(JSON.stringify(translation.json(completion.data)), { status: 200, headers });
   }
   if (response.body === null) return response;
-  const translator = new ChatToMessagesStream({ inputTokens });
-  const emit = (controller: TransformStreamDefaultController<Uint8Array>, events: ReturnType<ChatToMessagesStream["finish"]>) => {
-    for (const event of events) controller.enqueue(encoder.encode(formatMessagesEvent(event)));
+  const translator = translation.stream();
+  const emit = (controller: TransformStreamDefaultController<Uint8Array>, events: string[]) => {
+    for (const event of events) controller.enqueue(encoder.encode(event));
   };
   const body = response.body.pipeThrough(new SseEventSplitter()).pipeThrough(
     new TransformStream<string, Uint8Array>({
@@ -47,7 +66,7 @@ export async function messagesAnswerFromChat(response: Response, inputTokens: nu
         } catch {
           return;
         }
-        emit(controller, translator.push(payload));
+        emit(controller, translator.push(withId(payload)));
       },
       flush(controller) {
         emit(controller, translator.finish());
@@ -55,4 +74,33 @@ export async function messagesAnswerFromChat(response: Response, inputTokens: nu
     }),
   );
   return new Response(body, { status: 200, headers });
+}
+
+/** A chat answer (JSON or SSE) as an Anthropic Messages answer. */
+export function messagesAnswerFromChat(response: Response, inputTokens: number): Promise<Response> {
+  return answerFromChat(response, {
+    json: chatCompletionToMessage,
+    stream: () => {
+      const translator = new ChatToMessagesStream({ inputTokens });
+      return {
+        push: (payload) => translator.push(payload).map(formatMessagesEvent),
+        finish: () => translator.finish().map(formatMessagesEvent),
+      };
+    },
+  });
+}
+
+/** A chat answer (JSON or SSE) as a Responses API answer whose ID is `responseId`. */
+export function responsesAnswerFromChat(response: Response, request: ResponsesRequest, responseId: string): Promise<Response> {
+  return answerFromChat(response, {
+    chatId: `chatcmpl-${responseId.replace(/^resp_/, "")}`,
+    json: (completion) => chatCompletionToResponse(completion, request),
+    stream: () => {
+      const translator = new ChatToResponsesStream(request);
+      return {
+        push: (payload) => translator.push(payload).map(formatResponsesEvent),
+        finish: () => translator.finish().map(formatResponsesEvent),
+      };
+    },
+  });
 }

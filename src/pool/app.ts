@@ -9,7 +9,6 @@ import { formatPoolLoad, type PoolStatus } from "../protocol/pool-status.js";
 import { Header } from "../protocol/headers.js";
 import type { ToolEventsAccepted } from "../protocol/tool-events.js";
 import type { PoolConfig } from "./config.js";
-import { messagesAnswerFromChat } from "./answer-translation.js";
 import type { Dispatcher } from "./dispatcher.js";
 import type { PoolMetrics } from "./metrics.js";
 import { operatorAccess } from "./operator-auth.js";
@@ -20,6 +19,7 @@ import {
   COMPLETIONS_SHAPE,
   type ForwardedEnv,
   MESSAGES_SHAPE,
+  RESPONSES_SHAPE,
   verifyForwardedCall,
   verifyForwardedToolEvents,
   verifyStatusRequest,
@@ -163,12 +163,13 @@ export function createPoolApp(deps: PoolAppDeps): Hono<ForwardedEnv> {
     app.post(path, verifyForwardedCall(verifyOptions(path, config.maxBodyBytes), shape), async (c) => {
       const forwarded = c.get("forwarded");
       const answer = await dispatcher.submit({ ...forwarded, signal: c.req.raw.signal });
-      const inApi = forwarded.answerIn === "messages" ? await messagesAnswerFromChat(answer, forwarded.promptEstimate ?? 0) : answer;
+      const inApi = forwarded.translateAnswer ? await forwarded.translateAnswer(answer) : answer;
       return withPoolLoad(inApi, dispatcher.loadPerHealthyEngine());
     });
   serveCalls(POOL_PATHS.chatCompletions, CHAT_COMPLETIONS_SHAPE);
   serveCalls(POOL_PATHS.completions, COMPLETIONS_SHAPE);
   serveCalls(POOL_PATHS.messages, MESSAGES_SHAPE);
+  serveCalls(POOL_PATHS.responses, RESPONSES_SHAPE);
 
   return app;
 }

@@ -6,6 +6,10 @@ import { CompletionRequest, completionSchedulingView } from "../protocol/complet
 import { MessagesRequest } from "../protocol/messages.js";
 import { estimatePromptTokens } from "../protocol/tokens.js";
 import { messagesToChatRequest } from "../protocol/translate/messages-chat.js";
+import { responseIdFor } from "../protocol/response-ids.js";
+import { ResponsesRequest } from "../protocol/responses.js";
+import { responsesToChatRequest } from "../protocol/translate/responses-chat.js";
+import { messagesAnswerFromChat, responsesAnswerFromChat } from "./answer-translation.js";
 import { invalidRequest, openAIError } from "../protocol/errors.js";
 import type { ForwardFields } from "../protocol/forward.js";
 import {
@@ -30,10 +34,8 @@ export interface ForwardedCall {
   body: Record<string, unknown>;
   /** Where the engine serves the body sent (the call's own API, or chat completions when translated). */
   enginePath: string;
-  /** Set when the body sent is a chat translation of the call: the API its answer goes back in. */
-  answerIn?: "messages";
-  /** The prompt tokens as tokens.ts estimates them, for a translated stream's first event. */
-  promptEstimate?: number;
+  /** Set when the body sent is a chat translation of the call: turns the engine's chat answer into the call's API. */
+  translateAnswer?: (answer: Response) => Promise<Response>;
 }
 
 /**
@@ -46,9 +48,9 @@ export interface CallApiShape<T extends z.ZodType<Record<string, unknown>>> {
   enginePath: string;
   /**
    * An API no engine kind is asked to serve natively: the engine gets the scheduling
-   * view (a chat completion) and the answer is translated back (answer-translation.ts).
+   * view (a chat completion) and its answer is translated back (answer-translation.ts).
    */
-  viaChat?: "messages";
+  answerFromChat?: (request: z.output<T>, fields: ForwardFields) => (answer: Response) => Promise<Response>;
 }
 
 /** Chat completions: the request is its own scheduling view. */
@@ -67,7 +69,23 @@ export const MESSAGES_SHAPE: CallApiShape<typeof MessagesRequest> = {
   schema: MessagesRequest,
   schedulingView: messagesToChatRequest,
   enginePath: "/v1/chat/completions",
-  viaChat: "messages",
+  answerFromChat: (request) => {
+    const inputTokens = estimatePromptTokens(messagesToChatRequest(request));
+    return (answer) => messagesAnswerFromChat(answer, inputTokens);
+  },
+};
+
+/**
+ * OpenAI's Responses API: as Messages, a chat completion to the engine, the answer
+ * translated back. The edge has already expanded previous_response_id into `input`;
+ * the response's ID names the call's program and call (protocol/response-ids.ts), so
+ * a later previous_response_id finds them.
+ */
+export const RESPONSES_SHAPE: CallApiShape<typeof ResponsesRequest> = {
+  schema: ResponsesRequest,
+  schedulingView: (request) => responsesToChatRequest(request),
+  enginePath: "/v1/chat/completions",
+  answerFromChat: (request, fields) => (answer) => responsesAnswerFromChat(answer, request, responseIdFor(fields.program, fields.call)),
 };
 
 /** Legacy completions: vLLM, SGLang and OpenAI-compatible servers all serve it. */
@@ -194,9 +212,9 @@ export function verifyForwardedCall<T extends z.ZodType<Record<string, unknown>>
     const request = shape.schedulingView(data);
     c.set(
       "forwarded",
-      shape.viaChat === undefined
+      shape.answerFromChat === undefined
         ? { fields, request, body: data, enginePath: shape.enginePath }
-        : { fields, request, body: request, enginePath: shape.enginePath, answerIn: shape.viaChat, promptEstimate: estimatePromptTokens(request) },
+        : { fields, request, body: request, enginePath: shape.enginePath, translateAnswer: shape.answerFromChat(data, fields) },
     );
     await next();
   };

@@ -28,9 +28,18 @@ export const Header = {
   requestId: "x-request-id",
   /** Edge → client: the directory ID of the pool that took the call (absent when none did). */
   pool: "x-agentix-pool",
+  /** Edge → client: how the call found its program (PROGRAM_SOURCES). */
+  programSource: "x-agentix-program-source",
 } as const;
 
 export type HeaderName = (typeof Header)[keyof typeof Header];
+
+/**
+ * How a call found its program: the x-agentix-program header, the program of the
+ * response its previous_response_id names, or none (a new program).
+ */
+export const PROGRAM_SOURCES = ["header", "previous_response_id", "new"] as const;
+export type ProgramSource = (typeof PROGRAM_SOURCES)[number];
 
 /**
  * OpenAI's rate-limit headers, which the edge sets on every chat-completions

@@ -33,6 +33,7 @@ export const POOL_PATHS = {
   chatCompletions: "/v1/chat/completions",
   completions: "/v1/completions",
   messages: "/v1/messages",
+  responses: "/v1/responses",
   toolEvents: "/v1/events",
   /** The pool's load and health, read by the edge on a schedule (GET, empty body). */
   status: "/v1/status",

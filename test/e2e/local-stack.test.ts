@@ -151,6 +151,40 @@ describe("end to end through edge, pool and simulated engines", () => {
     ]);
   });
 
+  it("serves the Responses API through the SDK: a previous_response_id chain joins one program, streaming and not", async () => {
+    const client = new OpenAI({ baseURL: `${local.stack.edgeUrl}/v1`, apiKey: local.stack.devKey, maxRetries: 0 });
+    const first = await client.responses
+      .create({ model: local.stack.model, instructions: "You are a coding agent.", input: "List the files.", max_output_tokens: 8 })
+      .withResponse();
+    expect(first.data.object).toBe("response");
+    expect(first.data.output_text.length).toBeGreaterThan(0);
+    expect(first.data.usage?.output_tokens).toBe(8);
+    const programId = first.response.headers.get(Header.program)!;
+    expect(first.response.headers.get(Header.programSource)).toBe("new");
+
+    // No program header: previous_response_id alone puts the call in the first one's program.
+    const stream = await client.responses.create({ model: local.stack.model, input: "Now run the tests.", previous_response_id: first.data.id, max_output_tokens: 6, stream: true });
+    let completed: OpenAI.Responses.Response | undefined;
+    for await (const event of stream) if (event.type === "response.completed" || event.type === "response.incomplete") completed = event.response;
+    expect(completed?.usage?.output_tokens).toBe(6);
+
+    const third = await client.responses.create({ model: local.stack.model, input: "Summarise.", previous_response_id: completed!.id, max_output_tokens: 4 }).withResponse();
+    expect(third.response.headers.get(Header.program)).toBe(programId);
+    expect(third.response.headers.get(Header.programSource)).toBe("previous_response_id");
+    // The engine saw the whole conversation: more prompt tokens at each turn.
+    expect(third.data.usage!.input_tokens).toBeGreaterThan(first.data.usage!.input_tokens);
+
+    const rows = await waitFor(
+      () => localUsageRows(local.stateDir, programId, UsageRow.extend({ api: z.string() })),
+      (found) => found.length === 3,
+    );
+    expect(rows.map((r) => [r.api, r.status, r.completion_tokens])).toEqual([
+      ["responses", "ok", 8],
+      ["responses", "ok", 6],
+      ["responses", "ok", 4],
+    ]);
+  });
+
   it("rejects a wrong key with OpenAI's error shape through the SDK", async () => {
     const client = new OpenAI({ baseURL: `${local.stack.edgeUrl}/v1`, apiKey: "agx_wrong", maxRetries: 0 });
     const error = await client.chat.completions

@@ -253,7 +253,7 @@ describe("GET /openapi.json: an OpenAPI 3.1 document", () => {
 
     const ok = chatOp.responses?.["200"] as { headers: Json; content: Json };
     const rateLimit = Object.values(RateLimitHeader).filter((h) => h !== RateLimitHeader.retryAfter);
-    expect(Object.keys(ok.headers).sort()).toEqual([...rateLimit, Header.program, Header.pool, Header.requestId].sort());
+    expect(Object.keys(ok.headers).sort()).toEqual([...rateLimit, Header.program, Header.programSource, Header.pool, Header.requestId].sort());
     expect(Object.keys(ok.content).sort()).toEqual(["application/json", "text/event-stream"]);
     // Errors carry the rate-limit headers too, and a 429 says when to retry.
     const limited = chatOp.responses?.["429"] as { headers: Json };

@@ -25,6 +25,12 @@ export interface ParsedCall {
   promptEstimate: number;
   /** The bytes to sign and send: the allowed request with the effective limit set. */
   forwardBody(maxTokens: number): Uint8Array<ArrayBuffer>;
+  /** A stored response this call continues (Responses API previous_response_id). */
+  continues?: string;
+  /** The same call with the conversation it continues put before its input. */
+  withHistory?(items: unknown[]): ParsedCall;
+  /** What the call's program keeps of its answer for a later call to continue, if anything. */
+  afterAnswer?(answer: unknown): { responseId: string; parentId: string | null; items: unknown[] } | undefined;
 }
 
 export interface CallApiSpec {

@@ -1,6 +1,6 @@
 import type { Usage } from "../../protocol/chat.js";
 import { isOpenAIErrorType, OpenAIErrorBody, openAIErrorBody } from "../../protocol/errors.js";
-import { Header, RateLimitHeader } from "../../protocol/headers.js";
+import { Header, type ProgramSource, RateLimitHeader } from "../../protocol/headers.js";
 import { statsFromHeaders } from "../../protocol/stats.js";
 import type { SettleCallInput } from "../program/types.js";
 import { relayEventStream, type StreamEnd, type StreamWatch } from "./relay-stream.js";
@@ -20,6 +20,10 @@ export interface ForwardedCall {
   usageOf: (answer: unknown) => Usage | undefined;
   /** A fresh filter for the API's stream (CallApiSpec.streamFilter). */
   streamFilter: () => StreamRelayFilter;
+  /** Sees the whole answer of a call that finished (JSON, or the stream's last event when it carries one). */
+  onAnswer?: (answer: unknown) => void;
+  /** How the call found its program (x-agentix-program-source). */
+  programSource: ProgramSource;
   /** Settles the call after the response (ctx.waitUntil); the first call wins, later ones are ignored. */
   settle: (settlement: SettleCallInput | Promise<SettleCallInput>) => void;
 }
@@ -38,9 +42,10 @@ function settleWith(call: ForwardedCall, seen: Observed): SettleCallInput {
 }
 
 /** The headers every answer to a call carries: its program, its ID, the pool that took it. */
-export function callIdentityHeaders(call: Pick<ForwardedCall, "programId" | "callId" | "pool">): Record<string, string> {
+export function callIdentityHeaders(call: Pick<ForwardedCall, "programId" | "callId" | "pool" | "programSource">): Record<string, string> {
   return {
     [Header.program]: call.programId,
+    [Header.programSource]: call.programSource,
     [Header.requestId]: call.callId,
     ...(call.pool === "" ? {} : { [Header.pool]: call.pool }),
   };
@@ -221,7 +226,9 @@ export async function relayJson(pool: Response, call: ForwardedCall, watch: Stre
     );
   }
   const finishedAt = Date.now();
-  const usage = call.usageOf(parseJson(bytes));
+  const answer = parseJson(bytes);
+  const usage = call.usageOf(answer);
+  if (pool.status === 200 && answer !== undefined) call.onAnswer?.(answer);
   call.settle(
     settleWith(call, {
       status: "ok",
@@ -264,6 +271,7 @@ export function relayStream(pool: Response, call: ForwardedCall, watch: StreamWa
       const finishedAt = Date.now();
       const observedTiming = { queueMs: respondedAt - call.sentAt, serviceMs: finishedAt - respondedAt };
       const status = end === "complete" && !filter.sawDone ? "error" : STATUS_OF_END[end];
+      if (status === "ok" && filter.answer !== undefined) call.onAnswer?.(filter.answer);
       // A finished stream whose engine put its usage in the last output chunk: that figure is whole.
       const usage = filter.usage ?? (end === "complete" && filter.sawDone ? filter.partialUsage : undefined);
       const stats = filter.stats ?? (engineAtStart ? { engine: engineAtStart, ...observedTiming } : undefined);

@@ -18,6 +18,8 @@ export interface StreamRelayFilter {
   readonly outputChunks: number;
   /** The stream's own proper end arrived (`data: [DONE]` for OpenAI's APIs). */
   readonly sawDone: boolean;
+  /** The whole answer the stream ended with, for APIs whose last event carries it (Responses). */
+  readonly answer?: unknown;
 }
 
 /**

@@ -2,7 +2,7 @@ import { z } from "zod";
 import { version as packageVersion } from "../../../package.json";
 import { ChatCompletion, ChatCompletionChunk, ChatCompletionRequest, ChatMessage, ToolCall, ToolDefinition, Usage } from "../../protocol/chat.js";
 import { CompletionRequest, TextCompletion } from "../../protocol/completions.js";
-import { AnthropicHeader, Header, RateLimitHeader } from "../../protocol/headers.js";
+import { AnthropicHeader, Header, PROGRAM_SOURCES, RateLimitHeader } from "../../protocol/headers.js";
 import { PROGRAM_ID } from "../../protocol/ids.js";
 import {
   CountTokensRequest,
@@ -14,6 +14,7 @@ import {
   MessagesStreamEvent,
   ToolParam,
 } from "../../protocol/messages.js";
+import { ResponseObject, ResponseStreamEvent, ResponsesRequest } from "../../protocol/responses.js";
 import { MAX_TOOL_EVENTS_PER_BATCH, ToolEvent, ToolEventBatch, ToolFinishedEvent, ToolStartedEvent } from "../../protocol/tool-events.js";
 import {
   CreateKeyBody,
@@ -81,6 +82,11 @@ const S = {
   MessageParam: named("MessageParam", MessageParam),
   ToolParam: named("ToolParam", ToolParam),
   CountTokensRequest: named("CountTokensRequest", CountTokensRequest),
+  ResponsesRequest: named(
+    "ResponsesRequest",
+    ResponsesRequest,
+    "The subset of OpenAI's Responses request Agentix accepts (served by translation to chat completions). `previous_response_id` continues a stored response and joins its program. Other fields are refused unless the tenant's plan allows them.",
+  ),
   ToolEventsBody: named("ToolEventsBody", ToolEventsBody, `One tool event, or \`{"events": [...]}\` with 1–${MAX_TOOL_EVENTS_PER_BATCH}.`),
   ToolEvent: named("ToolEvent", ToolEvent),
   ToolStartedEvent: named("ToolStartedEvent", ToolStartedEvent),
@@ -108,6 +114,8 @@ const S = {
   MessagesStreamEvent: named("MessagesStreamEvent", MessagesStreamEvent, "One event of a streamed message (`event: <type>` then `data: <this>`)."),
   MessagesError: named("MessagesError", MessagesErrorBody, "Anthropic's error shape, which every error of the Messages API has."),
   CountTokensResponse: named("CountTokensResponse", CountTokensResponse),
+  ResponseObject: named("ResponseObject", ResponseObject, "OpenAI's response object; its ID names the call's program, so a later previous_response_id joins it."),
+  ResponseStreamEvent: named("ResponseStreamEvent", ResponseStreamEvent, "One event of a streamed response (`event: <type>` then `data: <this>`)."),
   Health: named("Health", Health),
   Program: named("Program", ProgramObject),
   ProgramTools: named("ProgramTools", ToolsObject, "What the client said about the program's tools."),
@@ -137,6 +145,10 @@ const count = z.int().nonnegative();
 export const RESPONSE_HEADERS: Record<string, HeaderSpec> = {
   [Header.program]: { description: "The program the call or request belongs to (a new one's ID when the call started it).", schema: z.string().regex(PROGRAM_ID) },
   [Header.pool]: { description: "The directory ID of the pool that took the call; absent when none did.", schema: z.string() },
+  [Header.programSource]: {
+    description: "How the call found its program: `header` (x-agentix-program), `previous_response_id` (the program of the response it continues), `new`.",
+    schema: z.enum(PROGRAM_SOURCES),
+  },
   [Header.requestId]: { description: "The call's ID (OpenAI's clients show it as the request ID).", schema: z.string() },
   [RateLimitHeader.limitRequests]: { description: "Requests a minute the tenant may make.", schema: count },
   [RateLimitHeader.remainingRequests]: { description: "Requests left in the bucket.", schema: count },
@@ -171,7 +183,7 @@ const ANTHROPIC_RATE_LIMIT_HEADERS = [
   AnthropicHeader.tokensRemaining,
   AnthropicHeader.tokensReset,
 ] as const;
-const CALL_HEADERS = [Header.program, Header.requestId, Header.pool] as const;
+const CALL_HEADERS = [Header.program, Header.programSource, Header.requestId, Header.pool] as const;
 
 // ---- Errors shared by several operations ----------------------------------------
 
@@ -331,6 +343,16 @@ export const OPERATIONS: readonly OperationSpec[] = [
     errorSchema: S.MessagesError,
     headersOnEvery: ANTHROPIC_RATE_LIMIT_HEADERS,
     headersOnSuccess: [AnthropicHeader.requestId],
+  }),
+  callOperation({
+    path: "/v1/responses",
+    operationId: "createResponse",
+    summary: "Create a response",
+    api: "OpenAI's Responses API (translated to chat completions for the engine)",
+    request: S.ResponsesRequest,
+    answer: S.ResponseObject,
+    chunk: S.ResponseStreamEvent,
+    stream: "Server-sent events in the Responses form: `event: <type>` and `data:` a ResponseStreamEvent, numbered, from response.created to response.completed (or .incomplete/.failed).",
   }),
   {
     method: "post",

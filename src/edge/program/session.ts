@@ -8,6 +8,7 @@ import type { Program, UsageRow } from "../db/schema.js";
 import { edgeConfig, type Env } from "../env.js";
 import { tenantLimiter } from "../limiter/access.js";
 import { type CallRecord, type ProgramMeta, ProgramStore } from "./store.js";
+import { ResponseStore } from "./response-store.js";
 import { TOOL_EVENTS_PER_MINUTE, ToolStore } from "./tool-store.js";
 import {
   type BeginCallResult,
@@ -16,8 +17,11 @@ import {
   EndProgramInput,
   type EndProgramResult,
   type ProgramState,
+  RecordResponseInput,
+  type RecordResponseResult,
   RecordToolEventsInput,
   type RecordToolEventsResult,
+  type ResponseConversationResult,
   type SettleCallResult,
   SettleCallInput,
 } from "./types.js";
@@ -56,6 +60,7 @@ type Outcome = Omit<SettleCallInput, "callId">;
 export class ProgramSession extends DurableObject<Env> {
   private readonly store: ProgramStore;
   private readonly tools: ToolStore;
+  private readonly responses: ResponseStore;
   private readonly db: Database;
   /** The program row; undefined until create() ran in this object. */
   private meta: ProgramMeta | undefined;
@@ -65,6 +70,7 @@ export class ProgramSession extends DurableObject<Env> {
     super(ctx, env);
     this.store = new ProgramStore(ctx.storage.sql);
     this.tools = new ToolStore(ctx.storage.sql);
+    this.responses = new ResponseStore(ctx.storage.sql);
     this.db = database(env.DB);
     void ctx.blockConcurrencyWhile(async () => {
       if (this.store.exists()) this.store.upgrade();
@@ -212,6 +218,22 @@ export class ProgramSession extends DurableObject<Env> {
     return { ok: true, accepted: events.length, tools: this.tools.state(), pool: next.pool };
   }
 
+  /** Keeps a Responses API response's conversation for a later previous_response_id (ended programs keep none). */
+  async recordResponse(raw: RecordResponseInput): Promise<RecordResponseResult> {
+    const parsed = RecordResponseInput.safeParse(raw);
+    if (!parsed.success) return { recorded: false, reason: "invalid_input" };
+    if (this.meta?.status !== "active") return { recorded: false, reason: "not_found" };
+    const { responseId, parentId, items, now } = parsed.data;
+    return this.responses.record(responseId, parentId, items, now) ? { recorded: true } : { recorded: false, reason: "too_large" };
+  }
+
+  /** The conversation a stored response ends: its chain's items, first to last. */
+  async responseConversation(responseId: string): Promise<ResponseConversationResult> {
+    if (this.meta?.status !== "active") return { ok: false, error: "not_found" };
+    const items = this.responses.conversation(responseId);
+    return items === undefined ? { ok: false, error: "not_found" } : { ok: true, itemsJson: JSON.stringify(items) };
+  }
+
   async state(): Promise<ProgramState | null> {
     return this.meta ? this.snapshot(this.meta) : null;
   }
@@ -303,6 +325,7 @@ export class ProgramSession extends DurableObject<Env> {
       this.store.writeMeta(next);
       this.store.cleanUp();
       this.tools.clearRuns();
+      this.responses.clear();
     });
     this.meta = next;
   }

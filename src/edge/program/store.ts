@@ -1,4 +1,5 @@
 import type { CallApi, CallStatus, UsageSource } from "../db/schema.js";
+import { RESPONSE_SCHEMA } from "./response-store.js";
 import { TOOL_SCHEMA } from "./tool-store.js";
 import type { ProgramStatus, ThreadState } from "./types.js";
 
@@ -57,7 +58,8 @@ CREATE TABLE IF NOT EXISTS calls (
   api TEXT NOT NULL DEFAULT 'chat.completions'
 );
 CREATE INDEX IF NOT EXISTS calls_status_idx ON calls (status, started_at);
-${TOOL_SCHEMA}`;
+${TOOL_SCHEMA}
+${RESPONSE_SCHEMA}`;
 
 /** The program row, in memory. */
 export interface ProgramMeta {
@@ -199,6 +201,7 @@ export class ProgramStore {
     }
     // Tool state came later: its tables are new, so creating them is the whole upgrade.
     this.sql.exec(TOOL_SCHEMA);
+    this.sql.exec(RESPONSE_SCHEMA);
   }
 
   initialise(meta: ProgramMeta, mainThread: string): void {

@@ -147,3 +147,19 @@ export type RecordToolEventsResult =
   /** The program's event bucket is empty: nothing was recorded. */
   | { ok: false; error: "rate_limited"; retryAfterMs: number; limitPerMinute: number }
   | { ok: false; error: "invalid_input"; detail: string };
+
+/** A Responses API response the program keeps for a later previous_response_id (program/response-store.ts). */
+export const RecordResponseInput = z.object({
+  responseId: z.string().min(1).max(200),
+  /** The response it continued (its previous_response_id), if any. */
+  parentId: z.string().min(1).max(200).nullable(),
+  /** Its input items, then its output as input items. */
+  items: z.array(z.unknown()),
+  now: ms,
+});
+export type RecordResponseInput = z.infer<typeof RecordResponseInput>;
+
+export type RecordResponseResult = { recorded: true } | { recorded: false; reason: "not_found" | "too_large" | "invalid_input" };
+
+/** `itemsJson`: the conversation's items as a JSON array (text crosses the RPC boundary as is). */
+export type ResponseConversationResult = { ok: true; itemsJson: string } | { ok: false; error: "not_found" };

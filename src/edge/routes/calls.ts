@@ -1,10 +1,11 @@
 import { type Context, Hono } from "hono";
-import { Header } from "../../protocol/headers.js";
+import { Header, type ProgramSource } from "../../protocol/headers.js";
 import { newCallId, newProgramId } from "../../protocol/ids.js";
 import { type CallApiSpec } from "../apis/call-api.js";
 import { chatCompletionsApi } from "../apis/chat-completions.js";
 import { completionsApi } from "../apis/completions.js";
 import { messagesApi } from "../apis/messages.js";
+import { responsesApi } from "../apis/responses.js";
 import { forwardToPool } from "../chat/pool-client.js";
 import { CallLifecycle } from "../chat/call-lifecycle.js";
 import { sendWithFailover } from "../chat/failover.js";
@@ -13,7 +14,8 @@ import { type ForwardedCall, noPoolAvailable, relayJson, relayPoolError, relaySt
 import type { StreamWatch } from "../chat/relay-stream.js";
 import type { EdgeEnv } from "../context.js";
 import { parseJsonBytes, readBodyWithin } from "../http/body.js";
-import { invalidRequest } from "../../protocol/errors.js";
+import { invalidRequest, openAIError } from "../../protocol/errors.js";
+import { parseResponseId } from "../../protocol/response-ids.js";
 import { COUNT_TOKENS_REQUEST_FIELDS, CountTokensRequest, type CountTokensResponse, unknownRequestFields } from "../../protocol/messages.js";
 import { estimateMessagesInputTokens } from "../../protocol/translate/messages-chat.js";
 import { unsupportedParameter } from "../chat/forward-body.js";
@@ -45,10 +47,11 @@ const CALL_APIS: readonly (readonly [path: string, api: CallApiSpec])[] = [
   ["/chat/completions", chatCompletionsApi],
   ["/completions", completionsApi],
   ["/messages", messagesApi],
+  ["/responses", responsesApi],
 ];
 
 /**
- * POST /v1/chat/completions, /v1/completions and /v1/messages: one pipeline, each
+ * POST /v1/chat/completions, /v1/completions, /v1/messages and /v1/responses: one pipeline, each
  * API's own shape. Mounted behind tenant auth.
  */
 export function callRoutes() {
@@ -59,6 +62,22 @@ export function callRoutes() {
   }
   calls.post("/messages/count_tokens", (c) => countMessageTokens(c));
   return calls;
+}
+
+/** The program a previous_response_id names, and the conversation up to that response; 404 when it is not stored. */
+async function continuedConversation(c: Context<EdgeEnv>, responseId: string): Promise<{ programId: string; items: unknown[] }> {
+  const notFound = () =>
+    openAIError(404, `Previous response with id '${responseId.slice(0, 200)}' not found.`, {
+      type: "invalid_request_error",
+      code: "previous_response_not_found",
+      param: "previous_response_id",
+    });
+  const named = parseResponseId(responseId);
+  if (named === undefined) throw notFound();
+  // The object is named by tenant: another tenant's response ID reaches an empty one.
+  const found = await programSession(c.env, c.var.tenant.id, named.programId).responseConversation(responseId);
+  if (!found.ok) throw notFound();
+  return { programId: named.programId, items: JSON.parse(found.itemsJson) as unknown[] };
 }
 
 /**
@@ -87,11 +106,15 @@ async function countMessageTokens(c: Context<EdgeEnv>): Promise<Response> {
 async function handleCall(c: Context<EdgeEnv>, api: CallApiSpec): Promise<Response> {
   const { config, tenant } = c.var;
   // Everything the client sent is checked before any state is touched: only the API's fields and the plan's extensions pass.
-  const allowed = api.parse(await readBodyWithin(c.req.raw, config.maxBodyBytes), tenant.allowedExtensions);
+  const parsed = api.parse(await readBodyWithin(c.req.raw, config.maxBodyBytes), tenant.allowedExtensions);
   const choice = threadFromHeaders(c.req.raw.headers);
   const requestedProgram = c.req.header(Header.program);
-  const existingProgramId =
-    requestedProgram === undefined ? undefined : parseProgramId(requestedProgram, Header.program);
+  const headerProgramId = requestedProgram === undefined ? undefined : parseProgramId(requestedProgram, Header.program);
+  // A call that continues a stored response joins that response's program (unless the header names one).
+  const continued = parsed.continues === undefined ? undefined : await continuedConversation(c, parsed.continues);
+  const allowed = continued && parsed.withHistory ? parsed.withHistory(continued.items) : parsed;
+  const existingProgramId = headerProgramId ?? continued?.programId;
+  const programSource: ProgramSource = headerProgramId ? "header" : continued ? "previous_response_id" : "new";
   // A model no pool serves for this tenant (its plan's models and regions) is refused before any quota is taken.
   const snapshot = await poolSnapshot(c.env, (work) => c.executionCtx.waitUntil(work));
   const eligible = poolsForModel(snapshot, tenant.modelAccess, allowed.model);
@@ -207,6 +230,21 @@ async function handleCall(c: Context<EdgeEnv>, api: CallApiSpec): Promise<Respon
     sentAt: Date.now(),
     promptEstimate,
     pool: "",
+    programSource,
+    onAnswer: (answer) => {
+      const own = allowed.afterAnswer?.(answer);
+      if (own === undefined) return;
+      // Continuing another program's response (the header named this one): this program keeps the whole conversation.
+      const kept = continued && continued.programId !== programId ? { ...own, parentId: null, items: [...continued.items, ...own.items] } : own;
+      c.executionCtx.waitUntil(
+        session.recordResponse({ ...kept, now: Date.now() }).then(
+          (result) => {
+            if (!result.recorded) console.warn(`response ${kept.responseId} of ${programId} was not kept: ${result.reason}`);
+          },
+          (error: unknown) => console.error(`keeping response ${kept.responseId} of ${programId} failed`, error),
+        ),
+      );
+    },
     usageOf: api.usageOf,
     streamFilter: () => api.streamFilter(allowed.includeUsage),
     settle: (settlement) => {

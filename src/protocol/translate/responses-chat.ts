@@ -342,7 +342,7 @@ function asInputItem(item: OutputItem): InputItem {
  * its output. Pass it as that request's `history`. Whether a failed or incomplete
  * response may be continued is the caller's choice.
  */
-export function conversationItemsOf(request: ResponsesRequest, response: ResponseObject, history: readonly InputItem[] = []): InputItem[] {
+export function conversationItemsOf(request: ResponsesRequest, response: Pick<ResponseObject, "output">, history: readonly InputItem[] = []): InputItem[] {
   return [...history, ...request.input, ...response.output.map(asInputItem)];
 }
 

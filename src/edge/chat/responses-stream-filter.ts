@@ -1,0 +1,62 @@
+import type { Usage } from "../../protocol/chat.js";
+import { type ResponseObject, ResponseUsage } from "../../protocol/responses.js";
+import { eventData } from "../../protocol/sse.js";
+import { type PoolCallStats, parseStatsEvent } from "../../protocol/stats.js";
+import type { StreamRelayFilter } from "./sse-filter.js";
+
+/** The Responses API's usage in chat's terms (both count cached tokens inside the input). */
+export function chatUsageOfResponse(usage: ResponseUsage): Usage {
+  return {
+    prompt_tokens: usage.input_tokens,
+    completion_tokens: usage.output_tokens,
+    total_tokens: usage.input_tokens + usage.output_tokens,
+    prompt_tokens_details: { cached_tokens: usage.input_tokens_details.cached_tokens },
+  };
+}
+
+type JsonRecord = Record<string, unknown>;
+const isRecord = (value: unknown): value is JsonRecord => typeof value === "object" && value !== null && !Array.isArray(value);
+
+/** Events that end a response the client may use; response.failed is an end, not a proper one. */
+const FINISHED = new Set(["response.completed", "response.incomplete"]);
+
+/**
+ * A Responses API stream on its way to the client: everything passes but the pool's
+ * stats comment. The usage, and the finished response (to store for a later
+ * previous_response_id), come with response.completed or response.incomplete; delta
+ * events count as output chunks, the estimate for a stream cut before them.
+ */
+export class ResponsesStreamFilter implements StreamRelayFilter {
+  usage: Usage | undefined;
+  readonly partialUsage: Usage | undefined = undefined;
+  stats: PoolCallStats | undefined;
+  outputChunks = 0;
+  sawDone = false;
+  /** The finished response, as its last event carried it. */
+  answer: ResponseObject | undefined;
+
+  pass(event: string): string | undefined {
+    const stats = parseStatsEvent(event);
+    if (stats) {
+      this.stats = stats;
+      return undefined;
+    }
+    const data = eventData(event);
+    if (data === undefined) return event;
+    let payload: unknown;
+    try {
+      payload = JSON.parse(data);
+    } catch {
+      return event;
+    }
+    if (!isRecord(payload) || typeof payload.type !== "string") return event;
+    if (payload.type.endsWith(".delta")) this.outputChunks += 1;
+    if (FINISHED.has(payload.type) && isRecord(payload.response)) {
+      this.sawDone = true;
+      this.answer = payload.response as ResponseObject;
+      const usage = ResponseUsage.safeParse(payload.response.usage);
+      if (usage.success) this.usage = chatUsageOfResponse(usage.data);
+    }
+    return event;
+  }
+}
