@@ -103,6 +103,31 @@ describe("POST /v1/messages", () => {
     expect(await usageRows(programHeader(res)!)).toEqual([expect.objectContaining({ api: "messages", status: "ok", prompt_tokens: 12, completion_tokens: 5 })]);
   });
 
+  it("tells a client reading a stream that broke off in Anthropic's event shape, and settles the call as an error", async () => {
+    const start = formatMessagesEvent({ type: "message_start", message: { ...message({ input_tokens: 5, output_tokens: 0 }), content: [], stop_reason: null } as never });
+    mockPool(() =>
+      sseResponse(
+        new ReadableStream<Uint8Array>({
+          start(controller) {
+            controller.enqueue(new TextEncoder().encode(start));
+          },
+          // Once the first event was read: the connection drops.
+          pull(controller) {
+            controller.error(new Error("connection reset"));
+          },
+        }),
+      ),
+    );
+    vi.spyOn(console, "error").mockImplementation(() => undefined);
+    const tenant = await newTenant();
+    const res = await send(tenant, { ...REQUEST, stream: true });
+    const text = await res.text();
+    expect(text).toContain("event: message_start");
+    expect(text).toMatch(/event: error\ndata: \{"type":"error","error":\{"type":"api_error","message":"The GPU pool's stream broke off\./);
+    await drain();
+    expect(await usageRows(programHeader(res)!)).toEqual([expect.objectContaining({ api: "messages", status: "error" })]);
+  });
+
   it("answers errors in Anthropic's shape: a missing or wrong key, an unknown field, an unserved model, a limit", async () => {
     const seen = mockPool(() => new Response("{}"));
     expect(await expectAnthropicError(await send(undefined, REQUEST), 401, "authentication_error")).toContain("x-api-key");

@@ -1,5 +1,6 @@
 import type { Usage } from "../../protocol/chat.js";
-import { MessagesUsage } from "../../protocol/messages.js";
+import type { OpenAIErrorBody } from "../../protocol/errors.js";
+import { formatMessagesEvent, messagesErrorBody, MessagesUsage } from "../../protocol/messages.js";
 import { eventData } from "../../protocol/sse.js";
 import { type PoolCallStats, parseStatsEvent } from "../../protocol/stats.js";
 import type { StreamRelayFilter } from "./sse-filter.js";
@@ -44,6 +45,11 @@ export class MessagesStreamFilter implements StreamRelayFilter {
   outputChunks = 0;
   sawDone = false;
   #input: MessagesUsage | undefined;
+
+  /** Anthropic's `event: error` (its clients raise it as an APIError). */
+  errorEvent(error: OpenAIErrorBody): string {
+    return formatMessagesEvent(messagesErrorBody(502, error));
+  }
 
   pass(event: string): string | undefined {
     const stats = parseStatsEvent(event);

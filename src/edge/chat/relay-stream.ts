@@ -121,7 +121,8 @@ export function relayEventStream(
         const message =
           end === "timeout" ? "The call ran past its time limit and was stopped." : "The GPU pool's stream broke off.";
         const code = end === "timeout" ? "call_timeout" : "pool_stream_broken";
-        writer.write(encoder.encode(dataEvent(openAIErrorBody(502, message, { code })))).catch(() => undefined);
+        const error = openAIErrorBody(502, message, { code });
+        writer.write(encoder.encode(filter.errorEvent ? filter.errorEvent(error) : dataEvent(error))).catch(() => undefined);
         writer.close().catch(() => undefined);
       }
       return end;

@@ -1,5 +1,6 @@
 import type { Usage } from "../../protocol/chat.js";
-import { type ResponseObject, ResponseUsage } from "../../protocol/responses.js";
+import type { OpenAIErrorBody } from "../../protocol/errors.js";
+import { formatResponsesEvent, type ResponseObject, ResponseUsage } from "../../protocol/responses.js";
 import { eventData } from "../../protocol/sse.js";
 import { type PoolCallStats, parseStatsEvent } from "../../protocol/stats.js";
 import type { StreamRelayFilter } from "./sse-filter.js";
@@ -34,6 +35,18 @@ export class ResponsesStreamFilter implements StreamRelayFilter {
   sawDone = false;
   /** The finished response, as its last event carried it. */
   answer: ResponseObject | undefined;
+  #lastSequence = -1;
+
+  /** The Responses stream's `error` event, numbered after the last event relayed. */
+  errorEvent(error: OpenAIErrorBody): string {
+    return formatResponsesEvent({
+      type: "error",
+      sequence_number: this.#lastSequence + 1,
+      code: error.error.code,
+      message: error.error.message,
+      param: error.error.param,
+    });
+  }
 
   pass(event: string): string | undefined {
     const stats = parseStatsEvent(event);
@@ -50,6 +63,7 @@ export class ResponsesStreamFilter implements StreamRelayFilter {
       return event;
     }
     if (!isRecord(payload) || typeof payload.type !== "string") return event;
+    if (typeof payload.sequence_number === "number") this.#lastSequence = payload.sequence_number;
     if (payload.type.endsWith(".delta")) this.outputChunks += 1;
     if (FINISHED.has(payload.type) && isRecord(payload.response)) {
       this.sawDone = true;

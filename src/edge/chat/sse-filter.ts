@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { Usage } from "../../protocol/chat.js";
+import type { OpenAIErrorBody } from "../../protocol/errors.js";
 import { eventData, isDoneEvent } from "../../protocol/sse.js";
 import { type PoolCallStats, parseStatsEvent } from "../../protocol/stats.js";
 
@@ -20,6 +21,8 @@ export interface StreamRelayFilter {
   readonly sawDone: boolean;
   /** The whole answer the stream ended with, for APIs whose last event carries it (Responses). */
   readonly answer?: unknown;
+  /** The event that tells a client still reading why the stream stops, in the API's shape; absent: OpenAI's `data: {error}`. */
+  errorEvent?(error: OpenAIErrorBody): string;
 }
 
 /**
