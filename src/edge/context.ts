@@ -17,6 +17,8 @@ export interface AuthenticatedTenant {
   allowedExtensions: readonly string[];
   /** The models and regions its plan allows (null: any), for the pool directory. */
   modelAccess: ModelAccess;
+  /** Calls without a program header may join a program by their conversation. */
+  programInference: boolean;
 }
 
 /** Hono's environment for every edge route. */

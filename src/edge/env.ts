@@ -4,6 +4,7 @@ import type { TenantLimiter } from "./limiter/tenant-limiter.js";
 import type { PoolMonitor } from "./pools/monitor.js";
 import { RegionOrderTable } from "./pools/pool-choice.js";
 import type { ProgramSession } from "./program/session.js";
+import type { ProgramIndex } from "./recognition/program-index.js";
 
 /** The Worker's bindings, as wrangler.toml and `wrangler secret put` provide them. */
 export interface Env {
@@ -11,6 +12,7 @@ export interface Env {
   PROGRAM_SESSION: DurableObjectNamespace<ProgramSession>;
   TENANT_LIMITER: DurableObjectNamespace<TenantLimiter>;
   POOL_MONITOR: DurableObjectNamespace<PoolMonitor>;
+  PROGRAM_INDEX: DurableObjectNamespace<ProgramIndex>;
   /** JSON object: signing key ID → secret; a pool row's signing_key_id names one. */
   POOL_SIGNING_KEYS?: string;
   /** One more key (a single-pool deployment's): its secret, by POOL_SIGNING_KEY_ID. */

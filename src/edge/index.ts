@@ -7,6 +7,7 @@ import { createApp } from "./app.js";
  */
 export { TenantLimiter } from "./limiter/tenant-limiter.js";
 export { PoolMonitor } from "./pools/monitor.js";
+export { ProgramIndex } from "./recognition/program-index.js";
 export { ProgramSession } from "./program/session.js";
 
 const app = createApp();

@@ -9,7 +9,7 @@ declare global {
     }
     interface GlobalProps {
       mainModule: typeof import("../../src/edge/index");
-      durableNamespaces: "ProgramSession" | "TenantLimiter" | "PoolMonitor";
+      durableNamespaces: "ProgramSession" | "TenantLimiter" | "PoolMonitor" | "ProgramIndex";
     }
   }
 }

@@ -25,7 +25,11 @@
  * recently used dropped first), each forgotten `ttlMs` after its last use.
  */
 
-export type Recognition = { programId: string; thread: string; how: "continuation" | "fork" | "retry" } | undefined;
+export type Recognition =
+  | { programId: string; thread: string; how: "continuation" | "retry" }
+  /** `parent`: the thread the fork branches off. */
+  | { programId: string; thread: string; how: "fork"; parent: string }
+  | undefined;
 
 export interface ConversationIndexOptions {
   maxEntries?: number;
@@ -33,7 +37,7 @@ export interface ConversationIndexOptions {
   ttlMs?: number;
 }
 
-interface EndEntry {
+export interface EndEntry {
   kind: "end";
   programId: string;
   thread: string;
@@ -43,14 +47,56 @@ interface EndEntry {
   usedAt: number;
 }
 
-interface FailedEntry {
+export interface FailedEntry {
   kind: "failed";
   programId: string;
   thread: string;
   usedAt: number;
 }
 
-type Entry = EndEntry | FailedEntry;
+export type Entry = EndEntry | FailedEntry;
+
+/**
+ * Where the index keeps its entries: a Map here (MemoryEntries), a Durable Object's
+ * SQLite at the edge (program/index-entries.ts). `touch` marks an entry used (for
+ * least-recently-used eviction); `trim` keeps at most `max`, dropping the least recently used.
+ */
+export interface IndexEntries {
+  get(hash: string): Entry | undefined;
+  put(hash: string, entry: Entry): void;
+  delete(hash: string): void;
+  touch(hash: string, entry: Entry): void;
+  trim(max: number): void;
+  readonly size: number;
+}
+
+/** Entries in memory, least recently used first (a Map keeps insertion order). */
+export class MemoryEntries implements IndexEntries {
+  readonly #map = new Map<string, Entry>();
+  get size(): number {
+    return this.#map.size;
+  }
+  get(hash: string): Entry | undefined {
+    return this.#map.get(hash);
+  }
+  put(hash: string, entry: Entry): void {
+    this.#map.delete(hash);
+    this.#map.set(hash, entry);
+  }
+  delete(hash: string): void {
+    this.#map.delete(hash);
+  }
+  touch(hash: string, entry: Entry): void {
+    this.put(hash, entry);
+  }
+  trim(max: number): void {
+    while (this.#map.size > max) {
+      const oldest = this.#map.keys().next().value;
+      if (oldest === undefined) return;
+      this.#map.delete(oldest);
+    }
+  }
+}
 
 const FNV_OFFSET_A = 0x811c9dc5;
 const FNV_OFFSET_B = 0x01000193 ^ 0x5bd1e995;
@@ -87,11 +133,12 @@ function forkThread(parent: string, n: number): string {
 }
 
 export class ConversationIndex {
-  readonly #entries = new Map<string, Entry>();
+  readonly #entries: IndexEntries;
   readonly #maxEntries: number;
   readonly #ttlMs: number;
 
-  constructor(options: ConversationIndexOptions = {}) {
+  constructor(options: ConversationIndexOptions = {}, entries: IndexEntries = new MemoryEntries()) {
+    this.#entries = entries;
     this.#maxEntries = options.maxEntries ?? 10_000;
     this.#ttlMs = options.ttlMs ?? 15 * 60_000;
     if (!(Number.isInteger(this.#maxEntries) && this.#maxEntries >= 1)) throw new RangeError(`maxEntries must be >= 1, got ${this.#maxEntries}`);
@@ -116,7 +163,7 @@ export class ConversationIndex {
       if (entry.continuedBy === undefined || entry.continuedBy === whole) {
         return { programId: entry.programId, thread: entry.thread, how: "continuation" };
       }
-      return { programId: entry.programId, thread: forkThread(entry.thread, entry.forks + 1), how: "fork" };
+      return { programId: entry.programId, thread: forkThread(entry.thread, entry.forks + 1), how: "fork", parent: entry.thread };
     }
     return undefined;
   }
@@ -134,6 +181,7 @@ export class ConversationIndex {
       if (entry?.kind !== "end" || entry.programId !== programId) continue;
       if (entry.continuedBy === undefined) entry.continuedBy = whole;
       else if (entry.continuedBy !== whole && thread !== entry.thread) entry.forks += 1;
+      this.#entries.put(hashes[k] ?? "", entry);
       break;
     }
     // A resend of a failed call is under way again: it is no longer a retry candidate until it fails.
@@ -163,21 +211,14 @@ export class ConversationIndex {
       this.#entries.delete(hash);
       return undefined;
     }
-    // Most recently used last: Map keeps insertion order, so re-insert.
     entry.usedAt = now;
-    this.#entries.delete(hash);
-    this.#entries.set(hash, entry);
+    this.#entries.touch(hash, entry);
     return entry;
   }
 
   #set(hash: string, entry: Entry): void {
-    this.#entries.delete(hash);
-    this.#entries.set(hash, entry);
-    while (this.#entries.size > this.#maxEntries) {
-      const oldest = this.#entries.keys().next().value;
-      if (oldest === undefined) break;
-      this.#entries.delete(oldest);
-    }
+    this.#entries.put(hash, entry);
+    this.#entries.trim(this.#maxEntries);
   }
 }
 

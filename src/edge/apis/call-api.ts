@@ -29,6 +29,10 @@ export interface ParsedCall {
   continues?: string;
   /** The same call with the conversation it continues put before its input. */
   withHistory?(items: unknown[]): ParsedCall;
+  /** The call's messages in the conversation index's canonical form (program recognition); absent: not a conversation. */
+  conversation?: string[];
+  /** The canonical reply in the API's whole answer (the assistant message the client replays next). */
+  replyOf?(answer: unknown): string | undefined;
   /** What the call's program keeps of its answer for a later call to continue, if anything. */
   afterAnswer?(answer: unknown): { responseId: string; parentId: string | null; items: unknown[] } | undefined;
 }

@@ -3,6 +3,7 @@ import { POOL_PATHS } from "../../protocol/signing.js";
 import { estimatePromptTokens } from "../../protocol/tokens.js";
 import { forwardBody, parseChatRequest } from "../chat/forward-body.js";
 import { SseRelayFilter } from "../chat/sse-filter.js";
+import { canonicalConversation, chatReplyOf } from "../recognition/replies.js";
 import type { CallApiSpec } from "./call-api.js";
 
 /** OpenAI's chat completions (`POST /v1/chat/completions`). */
@@ -19,6 +20,8 @@ export const chatCompletionsApi: CallApiSpec = {
       maxTokensField,
       promptEstimate: estimatePromptTokens(request),
       forwardBody: (maxTokens) => forwardBody(request, maxTokens),
+      conversation: canonicalConversation(request.messages),
+      replyOf: chatReplyOf,
     };
   },
   usageOf(answer) {

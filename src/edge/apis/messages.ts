@@ -1,7 +1,8 @@
 import { invalidRequest } from "../../protocol/errors.js";
 import { MessagesRequest, MessagesResponse, unknownRequestFields } from "../../protocol/messages.js";
 import { POOL_PATHS } from "../../protocol/signing.js";
-import { estimateMessagesInputTokens } from "../../protocol/translate/messages-chat.js";
+import { estimateMessagesInputTokens, messagesToChatRequest } from "../../protocol/translate/messages-chat.js";
+import { canonicalConversation, messagesReplyOf } from "../recognition/replies.js";
 import { unsupportedParameter } from "../chat/forward-body.js";
 import { chatUsageOfMessages, MessagesStreamFilter } from "../chat/messages-stream-filter.js";
 import { parseJsonBytes } from "../http/body.js";
@@ -32,6 +33,8 @@ export const messagesApi: CallApiSpec = {
       maxTokensField: "max_tokens",
       promptEstimate: estimateMessagesInputTokens(request),
       forwardBody: (maxTokens) => jsonBytes({ ...request, max_tokens: maxTokens }),
+      conversation: canonicalConversation(messagesToChatRequest(request).messages),
+      replyOf: messagesReplyOf,
     };
   },
   usageOf(answer) {

@@ -7,6 +7,7 @@ import { conversationItemsOf, responsesToChatRequest } from "../../protocol/tran
 import { unsupportedParameter } from "../chat/forward-body.js";
 import { chatUsageOfResponse, ResponsesStreamFilter } from "../chat/responses-stream-filter.js";
 import { parseJsonBytes } from "../http/body.js";
+import { canonicalConversation, responsesReplyOf } from "../recognition/replies.js";
 import { type CallApiSpec, jsonBytes, type ParsedCall } from "./call-api.js";
 
 /**
@@ -21,13 +22,16 @@ const StoredResponse = z.looseObject({ id: z.string().min(1), output: z.array(Ou
 
 function parsedResponses(request: ResponsesRequest, history: readonly InputItem[]): ParsedCall {
   const { previous_response_id: previous, ...rest } = request;
+  const chat = responsesToChatRequest(request, history);
   return {
     model: request.model,
     stream: request.stream === true,
     includeUsage: true,
     requestedMaxTokens: request.max_output_tokens ?? undefined,
     maxTokensField: "max_output_tokens",
-    promptEstimate: estimatePromptTokens(responsesToChatRequest(request, history)),
+    promptEstimate: estimatePromptTokens(chat),
+    conversation: canonicalConversation(chat.messages),
+    replyOf: responsesReplyOf,
     forwardBody: (maxTokens) => jsonBytes({ ...rest, input: [...history, ...request.input], max_output_tokens: maxTokens }),
     ...(previous ? { continues: previous } : {}),
     withHistory: (items) => parsedResponses(request, items as InputItem[]),

@@ -3,6 +3,7 @@ import type { OpenAIErrorBody } from "../../protocol/errors.js";
 import { formatMessagesEvent, messagesErrorBody, MessagesUsage } from "../../protocol/messages.js";
 import { eventData } from "../../protocol/sse.js";
 import { type PoolCallStats, parseStatsEvent } from "../../protocol/stats.js";
+import { MAX_REPLY_CHARS, messagesBlocksReply } from "../recognition/replies.js";
 import type { StreamRelayFilter } from "./sse-filter.js";
 
 /** Anthropic's usage in chat's terms: cached tokens are part of the prompt there, beside it here. */
@@ -45,6 +46,49 @@ export class MessagesStreamFilter implements StreamRelayFilter {
   outputChunks = 0;
   sawDone = false;
   #input: MessagesUsage | undefined;
+  readonly #blocks = new Map<number, { type: "text"; text: string } | { type: "tool_use"; id: string; name: string; json: string }>();
+  #replyChars = 0;
+
+  /** The assistant turn the stream carried, canonical as its client will replay it; undefined past MAX_REPLY_CHARS. */
+  get reply(): string | undefined {
+    if (this.#replyChars > MAX_REPLY_CHARS) return undefined;
+    const content = [...this.#blocks.entries()]
+      .sort(([a], [b]) => a - b)
+      .map(([, block]) => {
+        if (block.type === "text") return { type: "text" as const, text: block.text };
+        let input: Record<string, unknown> = {};
+        try {
+          const parsed: unknown = JSON.parse(block.json || "{}");
+          if (isRecord(parsed)) input = parsed;
+        } catch {
+          // A cut tool call links nothing useful; its empty input still hashes consistently.
+        }
+        return { type: "tool_use" as const, id: block.id, name: block.name, input };
+      });
+    return messagesBlocksReply(content);
+  }
+
+  #collect(payload: JsonRecord): void {
+    const index = typeof payload.index === "number" ? payload.index : -1;
+    if (payload.type === "content_block_start" && isRecord(payload.content_block)) {
+      const block = payload.content_block;
+      if (block.type === "text") this.#blocks.set(index, { type: "text", text: typeof block.text === "string" ? block.text : "" });
+      if (block.type === "tool_use") {
+        this.#blocks.set(index, { type: "tool_use", id: String(block.id ?? ""), name: String(block.name ?? ""), json: "" });
+      }
+      return;
+    }
+    const delta = isRecord(payload.delta) ? payload.delta : {};
+    const block = this.#blocks.get(index);
+    if (block?.type === "text" && typeof delta.text === "string") {
+      block.text += delta.text;
+      this.#replyChars += delta.text.length;
+    }
+    if (block?.type === "tool_use" && typeof delta.partial_json === "string") {
+      block.json += delta.partial_json;
+      this.#replyChars += delta.partial_json.length;
+    }
+  }
 
   /** Anthropic's `event: error` (its clients raise it as an APIError). */
   errorEvent(error: OpenAIErrorBody): string {
@@ -67,8 +111,12 @@ export class MessagesStreamFilter implements StreamRelayFilter {
         }
         break;
       }
+      case "content_block_start":
+        this.#collect(payload);
+        break;
       case "content_block_delta":
         this.outputChunks += 1;
+        this.#collect(payload);
         break;
       case "message_delta": {
         const delta = isRecord(payload.usage) ? payload.usage : {};

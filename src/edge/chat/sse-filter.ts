@@ -1,6 +1,8 @@
 import { z } from "zod";
 import { Usage } from "../../protocol/chat.js";
 import type { OpenAIErrorBody } from "../../protocol/errors.js";
+import { canonicalMessage } from "../../core/recognition/conversation-index.js";
+import { MAX_REPLY_CHARS } from "../recognition/replies.js";
 import { eventData, isDoneEvent } from "../../protocol/sse.js";
 import { type PoolCallStats, parseStatsEvent } from "../../protocol/stats.js";
 
@@ -21,6 +23,8 @@ export interface StreamRelayFilter {
   readonly sawDone: boolean;
   /** The whole answer the stream ended with, for APIs whose last event carries it (Responses). */
   readonly answer?: unknown;
+  /** The reply the stream carried, canonical (recognition/replies.ts), once it ended; undefined when unknown or too long. */
+  readonly reply?: string | undefined;
   /** The event that tells a client still reading why the stream stops, in the API's shape; absent: OpenAI's `data: {error}`. */
   errorEvent?(error: OpenAIErrorBody): string;
 }
@@ -38,7 +42,14 @@ const ChunkView = z.looseObject({
           .looseObject({
             content: z.string().nullish(),
             reasoning_content: z.string().nullish(),
-            tool_calls: z.array(z.unknown()).nullish(),
+            tool_calls: z
+              .array(
+                z.looseObject({
+                  index: z.number().optional(),
+                  function: z.looseObject({ name: z.string().nullish(), arguments: z.string().nullish() }).nullish(),
+                }),
+              )
+              .nullish(),
           })
           .nullish(),
       }),
@@ -89,8 +100,34 @@ export class SseRelayFilter implements StreamRelayFilter {
   /** Chunks relayed that carried generated output: the completion-token estimate if the stream is cut. */
   outputChunks = 0;
   sawDone = false;
+  #replyText = "";
+  readonly #replyCalls = new Map<number, { name: string; args: string }>();
+  #replyChars = 0;
 
   constructor(private readonly includeUsage: boolean) {}
+
+  /** The assistant message the stream carried (text and tool calls), canonical; undefined past MAX_REPLY_CHARS. */
+  get reply(): string | undefined {
+    if (this.#replyChars > MAX_REPLY_CHARS) return undefined;
+    const calls = [...this.#replyCalls.entries()].sort(([a], [b]) => a - b).map(([, c]) => ({ function: { name: c.name, arguments: c.args } }));
+    return canonicalMessage({ role: "assistant", content: this.#replyText, ...(calls.length > 0 ? { tool_calls: calls } : {}) });
+  }
+
+  #collect(chunk: ChunkView): void {
+    if (this.#replyChars > MAX_REPLY_CHARS) return;
+    const choice = chunk.choices?.[0];
+    const text = choice?.delta?.content ?? choice?.text ?? "";
+    this.#replyText += text;
+    this.#replyChars += text.length;
+    for (const call of choice?.delta?.tool_calls ?? []) {
+      const index = call.index ?? 0;
+      const held = this.#replyCalls.get(index) ?? { name: "", args: "" };
+      held.name += call.function?.name ?? "";
+      held.args += call.function?.arguments ?? "";
+      this.#replyChars += (call.function?.name ?? "").length + (call.function?.arguments ?? "").length;
+      this.#replyCalls.set(index, held);
+    }
+  }
 
   /** The event to pass on, or undefined to drop it. */
   pass(event: string): string | undefined {
@@ -106,7 +143,10 @@ export class SseRelayFilter implements StreamRelayFilter {
     const data = eventData(event);
     const chunk = data === undefined ? undefined : readChunk(data);
     if (!chunk) return event;
-    if (carriesOutput(chunk)) this.outputChunks += 1;
+    if (carriesOutput(chunk)) {
+      this.outputChunks += 1;
+      this.#collect(chunk);
+    }
     if (!chunk.usage) return event;
     if (chunk.choices === undefined || chunk.choices.length === 0) {
       this.usage = chunk.usage;

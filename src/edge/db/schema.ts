@@ -125,6 +125,11 @@ export const tenants = sqliteTable("tenants", {
   maxOutputTokensOverride: integer("max_output_tokens_override"),
   allowedExtensionsOverride: text("allowed_extensions_override", { mode: "json" }).$type<string[]>(),
   toolEventsPerMinuteOverride: integer("tool_events_per_minute_override"),
+  /**
+   * Whether a call without x-agentix-program may join a program by its conversation
+   * (recognition/program-index.ts); off: it starts a new one. Added by migration 0006.
+   */
+  programInference: integer("program_inference", { mode: "boolean" }).notNull().default(true),
 });
 
 export const apiKeys = sqliteTable(

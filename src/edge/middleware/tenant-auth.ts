@@ -72,6 +72,7 @@ export function tenantAuth() {
       limits: effectiveLimits(plan, tenant),
       allowedExtensions: effectiveExtensions(plan, tenant),
       modelAccess: { allowedModels: plan.allowedModels, allowedRegions: plan.allowedRegions },
+      programInference: tenant.programInference,
     });
     await next();
   });

@@ -1,7 +1,7 @@
 import { type Context, Hono } from "hono";
 import { Header, type ProgramSource } from "../../protocol/headers.js";
 import { newCallId, newProgramId } from "../../protocol/ids.js";
-import { type CallApiSpec } from "../apis/call-api.js";
+import type { CallApiSpec, ParsedCall } from "../apis/call-api.js";
 import { chatCompletionsApi } from "../apis/chat-completions.js";
 import { completionsApi } from "../apis/completions.js";
 import { messagesApi } from "../apis/messages.js";
@@ -41,6 +41,12 @@ function clientContinent(request: Request): string | undefined {
   const continent = (request.cf as { continent?: unknown } | undefined)?.continent;
   return typeof continent === "string" ? continent : undefined;
 }
+
+/** Refusals of a recognised program after which the call starts a new program instead. */
+const RECOGNITION_FALLBACK: ReadonlySet<string> = new Set(["not_found", "ended", "expired", "unknown_parent", "parent_mismatch"]);
+
+/** The tenant's conversation index. */
+const programIndex = (env: EdgeEnv["Bindings"], tenantId: string) => env.PROGRAM_INDEX.get(env.PROGRAM_INDEX.idFromName(tenantId));
 
 /** The model-calling APIs and where each is served (under /v1). */
 const CALL_APIS: readonly (readonly [path: string, api: CallApiSpec])[] = [
@@ -103,18 +109,26 @@ async function countMessageTokens(c: Context<EdgeEnv>): Promise<Response> {
  * and the effective limit), begun in its program, sent to a pool (failover before the
  * first byte), relayed, and settled exactly once whichever way it ends.
  */
-async function handleCall(c: Context<EdgeEnv>, api: CallApiSpec): Promise<Response> {
+async function handleCall(c: Context<EdgeEnv>, api: CallApiSpec, again?: { parsed: ParsedCall }): Promise<Response> {
   const { config, tenant } = c.var;
   // Everything the client sent is checked before any state is touched: only the API's fields and the plan's extensions pass.
-  const parsed = api.parse(await readBodyWithin(c.req.raw, config.maxBodyBytes), tenant.allowedExtensions);
+  const parsed = again?.parsed ?? api.parse(await readBodyWithin(c.req.raw, config.maxBodyBytes), tenant.allowedExtensions);
   const choice = threadFromHeaders(c.req.raw.headers);
   const requestedProgram = c.req.header(Header.program);
   const headerProgramId = requestedProgram === undefined ? undefined : parseProgramId(requestedProgram, Header.program);
   // A call that continues a stored response joins that response's program (unless the header names one).
   const continued = parsed.continues === undefined ? undefined : await continuedConversation(c, parsed.continues);
   const allowed = continued && parsed.withHistory ? parsed.withHistory(continued.items) : parsed;
-  const existingProgramId = headerProgramId ?? continued?.programId;
-  const programSource: ProgramSource = headerProgramId ? "header" : continued ? "previous_response_id" : "new";
+  // Otherwise its conversation may name the program: the tenant's index (recognition/program-index.ts), unless it turned that off.
+  const conversation = allowed.conversation;
+  const inferring = again === undefined && !headerProgramId && !continued && tenant.programInference && conversation !== undefined && conversation.length > 0;
+  const recognized = inferring
+    ? await programIndex(c.env, tenant.id).recognizeCall({ model: allowed.model, messages: conversation, newProgramId: newProgramId(), now: Date.now() })
+    : undefined;
+  const linked = recognized !== undefined && recognized.how !== "new" ? recognized : undefined;
+  const existingProgramId = headerProgramId ?? continued?.programId ?? linked?.programId;
+  const programSource: ProgramSource = headerProgramId ? "header" : continued ? "previous_response_id" : (linked?.how ?? "new");
+  const thread = linked ? { thread: linked.thread, ...(linked.parentThread ? { parentThread: linked.parentThread } : {}) } : choice;
   // A model no pool serves for this tenant (its plan's models and regions) is refused before any quota is taken.
   const snapshot = await poolSnapshot(c.env, (work) => c.executionCtx.waitUntil(work));
   const eligible = poolsForModel(snapshot, tenant.modelAccess, allowed.model);
@@ -124,7 +138,7 @@ async function handleCall(c: Context<EdgeEnv>, api: CallApiSpec): Promise<Respon
   const now = Date.now();
   const callId = newCallId();
   // Without the header the call starts a program: admitted against the active-programs limit, created by beginCall.
-  const programId = existingProgramId ?? newProgramId();
+  const programId = existingProgramId ?? recognized?.programId ?? newProgramId();
   const createdProgramId = existingProgramId === undefined ? programId : undefined;
   const promptEstimate = allowed.promptEstimate;
   const limiter = tenantLimiter(c.env, tenant.id);
@@ -165,8 +179,8 @@ async function handleCall(c: Context<EdgeEnv>, api: CallApiSpec): Promise<Respon
     begun = await session.beginCall({
       ...(createdProgramId ? { newProgram: { tenantId: tenant.id, programId: createdProgramId } } : {}),
       callId,
-      thread: choice.thread,
-      ...(choice.parentThread ? { parentThread: choice.parentThread } : {}),
+      thread: thread.thread,
+      ...(thread.parentThread ? { parentThread: thread.parentThread } : {}),
       model: allowed.model,
       api: api.api,
       now,
@@ -177,8 +191,12 @@ async function handleCall(c: Context<EdgeEnv>, api: CallApiSpec): Promise<Respon
   }
   if (!begun.ok) {
     await cancelAdmission(createdProgramId);
-    throw beginRefusal(begun.error, programId, choice);
+    // A program its conversation pointed to that has ended (or lost the thread forked from): the call starts a new one.
+    if (linked !== undefined && RECOGNITION_FALLBACK.has(begun.error)) return handleCall(c, api, { parsed });
+    throw beginRefusal(begun.error, programId, thread);
   }
+  // The reply the call's answer carried (relays note it), for the index to link the next call to.
+  let reply: string | undefined;
 
   // From here on the call is in flight: its lifecycle renews the lease, keeps the
   // deadline, and settles it exactly once, whichever way it ends.
@@ -213,6 +231,15 @@ async function handleCall(c: Context<EdgeEnv>, api: CallApiSpec): Promise<Respon
       if (leaseResult.status === "rejected") {
         console.error(`settling the lease of ${callId} failed; it expires on its own`, leaseResult.reason);
       }
+      if (recognized !== undefined && conversation !== undefined) {
+        // An answered call's reply links the call that continues it; a failed one's resend is a retry.
+        const outcome = input.status === "ok" ? (reply === undefined ? undefined : { reply }) : {};
+        if (outcome !== undefined) {
+          await programIndex(c.env, tenant.id)
+            .recordOutcome({ model: allowed.model, messages: conversation, programId, thread: thread.thread, ...outcome, now: Date.now() })
+            .catch((error: unknown) => console.error(`recording ${callId} in the program index failed`, error));
+        }
+      }
     },
   });
   // The program's pool first (its KV cache is there), unless it cannot or should not take the call.
@@ -231,6 +258,10 @@ async function handleCall(c: Context<EdgeEnv>, api: CallApiSpec): Promise<Respon
     promptEstimate,
     pool: "",
     programSource,
+    replyOf: allowed.replyOf,
+    noteReply: (seen) => {
+      reply = seen;
+    },
     onAnswer: (answer) => {
       const own = allowed.afterAnswer?.(answer);
       if (own === undefined) return;
@@ -272,7 +303,7 @@ async function handleCall(c: Context<EdgeEnv>, api: CallApiSpec): Promise<Respon
           fields: {
             tenant: tenant.id,
             program: programId,
-            thread: choice.thread,
+            thread: thread.thread,
             call: callId,
             serviceMs: wholeMs(begun.serviceMs),
             pathMs: wholeMs(begun.pathMs),

@@ -116,7 +116,13 @@ export const CreateTenantBody = z.strictObject({
 });
 
 export const UpdateTenantBody = z
-  .strictObject({ name: name.optional(), weight: weight.optional(), plan: planId.optional() })
+  .strictObject({
+    name: name.optional(),
+    weight: weight.optional(),
+    plan: planId.optional(),
+    /** false: calls without x-agentix-program never join a program by their conversation. */
+    program_inference: z.boolean().optional(),
+  })
   .refine((body) => Object.keys(body).length > 0, "give at least one field to change");
 
 /** Each field: a number overrides the plan, null goes back to the plan's value, absent leaves it as is. */

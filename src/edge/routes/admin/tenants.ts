@@ -54,6 +54,7 @@ export function tenantRoutes() {
       maxOutputTokensOverride: null,
       allowedExtensionsOverride: null,
       toolEventsPerMinuteOverride: null,
+      programInference: true,
     };
     await db.insert(tenants).values(tenant);
     return c.json(tenantView(tenant, plan), 201);
@@ -81,6 +82,7 @@ export function tenantRoutes() {
         ...(body.name !== undefined ? { name: body.name } : {}),
         ...(body.weight !== undefined ? { weight: body.weight } : {}),
         ...(body.plan !== undefined ? { planId: body.plan } : {}),
+        ...(body.program_inference !== undefined ? { programInference: body.program_inference } : {}),
       })
       .where(eq(tenants.id, id))
       .returning({ id: tenants.id });

@@ -147,6 +147,7 @@ export const TenantObject = z.object({
   name: z.string(),
   plan: z.string(),
   weight: z.number().positive().describe("Multiplier on the plan's weight."),
+  program_inference: z.boolean().describe("Whether calls without x-agentix-program may join a program by their conversation."),
   created_at: epochMs,
   overrides: TenantOverrides,
   limits: TenantLimits.nullable().describe("null when the tenant's plan does not exist."),
@@ -161,6 +162,7 @@ export const tenantView = (t: Tenant, plan: Plan | null): TenantObject => ({
   plan: t.planId,
   /** Multiplier on the plan's weight. */
   weight: t.weight,
+  program_inference: t.programInference,
   created_at: t.createdAt,
   overrides: {
     rpm: t.rpmOverride,

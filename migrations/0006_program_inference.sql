@@ -1,0 +1,1 @@
+ALTER TABLE `tenants` ADD `program_inference` integer DEFAULT true NOT NULL;
