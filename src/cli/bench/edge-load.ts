@@ -12,6 +12,9 @@ import { type LocalStack, startLocalStack } from "../local-stack.js";
  * engines (timeScale Infinity), N closed-loop clients for a few seconds per phase.
  * Phase "new-program": every call starts a program (no x-agentix-program header).
  * Phase "existing-program": each client keeps calling its own program.
+ * Phase "new, no inference": as new-program with the tenant's program inference off,
+ * so the difference is what recognising a header-less call by its conversation costs
+ * (one ProgramIndex round trip before the call, one after it).
  * The dev tenant's limits are lifted in this throwaway state, so nothing is throttled.
  */
 
@@ -154,6 +157,14 @@ async function main(options: Options): Promise<void> {
     console.log(`${"phase".padEnd(17)} ${"calls/s".padStart(7)} ${"p50 ms".padStart(8)} ${"p99 ms".padStart(8)}  failures`);
     console.log(await runPhase(stack, "new-program", programs.map(() => undefined), options.seconds));
     console.log(await runPhase(stack, "existing-program", programs, options.seconds));
+    const off = await fetch(`${stack.edgeUrl}/admin/tenants/${stack.tenantId}`, {
+      method: "PATCH",
+      headers: { authorization: `Bearer ${stack.adminToken}`, "content-type": "application/json" },
+      body: JSON.stringify({ program_inference: false }),
+    });
+    if (!off.ok) throw new Error(`turning program inference off answered ${off.status}: ${await off.text()}`);
+    console.log(await runPhase(stack, "new, no inference", programs.map(() => undefined), options.seconds));
+    console.log(`unloaded p50 with inference off: new-program ${await unloaded()} ms`);
   } finally {
     await stack.stop();
     await rm(stateDir, { recursive: true, force: true });
