@@ -119,7 +119,12 @@ async function handleCall(c: Context<EdgeEnv>, api: CallApiSpec, again?: { parse
   // A call that continues a stored response joins that response's program (unless the header names one).
   const continued = parsed.continues === undefined ? undefined : await continuedConversation(c, parsed.continues);
   const allowed = continued && parsed.withHistory ? parsed.withHistory(continued.items) : parsed;
-  // Otherwise its conversation may name the program: the tenant's index (recognition/program-index.ts), unless it turned that off.
+  // A model no pool serves for this tenant (its plan's models and regions) is refused before any quota is taken.
+  const snapshot = await poolSnapshot(c.env, (work) => c.executionCtx.waitUntil(work));
+  const eligible = poolsForModel(snapshot, tenant.modelAccess, allowed.model);
+  if (eligible.length === 0) throw modelNotFound(allowed.model);
+  // Otherwise its conversation may name the program: the tenant's index (recognition/program-index.ts), unless the
+  // tenant turned it off; asked after the model check, so a refused call does not mark a reply as continued.
   const conversation = allowed.conversation;
   const inferring = again === undefined && !headerProgramId && !continued && tenant.programInference && conversation !== undefined && conversation.length > 0;
   const recognized = inferring
@@ -129,10 +134,6 @@ async function handleCall(c: Context<EdgeEnv>, api: CallApiSpec, again?: { parse
   const existingProgramId = headerProgramId ?? continued?.programId ?? linked?.programId;
   const programSource: ProgramSource = headerProgramId ? "header" : continued ? "previous_response_id" : (linked?.how ?? "new");
   const thread = linked ? { thread: linked.thread, ...(linked.parentThread ? { parentThread: linked.parentThread } : {}) } : choice;
-  // A model no pool serves for this tenant (its plan's models and regions) is refused before any quota is taken.
-  const snapshot = await poolSnapshot(c.env, (work) => c.executionCtx.waitUntil(work));
-  const eligible = poolsForModel(snapshot, tenant.modelAccess, allowed.model);
-  if (eligible.length === 0) throw modelNotFound(allowed.model);
 
   // Admission reserves: a request, the prompt estimate + the effective max tokens (decided by the limiter), a lease.
   const now = Date.now();
