@@ -119,6 +119,13 @@ describe("agentix admin tenants", () => {
     const moved = await run(["tenants", "set-plan", "ten_1", "pro"]);
     expect(moved.code).toBe(0);
     expect(seen.at(-1)).toMatchObject({ method: "PATCH", url: "/admin/tenants/ten_1", body: { plan: "pro" } });
+
+    expect((await run(["tenants", "set-inference", "ten_1", "off"])).code).toBe(0);
+    expect(seen.at(-1)).toMatchObject({ method: "PATCH", url: "/admin/tenants/ten_1", body: { program_inference: false } });
+    const sent = seen.length;
+    const bad = await run(["tenants", "set-inference", "ten_1", "maybe"]);
+    expect(bad.code).toBe(2);
+    expect(seen).toHaveLength(sent);
   });
 
   it("sends overrides with inherit as null", async () => {

@@ -114,6 +114,16 @@ export const tenantCommands: Record<string, CommandSpec> = {
       await showOne(ctx, await ctx.client.json("PATCH", `/admin/tenants/${encodeURIComponent(id ?? "")}`, { plan }));
     },
   },
+  "set-inference": {
+    usage: "tenants set-inference TENANT_ID on|off",
+    summary: "let calls without x-agentix-program join a program by their conversation (on, default) or not",
+    positionals: ["TENANT_ID", "on|off"],
+    options: {},
+    async run(ctx, [id, value]) {
+      if (value !== "on" && value !== "off") throw new UsageError(`Expected on or off, got ${JSON.stringify(value ?? "")}.`);
+      await showOne(ctx, await ctx.client.json("PATCH", `/admin/tenants/${encodeURIComponent(id ?? "")}`, { program_inference: value === "on" }));
+    },
+  },
   override: {
     usage:
       "tenants override TENANT_ID [--rpm N] [--tpm N] [--max-concurrent N] [--max-active-programs N] " +
