@@ -23,6 +23,8 @@ export interface Env {
   REGION_ORDER?: string;
   /** How often the pools' status is read (ms). */
   POOL_STATUS_INTERVAL_MS?: string;
+  /** A request header whose value names a client's session (its calls join one program); unset: none. */
+  PROGRAM_KEY_HEADER?: string;
   /** Unset: the admin API is disabled. Under 32 characters (or too few distinct ones): refused at use. */
   ADMIN_TOKEN?: string;
   PROGRAM_IDLE_TTL_MS?: string;
@@ -58,6 +60,12 @@ export const EdgeConfig = z
     regionOrder: jsonVar(RegionOrderTable).optional(),
     /** At least 1 s: each round reads every pool's status. */
     poolStatusIntervalMs: positiveInt.min(1_000).default(5_000),
+    /** A header name, lower case (HTTP header names are case-insensitive). */
+    programKeyHeader: z
+      .string()
+      .regex(/^[A-Za-z0-9-]{1,64}$/, "a header name: letters, digits and -")
+      .transform((name) => name.toLowerCase())
+      .optional(),
     // Its strength is checked where it is used (middleware/admin-auth.ts), so a weak one
     // disables the admin API, not the tenants' traffic.
     adminToken: z.string().min(1).optional(),
@@ -114,6 +122,7 @@ const VAR_NAMES: Record<keyof z.input<typeof EdgeConfig>, string> = {
   poolSigningKeyId: "POOL_SIGNING_KEY_ID",
   regionOrder: "REGION_ORDER",
   poolStatusIntervalMs: "POOL_STATUS_INTERVAL_MS",
+  programKeyHeader: "PROGRAM_KEY_HEADER",
   adminToken: "ADMIN_TOKEN",
   programIdleTtlMs: "PROGRAM_IDLE_TTL_MS",
   maxBodyBytes: "MAX_BODY_BYTES",
@@ -137,6 +146,7 @@ export function edgeConfig(env: Env): EdgeConfig {
     poolSigningKeyId: unlessEmpty(env.POOL_SIGNING_KEY_ID),
     regionOrder: unlessEmpty(env.REGION_ORDER),
     poolStatusIntervalMs: env.POOL_STATUS_INTERVAL_MS,
+    programKeyHeader: unlessEmpty(env.PROGRAM_KEY_HEADER),
     adminToken: env.ADMIN_TOKEN === "" ? undefined : env.ADMIN_TOKEN,
     programIdleTtlMs: env.PROGRAM_IDLE_TTL_MS,
     maxBodyBytes: env.MAX_BODY_BYTES,

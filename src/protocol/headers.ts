@@ -36,11 +36,12 @@ export type HeaderName = (typeof Header)[keyof typeof Header];
 
 /**
  * How a call found its program: the x-agentix-program header, the program of the
- * response its previous_response_id names, its conversation (it continues an earlier
+ * response its previous_response_id names, an identifier its client sends per session
+ * (Anthropic's metadata.user_id, OpenAI's prompt_cache_key, a configured header), its conversation (it continues an earlier
  * call's reply, forks from one, or resends a failed call: recognition/program-index.ts),
  * or none (a new program).
  */
-export const PROGRAM_SOURCES = ["header", "previous_response_id", "continuation", "fork", "retry", "new"] as const;
+export const PROGRAM_SOURCES = ["header", "previous_response_id", "session_key", "continuation", "fork", "retry", "new"] as const;
 export type ProgramSource = (typeof PROGRAM_SOURCES)[number];
 
 /**

@@ -1,3 +1,4 @@
+import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { AnthropicHeader, Header } from "../../src/protocol/headers";
 import { adminFetch, chat, chatBody, chunk, drain, edge, mockPool, newTenant, poolJson, programHeader, sseResponse, type TestTenant, tenantFetch, usageObject } from "./support";
@@ -129,6 +130,50 @@ describe("programs recognised by their conversation", () => {
     ]);
     await drain();
     expect([programHeader(second), source(second)]).toEqual([programHeader(first), "continuation"]);
+  });
+
+  it("joins calls by an identifier the client sends per session: Anthropic's metadata.user_id, a configured header", async () => {
+    mockPool(() =>
+      new Response(
+        JSON.stringify({ id: "msg_1", type: "message", role: "assistant", model: "test-model", content: [{ type: "text", text: "ok" }], stop_reason: "end_turn", stop_sequence: null, usage: { input_tokens: 5, output_tokens: 1 } }),
+        { headers: { "content-type": "application/json", ...statsHeaders({ engine: "e", queueMs: 1, serviceMs: 5 }) } },
+      ),
+    );
+    const tenant = await newTenant();
+    const message = (text: string, userId: string) =>
+      edge("/v1/messages", {
+        method: "POST",
+        body: JSON.stringify({ model: "test-model", max_tokens: 8, metadata: { user_id: userId }, messages: [{ role: "user", content: text }] }),
+        headers: { [AnthropicHeader.apiKey]: tenant.key, "content-type": "application/json" },
+      });
+    const a1 = await message("first task", "user_x_session_1");
+    await drain();
+    const a2 = await message("an unrelated question", "user_x_session_1");
+    await drain();
+    const b1 = await message("an unrelated question", "user_x_session_2");
+    await drain();
+    expect([source(a1), source(a2), source(b1)]).toEqual(["new", "session_key", "new"]);
+    expect(programHeader(a2)).toBe(programHeader(a1));
+    expect(programHeader(b1)).not.toBe(programHeader(a1));
+
+    // Its program ended: the session's next call starts a new program, and the session follows it.
+    expect((await tenantFetch(tenant, `/v1/programs/${programHeader(a1)}`, { method: "DELETE" })).status).toBe(200);
+    const a3 = await message("again", "user_x_session_1");
+    await drain();
+    const a4 = await message("and again", "user_x_session_1");
+    await drain();
+    expect(programHeader(a3)).not.toBe(programHeader(a1));
+    expect([programHeader(a4), source(a4)]).toEqual([programHeader(a3), "session_key"]);
+
+    const withHeader = { ...env, PROGRAM_KEY_HEADER: "X-Session-Id" };
+    const byHeader = (text: string, id: string) =>
+      edge("/v1/chat/completions", { method: "POST", body: chatBody({ messages: [{ role: "user", content: text }] }), headers: { authorization: `Bearer ${tenant.key}`, "content-type": "application/json", "x-session-id": id } }, withHeader);
+    mockPool(() => poolJson());
+    const h1 = await byHeader("one", "s-77");
+    await drain();
+    const h2 = await byHeader("two", "s-77");
+    await drain();
+    expect([programHeader(h2), source(h2)]).toEqual([programHeader(h1), "session_key"]);
   });
 
   it("starts a new program when the tenant turned inference off, or when the linked program has ended", async () => {

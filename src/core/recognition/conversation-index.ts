@@ -67,6 +67,8 @@ export interface IndexEntries {
   delete(hash: string): void;
   touch(hash: string, entry: Entry): void;
   trim(max: number): void;
+  /** Drops every entry of a program (it ended: calls must not be linked to it). */
+  forgetProgram(programId: string): void;
   readonly size: number;
 }
 
@@ -88,6 +90,9 @@ export class MemoryEntries implements IndexEntries {
   }
   touch(hash: string, entry: Entry): void {
     this.put(hash, entry);
+  }
+  forgetProgram(programId: string): void {
+    for (const [hash, entry] of this.#map) if (entry.programId === programId) this.#map.delete(hash);
   }
   trim(max: number): void {
     while (this.#map.size > max) {
@@ -194,6 +199,11 @@ export class ConversationIndex {
     const end = hashes[hashes.length - 1];
     if (end === undefined) return;
     this.#set(end, { kind: "end", programId, thread, forks: 0, usedAt: now });
+  }
+
+  /** A program that can take no more calls (ended, expired): nothing links to it any more. */
+  forgetProgram(programId: string): void {
+    this.#entries.forgetProgram(programId);
   }
 
   /** A call failed (error, timeout, cancelled): an identical re-send is a retry. */

@@ -29,6 +29,8 @@ export interface ParsedCall {
   continues?: string;
   /** The same call with the conversation it continues put before its input. */
   withHistory?(items: unknown[]): ParsedCall;
+  /** An identifier the client sends per session, as "<where>:<value>" (program recognition, before the conversation). */
+  sessionKey?: string;
   /** The call's messages in the conversation index's canonical form (program recognition); absent: not a conversation. */
   conversation?: string[];
   /** The canonical reply in the API's whole answer (the assistant message the client replays next). */

@@ -34,6 +34,8 @@ export const messagesApi: CallApiSpec = {
       promptEstimate: estimateMessagesInputTokens(request),
       forwardBody: (maxTokens) => jsonBytes({ ...request, max_tokens: maxTokens }),
       conversation: canonicalConversation(messagesToChatRequest(request).messages),
+      // Claude Code puts its session in metadata.user_id.
+      ...(typeof request.metadata?.user_id === "string" && request.metadata.user_id !== "" ? { sessionKey: `anthropic.user_id:${request.metadata.user_id.slice(0, 512)}` } : {}),
       replyOf: messagesReplyOf,
     };
   },

@@ -31,6 +31,8 @@ function parsedResponses(request: ResponsesRequest, history: readonly InputItem[
     maxTokensField: "max_output_tokens",
     promptEstimate: estimatePromptTokens(chat),
     conversation: canonicalConversation(chat.messages),
+    // Codex sends its conversation's ID as prompt_cache_key.
+    ...(request.prompt_cache_key ? { sessionKey: `openai.prompt_cache_key:${request.prompt_cache_key.slice(0, 512)}` } : {}),
     replyOf: responsesReplyOf,
     forwardBody: (maxTokens) => jsonBytes({ ...rest, input: [...history, ...request.input], max_output_tokens: maxTokens }),
     ...(previous ? { continues: previous } : {}),

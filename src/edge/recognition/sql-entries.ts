@@ -17,6 +17,13 @@ CREATE TABLE IF NOT EXISTS conversation_entries (
   used_at INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS conversation_entries_used_idx ON conversation_entries (used_at);
+CREATE TABLE IF NOT EXISTS session_keys (
+  key TEXT PRIMARY KEY,
+  program_id TEXT NOT NULL,
+  thread TEXT NOT NULL,
+  used_at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS session_keys_used_idx ON session_keys (used_at);
 `;
 
 type Row = { hash: string; kind: string; program_id: string; thread: string; continued_by: string | null; forks: number; used_at: number };
@@ -66,6 +73,10 @@ export class SqlEntries implements IndexEntries {
 
   touch(hash: string, entry: Entry): void {
     this.sql.exec("UPDATE conversation_entries SET used_at = ? WHERE hash = ?", entry.usedAt, hash);
+  }
+
+  forgetProgram(programId: string): void {
+    this.sql.exec("DELETE FROM conversation_entries WHERE program_id = ?", programId);
   }
 
   trim(max: number): void {

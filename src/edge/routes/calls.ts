@@ -109,7 +109,7 @@ async function countMessageTokens(c: Context<EdgeEnv>): Promise<Response> {
  * and the effective limit), begun in its program, sent to a pool (failover before the
  * first byte), relayed, and settled exactly once whichever way it ends.
  */
-async function handleCall(c: Context<EdgeEnv>, api: CallApiSpec, again?: { parsed: ParsedCall }): Promise<Response> {
+async function handleCall(c: Context<EdgeEnv>, api: CallApiSpec, again?: { parsed: ParsedCall; exclude: string }): Promise<Response> {
   const { config, tenant } = c.var;
   // Everything the client sent is checked before any state is touched: only the API's fields and the plan's extensions pass.
   const parsed = again?.parsed ?? api.parse(await readBodyWithin(c.req.raw, config.maxBodyBytes), tenant.allowedExtensions);
@@ -125,10 +125,19 @@ async function handleCall(c: Context<EdgeEnv>, api: CallApiSpec, again?: { parse
   if (eligible.length === 0) throw modelNotFound(allowed.model);
   // Otherwise its conversation may name the program: the tenant's index (recognition/program-index.ts), unless the
   // tenant turned it off; asked after the model check, so a refused call does not mark a reply as continued.
-  const conversation = allowed.conversation;
-  const inferring = again === undefined && !headerProgramId && !continued && tenant.programInference && conversation !== undefined && conversation.length > 0;
+  const conversation = allowed.conversation ?? [];
+  const headerKey = config.programKeyHeader === undefined ? undefined : c.req.header(config.programKeyHeader)?.trim().slice(0, 512);
+  const sessionKey = headerKey ? `header:${headerKey}` : allowed.sessionKey;
+  const inferring = !headerProgramId && !continued && tenant.programInference && (conversation.length > 0 || sessionKey !== undefined);
   const recognized = inferring
-    ? await programIndex(c.env, tenant.id).recognizeCall({ model: allowed.model, messages: conversation, newProgramId: newProgramId(), now: Date.now() })
+    ? await programIndex(c.env, tenant.id).recognizeCall({
+        model: allowed.model,
+        messages: conversation,
+        ...(sessionKey !== undefined ? { sessionKey } : {}),
+        ...(again !== undefined ? { exclude: again.exclude } : {}),
+        newProgramId: newProgramId(),
+        now: Date.now(),
+      })
     : undefined;
   const linked = recognized !== undefined && recognized.how !== "new" ? recognized : undefined;
   const existingProgramId = headerProgramId ?? continued?.programId ?? linked?.programId;
@@ -193,7 +202,9 @@ async function handleCall(c: Context<EdgeEnv>, api: CallApiSpec, again?: { parse
   if (!begun.ok) {
     await cancelAdmission(createdProgramId);
     // A program its conversation pointed to that has ended (or lost the thread forked from): the call starts a new one.
-    if (linked !== undefined && RECOGNITION_FALLBACK.has(begun.error)) return handleCall(c, api, { parsed });
+    if (linked !== undefined && again === undefined && RECOGNITION_FALLBACK.has(begun.error)) {
+      return handleCall(c, api, { parsed, exclude: linked.programId });
+    }
     throw beginRefusal(begun.error, programId, thread);
   }
   // The reply the call's answer carried (relays note it), for the index to link the next call to.
@@ -232,7 +243,7 @@ async function handleCall(c: Context<EdgeEnv>, api: CallApiSpec, again?: { parse
       if (leaseResult.status === "rejected") {
         console.error(`settling the lease of ${callId} failed; it expires on its own`, leaseResult.reason);
       }
-      if (recognized !== undefined && conversation !== undefined) {
+      if (recognized !== undefined && conversation.length > 0) {
         // An answered call's reply links the call that continues it; a failed one's resend is a retry.
         const outcome = input.status === "ok" ? (reply === undefined ? undefined : { reply }) : {};
         if (outcome !== undefined) {
