@@ -61,6 +61,24 @@ describe("Anthropic's SDK against the local stack", () => {
     expect(rows[0]?.prompt_tokens).toBe(first.data.usage.input_tokens + (first.data.usage.cache_read_input_tokens ?? 0));
   });
 
+  it("keeps an agent's calls in one program without any Agentix header: its conversation, or its session's metadata.user_id", async () => {
+    const anthropic = client();
+    const history: Anthropic.MessageParam[] = [{ role: "user", content: "Plan the refactor." }];
+    const first = await anthropic.messages.create({ model: local.stack.model, max_tokens: 6, messages: history }).withResponse();
+    const programId = first.response.headers.get(Header.program);
+    history.push({ role: "assistant", content: first.data.content }, { role: "user", content: "Go on." });
+    // The next call comes at once, as a chat agent's would (no tool run in between).
+    const second = await anthropic.messages.create({ model: local.stack.model, max_tokens: 6, messages: history }).withResponse();
+    expect(second.response.headers.get(Header.program)).toBe(programId);
+    expect(second.response.headers.get(Header.programSource)).toBe("continuation");
+
+    const session = { user_id: "user_e2e_session_42" };
+    const s1 = await anthropic.messages.create({ model: local.stack.model, max_tokens: 4, metadata: session, messages: [{ role: "user", content: "one" }] }).withResponse();
+    const s2 = await anthropic.messages.create({ model: local.stack.model, max_tokens: 4, metadata: session, messages: [{ role: "user", content: "two" }] }).withResponse();
+    expect(s2.response.headers.get(Header.program)).toBe(s1.response.headers.get(Header.program));
+    expect(s2.response.headers.get(Header.programSource)).toBe("session_key");
+  });
+
   it("gets Anthropic's errors the SDK understands: a wrong key, an unknown model", async () => {
     const wrong = new Anthropic({ baseURL: local.stack.edgeUrl, apiKey: "agx_wrong", maxRetries: 0 });
     const denied = await wrong.messages.create({ model: local.stack.model, max_tokens: 4, messages: [{ role: "user", content: "hi" }] }).catch((e: unknown) => e);

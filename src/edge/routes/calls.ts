@@ -23,7 +23,7 @@ import { limiterMisuse, limitExceeded, tenantLimiter } from "../limiter/access.j
 import { LEASE_RENEW_MS } from "../limiter/tenant-limiter.js";
 import { rateLimitHeadersOnResponse } from "../middleware/rate-limit-headers.js";
 import { beginRefusal, parseProgramId, programSession, threadFromHeaders } from "../program/access.js";
-import type { BeginCallResult } from "../program/types.js";
+import type { BeginCallResult, SettleCallInput } from "../program/types.js";
 import { poolSnapshot } from "../pools/directory-cache.js";
 import { noteAnsweredLoad, poolsForModel, routeCall } from "../pools/routing.js";
 import { parsePoolLoad } from "../../protocol/pool-status.js";
@@ -210,6 +210,16 @@ async function handleCall(c: Context<EdgeEnv>, api: CallApiSpec, again?: { parse
   // The reply the call's answer carried (relays note it), for the index to link the next call to.
   let reply: string | undefined;
 
+  /** What the index learns from the call's end: its reply links the call that continues it; a failure makes a resend a retry. */
+  const recordInIndex = async (status: SettleCallInput["status"]): Promise<void> => {
+    if (recognized === undefined || conversation.length === 0) return;
+    const outcome = status === "ok" ? (reply === undefined ? undefined : { reply }) : {};
+    if (outcome === undefined) return;
+    await programIndex(c.env, tenant.id)
+      .recordOutcome({ model: allowed.model, messages: conversation, programId, thread: thread.thread, ...outcome, now: Date.now() })
+      .catch((error: unknown) => console.error(`recording ${callId} in the program index failed`, error));
+  };
+
   // From here on the call is in flight: its lifecycle renews the lease, keeps the
   // deadline, and settles it exactly once, whichever way it ends.
   const lifecycle = new CallLifecycle({
@@ -218,6 +228,8 @@ async function handleCall(c: Context<EdgeEnv>, api: CallApiSpec, again?: { parse
     renewLease: () => limiter.renewLease({ callId, now: Date.now() }),
     keepAlive: (work) => c.executionCtx.waitUntil(work),
     record: async (input) => {
+      // The reply is recorded beside the settles, not after them: an agent's next call may follow at once.
+      const indexed = recordInIndex(input.status);
       // Both settles are idempotent on the call ID, so a transient failure is simply tried again.
       const retryLog = (what: string) => (error: unknown, attempt: number) =>
         console.warn(`settling ${callId} in its ${what} failed (attempt ${attempt}); trying again`, error);
@@ -243,15 +255,7 @@ async function handleCall(c: Context<EdgeEnv>, api: CallApiSpec, again?: { parse
       if (leaseResult.status === "rejected") {
         console.error(`settling the lease of ${callId} failed; it expires on its own`, leaseResult.reason);
       }
-      if (recognized !== undefined && conversation.length > 0) {
-        // An answered call's reply links the call that continues it; a failed one's resend is a retry.
-        const outcome = input.status === "ok" ? (reply === undefined ? undefined : { reply }) : {};
-        if (outcome !== undefined) {
-          await programIndex(c.env, tenant.id)
-            .recordOutcome({ model: allowed.model, messages: conversation, programId, thread: thread.thread, ...outcome, now: Date.now() })
-            .catch((error: unknown) => console.error(`recording ${callId} in the program index failed`, error));
-        }
-      }
+      await indexed;
     },
   });
   // The program's pool first (its KV cache is there), unless it cannot or should not take the call.
