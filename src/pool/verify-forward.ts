@@ -9,7 +9,7 @@ import { messagesToChatRequest } from "../protocol/translate/messages-chat.js";
 import { responseIdFor } from "../protocol/response-ids.js";
 import { ResponsesRequest } from "../protocol/responses.js";
 import { responsesToChatRequest } from "../protocol/translate/responses-chat.js";
-import { messagesAnswerFromChat, responsesAnswerFromChat } from "./answer-translation.js";
+import { messagesAnswerFromChat, responsesAnswerFromChat } from "../protocol/translate/answers.js";
 import { invalidRequest, openAIError } from "../protocol/errors.js";
 import type { ForwardFields } from "../protocol/forward.js";
 import {

@@ -7,7 +7,12 @@ import { requestedMaxTokens } from "../protocol/chat.js";
 import { invalidRequest, openAIError, openAIErrorResponse } from "../protocol/errors.js";
 import { randomToken } from "../protocol/ids.js";
 import { DONE_EVENT, dataEvent, formatEvent } from "../protocol/sse.js";
-import { renderPrompt, tokenize } from "../protocol/tokens.js";
+import { MessagesRequest } from "../protocol/messages.js";
+import { ResponsesRequest } from "../protocol/responses.js";
+import { estimatePromptTokens, renderPrompt, tokenize } from "../protocol/tokens.js";
+import { messagesAnswerFromChat, responsesAnswerFromChat } from "../protocol/translate/answers.js";
+import { messagesToChatRequest } from "../protocol/translate/messages-chat.js";
+import { responsesToChatRequest } from "../protocol/translate/responses-chat.js";
 import type { GenerationObserver, RealTimeEngineDriver } from "./engine-driver.js";
 import type { FaultInjector } from "./engine-faults.js";
 import type { EngineMetrics } from "./engine-metrics.js";
@@ -18,7 +23,7 @@ import { COMPLETIONS_DEFAULT_MAX_TOKENS, SimChatRequest, SimCompletionRequest } 
 
 /*
  * vLLM's HTTP surface over a RealTimeEngineDriver: /v1/chat/completions,
- * /v1/completions, /v1/models, /health, /metrics. Runs under @hono/node-server;
+ * /v1/completions, /v1/messages, /v1/responses, /v1/models, /health, /metrics. Runs under @hono/node-server;
  * `app.request()` works too, except that an injected "disconnect" then surfaces as
  * a body that fails instead of a closed socket.
  */
@@ -88,10 +93,8 @@ export function createSimEngineApp(deps: SimEngineAppDeps): Hono<SimEnv> {
     return c.body(body, 200, { "content-type": contentType });
   });
 
-  app.post("/v1/chat/completions", async (c) => {
-    const fault = injectFault(c, faults);
-    if (fault) return fault;
-    const body = parseBody(SimChatRequest, await readJson(c));
+  /** A chat completion of `body` (the chat route's, and the translated Messages and Responses routes'). */
+  function chatGeneration(c: Context<SimEnv>, body: SimChatRequest): Response | Promise<Response> {
     checkRequest(body.model, body.priority);
     const id = randomToken(24);
     return generate(c, {
@@ -107,6 +110,32 @@ export function createSimEngineApp(deps: SimEngineAppDeps): Hono<SimEnv> {
       ...usageOptions(body.stream_options),
       format: chatFormat({ id: `chatcmpl-${id}`, created: nowSeconds(), model: modelName }),
     });
+  }
+
+  app.post("/v1/chat/completions", async (c) => {
+    const fault = injectFault(c, faults);
+    if (fault) return fault;
+    return chatGeneration(c, parseBody(SimChatRequest, await readJson(c)));
+  });
+
+  // Anthropic's Messages API and OpenAI's Responses API, as vLLM serves them: generated as chat, answered in their shape.
+  app.post("/v1/messages", async (c) => {
+    const fault = injectFault(c, faults);
+    if (fault) return fault;
+    const request = parseBody(MessagesRequest, await readJson(c));
+    const chat = parseBody(SimChatRequest, messagesToChatRequest(request));
+    return messagesAnswerFromChat(await chatGeneration(c, chat), estimatePromptTokens(chat));
+  });
+
+  app.post("/v1/responses", async (c) => {
+    const fault = injectFault(c, faults);
+    if (fault) return fault;
+    const request = parseBody(ResponsesRequest, await readJson(c));
+    if (request.previous_response_id) {
+      throw openAIError(400, "This engine stores no responses: send the whole conversation as input.", { param: "previous_response_id" });
+    }
+    const chat = parseBody(SimChatRequest, responsesToChatRequest(request));
+    return responsesAnswerFromChat(await chatGeneration(c, chat), request, `resp_${randomToken(24)}`);
   });
 
   app.post("/v1/completions", async (c) => {

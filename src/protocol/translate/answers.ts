@@ -1,10 +1,10 @@
-import { ChatCompletion } from "../protocol/chat.js";
-import { formatMessagesEvent } from "../protocol/messages.js";
-import { eventData, formatEvent, isDoneEvent, SseEventSplitter } from "../protocol/sse.js";
-import { parseStatsEvent } from "../protocol/stats.js";
-import { formatResponsesEvent, type ResponsesRequest } from "../protocol/responses.js";
-import { ChatToMessagesStream, chatCompletionToMessage } from "../protocol/translate/messages-chat.js";
-import { ChatToResponsesStream, chatCompletionToResponse } from "../protocol/translate/responses-chat.js";
+import { ChatCompletion } from "../chat.js";
+import { formatMessagesEvent } from "../messages.js";
+import { eventData, formatEvent, isDoneEvent, SseEventSplitter } from "../sse.js";
+import { parseStatsEvent } from "../stats.js";
+import { formatResponsesEvent, type ResponsesRequest } from "../responses.js";
+import { ChatToMessagesStream, chatCompletionToMessage } from "./messages-chat.js";
+import { ChatToResponsesStream, chatCompletionToResponse } from "./responses-chat.js";
 
 /*
  * A call whose API the engine is not asked to serve natively went to the engine as a
