@@ -103,6 +103,16 @@ export const MessagesRequest = z.looseObject({
   top_k: z.int().nonnegative().optional(),
   stream: z.boolean().optional(),
   metadata: z.strictObject({ user_id: z.string().max(256).nullable().optional() }).optional(),
+  /**
+   * Extended thinking, as Claude Code may ask for it: accepted so such clients work
+   * unchanged, not forwarded (the engines behind Agentix serve no Anthropic thinking;
+   * an answer simply has no thinking blocks).
+   */
+  thinking: z
+    .discriminatedUnion("type", [z.looseObject({ type: z.literal("enabled"), budget_tokens: z.int().positive() }), z.looseObject({ type: z.literal("disabled") })])
+    .optional(),
+  /** Accepted and ignored: Agentix has one tier. */
+  service_tier: z.enum(["auto", "standard_only"]).optional(),
 });
 export type MessagesRequest = z.infer<typeof MessagesRequest>;
 

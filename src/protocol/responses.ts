@@ -176,6 +176,19 @@ export const ResponsesRequest = z.looseObject({
   parallel_tool_calls: nullableOptional(z.boolean()),
   text: TextConfig.optional(),
   reasoning: nullableOptional(ReasoningConfig),
+  /**
+   * What else the answer should carry (Codex asks for reasoning.encrypted_content):
+   * accepted so such clients work unchanged; the translated answer has no reasoning
+   * items or logprobs to include.
+   */
+  include: nullableOptional(z.array(z.string().min(1).max(100)).max(16)),
+  /** Accepted and ignored: a context longer than the engine's is refused by the engine, not truncated. */
+  truncation: nullableOptional(z.enum(["auto", "disabled"])),
+  /** Accepted and ignored: Agentix has one tier. */
+  service_tier: nullableOptional(z.string().max(32)),
+  /** OpenAI's end-user identifier for abuse monitoring: accepted, not forwarded. */
+  safety_identifier: nullableOptional(z.string().max(256)),
+  stream_options: nullableOptional(z.looseObject({ include_obfuscation: nullableOptional(z.boolean()) })),
 });
 export type ResponsesRequest = z.infer<typeof ResponsesRequest>;
 

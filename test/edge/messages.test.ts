@@ -68,6 +68,8 @@ describe("POST /v1/messages", () => {
     expect(Date.parse(res.headers.get(AnthropicHeader.tokensReset) ?? "")).toBeGreaterThan(Date.now() - 1_000);
     expect(res.headers.get("x-ratelimit-limit-requests")).not.toBeNull();
 
+    // Claude Code's extended thinking is accepted (and answered without thinking blocks).
+    expect((await send(tenant, { ...REQUEST, thinking: { type: "enabled", budget_tokens: 1024 }, service_tier: "auto" })).status).toBe(200);
     const forwarded = seen[0]!;
     expect(forwarded.request.url).toBe(`http://pool.test${POOL_PATHS.messages}`);
     expect(JSON.parse(new TextDecoder().decode(forwarded.body))).toEqual(REQUEST);
@@ -133,7 +135,7 @@ describe("POST /v1/messages", () => {
     expect(await expectAnthropicError(await send(undefined, REQUEST), 401, "authentication_error")).toContain("x-api-key");
     await expectAnthropicError(await send(undefined, REQUEST, "/v1/messages", { [AnthropicHeader.apiKey]: "agx_wrong" }), 401, "authentication_error");
     const tenant = await newLimitedTenant({ max_output_tokens: 100 });
-    expect(await expectAnthropicError(await send(tenant, { ...REQUEST, thinking: { type: "enabled" } }), 400, "invalid_request_error")).toContain("thinking");
+    expect(await expectAnthropicError(await send(tenant, { ...REQUEST, container: "c1" }), 400, "invalid_request_error")).toContain("container");
     await expectAnthropicError(await send(tenant, { ...REQUEST, model: "not-served" }), 404, "not_found_error");
     await expectAnthropicError(await send(tenant, { ...REQUEST, max_tokens: 500 }), 400, "invalid_request_error");
     const noLimit = { model: "test-model", messages: REQUEST.messages };

@@ -77,6 +77,8 @@ describe("Messages request schema", () => {
         "tools",
         "top_k",
         "top_p",
+        "thinking",
+        "service_tier",
       ].sort(),
     );
     expect(COUNT_TOKENS_REQUEST_FIELDS.has("max_tokens")).toBe(false);
@@ -85,8 +87,9 @@ describe("Messages request schema", () => {
   });
 
   it("keeps unknown top-level keys so they can be refused by name", () => {
-    const parsed = MessagesRequest.parse({ ...base, thinking: { type: "enabled", budget_tokens: 1024 }, service_tier: "auto" });
-    expect(unknownRequestFields(parsed)).toEqual(["thinking", "service_tier"]);
+    // thinking and service_tier are Anthropic's and accepted (Claude Code sends them); a server tool's container is not.
+    const parsed = MessagesRequest.parse({ ...base, thinking: { type: "enabled", budget_tokens: 1024 }, service_tier: "auto", container: "c1", mcp_servers: [] });
+    expect(unknownRequestFields(parsed)).toEqual(["container", "mcp_servers"]);
     expect(unknownRequestFields(MessagesRequest.parse(base))).toEqual([]);
     const counted = CountTokensRequest.parse({ model: "m", messages: base.messages, max_tokens: 5 });
     expect(unknownRequestFields(counted, COUNT_TOKENS_REQUEST_FIELDS)).toEqual(["max_tokens"]);

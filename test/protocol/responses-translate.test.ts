@@ -97,13 +97,19 @@ describe("Responses request schema", () => {
         "parallel_tool_calls",
         "text",
         "reasoning",
+        "include",
+        "truncation",
+        "service_tier",
+        "safety_identifier",
+        "stream_options",
       ].sort(),
     );
   });
 
   it("keeps unknown top-level keys so they can be refused by name", () => {
-    const parsed = request({ input: "hi", service_tier: "auto", include: ["reasoning.encrypted_content"], store: false });
-    expect(unknownResponsesFields(parsed)).toEqual(["service_tier", "include"]);
+    // include and service_tier are accepted (Codex sends include); server-side conversations and prompts are not.
+    const parsed = request({ input: "hi", service_tier: "auto", include: ["reasoning.encrypted_content"], store: false, conversation: "conv_1", background: true });
+    expect(unknownResponsesFields(parsed)).toEqual(["conversation", "background"]);
     expect(unknownResponsesFields(request({ input: "hi", reasoning: { effort: "low", summary: "auto" } }))).toEqual([]);
   });
 
