@@ -176,6 +176,38 @@ describe("programs recognised by their conversation", () => {
     expect([programHeader(h2), source(h2)]).toEqual([programHeader(h1), "session_key"]);
   });
 
+  it("recognises a Responses client that keeps its own history (store: false, as Codex does) by the output items it replays", async () => {
+    let n = 0;
+    mockPool(() => {
+      n += 1;
+      const output =
+        n === 1
+          ? [{ id: "fc_a_0", type: "function_call", call_id: "call_a", name: "shell", arguments: '{"command":["ls"]}', status: "completed" }]
+          : [{ id: `msg_${n}`, type: "message", role: "assistant", status: "completed", content: [{ type: "output_text", text: "Two files.", annotations: [] }] }];
+      const body = { id: `resp_x${n}`, object: "response", created_at: 1, status: "completed", model: "test-model", output, usage: { input_tokens: 5, input_tokens_details: { cached_tokens: 0, cache_write_tokens: 0 }, output_tokens: 2, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: 7 } };
+      return new Response(JSON.stringify(body), { headers: { "content-type": "application/json", ...statsHeaders({ engine: "e", queueMs: 1, serviceMs: 5 }) } });
+    });
+    const tenant = await newTenant();
+    const respond = (input: unknown[]) =>
+      edge("/v1/responses", {
+        method: "POST",
+        body: JSON.stringify({ model: "test-model", instructions: "You are Codex.", input, store: false, include: ["reasoning.encrypted_content"] }),
+        headers: { authorization: `Bearer ${tenant.key}`, "content-type": "application/json" },
+      });
+    const ask = { type: "message", role: "user", content: [{ type: "input_text", text: "List the files." }] };
+    const first = await respond([ask]);
+    expect(first.status).toBe(200);
+    await drain();
+    // The client replays the function call item as it received it, with its output.
+    const second = await respond([
+      ask,
+      { type: "function_call", id: "fc_a_0", call_id: "call_a", name: "shell", arguments: '{"command": ["ls"]}', status: "completed" },
+      { type: "function_call_output", call_id: "call_a", output: "a.ts b.ts" },
+    ]);
+    await drain();
+    expect([second.status, programHeader(second), source(second)]).toEqual([200, programHeader(first), "continuation"]);
+  });
+
   it("starts a new program when the tenant turned inference off, or when the linked program has ended", async () => {
     replying("Reply one.");
     const tenant = await newTenant();
