@@ -1,3 +1,5 @@
+import { isJsonObject, type JsonObject } from "./json.js";
+
 /*
  * Server-sent events as the engines write them: events separated by a blank line,
  * `data:` lines carrying JSON, `data: [DONE]` last, `:` lines as comments. Both the
@@ -35,6 +37,18 @@ export function eventData(event: string): string | undefined {
   const lines = event.split(/\r?\n/).filter((line) => line.startsWith("data:"));
   if (lines.length === 0) return undefined;
   return lines.map((line) => line.slice(5).replace(/^ /, "")).join("\n");
+}
+
+/** An event's `data:` payload parsed as a JSON object; undefined when it has none or it is not one. */
+export function eventObject(event: string): JsonObject | undefined {
+  const data = eventData(event);
+  if (data === undefined) return undefined;
+  try {
+    const parsed: unknown = JSON.parse(data);
+    return isJsonObject(parsed) ? parsed : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /** Comment lines of an event (text after the leading colon). */

@@ -1,7 +1,8 @@
 import type { Usage } from "../../protocol/chat.js";
 import type { OpenAIErrorBody } from "../../protocol/errors.js";
 import { formatMessagesEvent, messagesErrorBody, MessagesUsage } from "../../protocol/messages.js";
-import { eventData } from "../../protocol/sse.js";
+import { isJsonObject, type JsonObject } from "../../protocol/json.js";
+import { eventObject } from "../../protocol/sse.js";
 import { type PoolCallStats, parseStatsEvent } from "../../protocol/stats.js";
 import { MAX_REPLY_CHARS, messagesBlocksReply } from "../recognition/replies.js";
 import type { StreamRelayFilter } from "./sse-filter.js";
@@ -16,20 +17,6 @@ export function chatUsageOfMessages(usage: MessagesUsage): Usage {
     total_tokens: prompt + usage.output_tokens,
     prompt_tokens_details: { cached_tokens: cached },
   };
-}
-
-type JsonRecord = Record<string, unknown>;
-const isRecord = (value: unknown): value is JsonRecord => typeof value === "object" && value !== null && !Array.isArray(value);
-
-function payloadOf(event: string): JsonRecord | undefined {
-  const data = eventData(event);
-  if (data === undefined) return undefined;
-  try {
-    const parsed: unknown = JSON.parse(data);
-    return isRecord(parsed) ? parsed : undefined;
-  } catch {
-    return undefined;
-  }
 }
 
 /**
@@ -59,7 +46,7 @@ export class MessagesStreamFilter implements StreamRelayFilter {
         let input: Record<string, unknown> = {};
         try {
           const parsed: unknown = JSON.parse(block.json || "{}");
-          if (isRecord(parsed)) input = parsed;
+          if (isJsonObject(parsed)) input = parsed;
         } catch {
           // A cut tool call links nothing useful; its empty input still hashes consistently.
         }
@@ -68,9 +55,9 @@ export class MessagesStreamFilter implements StreamRelayFilter {
     return messagesBlocksReply(content);
   }
 
-  #collect(payload: JsonRecord): void {
+  #collect(payload: JsonObject): void {
     const index = typeof payload.index === "number" ? payload.index : -1;
-    if (payload.type === "content_block_start" && isRecord(payload.content_block)) {
+    if (payload.type === "content_block_start" && isJsonObject(payload.content_block)) {
       const block = payload.content_block;
       if (block.type === "text") this.#blocks.set(index, { type: "text", text: typeof block.text === "string" ? block.text : "" });
       if (block.type === "tool_use") {
@@ -78,7 +65,7 @@ export class MessagesStreamFilter implements StreamRelayFilter {
       }
       return;
     }
-    const delta = isRecord(payload.delta) ? payload.delta : {};
+    const delta = isJsonObject(payload.delta) ? payload.delta : {};
     const block = this.#blocks.get(index);
     if (block?.type === "text" && typeof delta.text === "string") {
       block.text += delta.text;
@@ -101,10 +88,10 @@ export class MessagesStreamFilter implements StreamRelayFilter {
       this.stats = stats;
       return undefined;
     }
-    const payload = payloadOf(event);
+    const payload = eventObject(event);
     switch (payload?.type) {
       case "message_start": {
-        const usage = MessagesUsage.safeParse(isRecord(payload.message) ? payload.message.usage : undefined);
+        const usage = MessagesUsage.safeParse(isJsonObject(payload.message) ? payload.message.usage : undefined);
         if (usage.success) {
           this.#input = usage.data;
           this.partialUsage = chatUsageOfMessages(usage.data);
@@ -119,7 +106,7 @@ export class MessagesStreamFilter implements StreamRelayFilter {
         this.#collect(payload);
         break;
       case "message_delta": {
-        const delta = isRecord(payload.usage) ? payload.usage : {};
+        const delta = isJsonObject(payload.usage) ? payload.usage : {};
         if (typeof delta.output_tokens === "number") {
           const merged = MessagesUsage.safeParse({ ...this.#input, input_tokens: this.#input?.input_tokens ?? 0, ...delta });
           if (merged.success) this.usage = chatUsageOfMessages(merged.data);

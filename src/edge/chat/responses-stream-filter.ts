@@ -1,7 +1,8 @@
 import type { Usage } from "../../protocol/chat.js";
 import type { OpenAIErrorBody } from "../../protocol/errors.js";
 import { formatResponsesEvent, type ResponseObject, ResponseUsage } from "../../protocol/responses.js";
-import { eventData } from "../../protocol/sse.js";
+import { isJsonObject } from "../../protocol/json.js";
+import { eventObject } from "../../protocol/sse.js";
 import { type PoolCallStats, parseStatsEvent } from "../../protocol/stats.js";
 import { responsesReplyOf } from "../recognition/replies.js";
 import type { StreamRelayFilter } from "./sse-filter.js";
@@ -16,8 +17,6 @@ export function chatUsageOfResponse(usage: ResponseUsage): Usage {
   };
 }
 
-type JsonRecord = Record<string, unknown>;
-const isRecord = (value: unknown): value is JsonRecord => typeof value === "object" && value !== null && !Array.isArray(value);
 
 /** Events that end a response the client may use; response.failed is an end, not a proper one. */
 const FINISHED = new Set(["response.completed", "response.incomplete"]);
@@ -60,18 +59,11 @@ export class ResponsesStreamFilter implements StreamRelayFilter {
       this.stats = stats;
       return undefined;
     }
-    const data = eventData(event);
-    if (data === undefined) return event;
-    let payload: unknown;
-    try {
-      payload = JSON.parse(data);
-    } catch {
-      return event;
-    }
-    if (!isRecord(payload) || typeof payload.type !== "string") return event;
+    const payload = eventObject(event);
+    if (payload === undefined || typeof payload.type !== "string") return event;
     if (typeof payload.sequence_number === "number") this.#lastSequence = payload.sequence_number;
     if (payload.type.endsWith(".delta")) this.outputChunks += 1;
-    if (FINISHED.has(payload.type) && isRecord(payload.response)) {
+    if (FINISHED.has(payload.type) && isJsonObject(payload.response)) {
       this.sawDone = true;
       this.answer = payload.response as ResponseObject;
       const usage = ResponseUsage.safeParse(payload.response.usage);

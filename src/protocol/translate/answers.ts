@@ -1,4 +1,5 @@
 import { ChatCompletion } from "../chat.js";
+import { isJsonObject } from "../json.js";
 import { formatMessagesEvent } from "../messages.js";
 import { eventData, formatEvent, isDoneEvent, SseEventSplitter } from "../sse.js";
 import { parseStatsEvent } from "../stats.js";
@@ -36,9 +37,7 @@ async function answerFromChat(response: Response, translation: AnswerTranslation
   const headers = new Headers(response.headers);
   headers.delete("content-length");
   const withId = (payload: unknown) =>
-    translation.chatId !== undefined && typeof payload === "object" && payload !== null && !Array.isArray(payload)
-      ? { ...payload, id: translation.chatId }
-      : payload;
+    translation.chatId !== undefined && isJsonObject(payload) ? { ...payload, id: translation.chatId } : payload;
   if (!(headers.get("content-type") ?? "").includes("text/event-stream")) {
     const completion = ChatCompletion.safeParse(withId(await response.json().catch(() => undefined)));
     if (!completion.success) return response;
