@@ -20,6 +20,14 @@ export const ToolCall = z.looseObject({
 });
 export type ToolCall = z.infer<typeof ToolCall>;
 
+/** A tool call's fragment in a streamed chunk (`choices[].delta.tool_calls[]`): an index, then name and arguments in pieces. */
+export const ToolCallDelta = z.looseObject({
+  index: z.int().nonnegative(),
+  id: z.string().nullish(),
+  function: z.looseObject({ name: z.string().nullish(), arguments: z.string().nullish() }).nullish(),
+});
+export type ToolCallDelta = z.infer<typeof ToolCallDelta>;
+
 export const ChatMessage = z.looseObject({
   role: z.enum(["system", "developer", "user", "assistant", "tool", "function"]),
   content: z.union([z.string(), z.array(ContentPart), z.null()]).optional(),

@@ -6,6 +6,7 @@ import {
   ToolCall,
   type ToolCall as ToolCallType,
   Usage,
+  ToolCallDelta,
   type Usage as UsageType,
 } from "../chat.js";
 import { OpenAIErrorBody } from "../errors.js";
@@ -288,15 +289,7 @@ const ChunkView = z.looseObject({
         delta: z
           .looseObject({
             content: z.string().nullish(),
-            tool_calls: z
-              .array(
-                z.looseObject({
-                  index: z.int().nonnegative(),
-                  id: z.string().nullish(),
-                  function: z.looseObject({ name: z.string().nullish(), arguments: z.string().nullish() }).nullish(),
-                }),
-              )
-              .nullish(),
+            tool_calls: z.array(ToolCallDelta).nullish(),
           })
           .nullish(),
         finish_reason: z.string().nullish(),
@@ -442,7 +435,7 @@ export class ChatToMessagesStream {
   }
 
   private toolCall(
-    call: NonNullable<NonNullable<NonNullable<ChunkView["choices"]>[number]["delta"]>["tool_calls"]>[number],
+    call: ToolCallDelta,
     events: MessagesStreamEvent[],
   ): void {
     const piece = call.function?.arguments ?? "";

@@ -6,6 +6,7 @@ import {
   ToolCall,
   type ToolCall as ToolCallType,
   Usage,
+  ToolCallDelta,
   type Usage as UsageType,
 } from "../chat.js";
 import { OpenAIErrorBody } from "../errors.js";
@@ -361,15 +362,7 @@ const ChunkView = z.looseObject({
           .looseObject({
             content: z.string().nullish(),
             refusal: z.string().nullish(),
-            tool_calls: z
-              .array(
-                z.looseObject({
-                  index: z.int().nonnegative(),
-                  id: z.string().nullish(),
-                  function: z.looseObject({ name: z.string().nullish(), arguments: z.string().nullish() }).nullish(),
-                }),
-              )
-              .nullish(),
+            tool_calls: z.array(ToolCallDelta).nullish(),
           })
           .nullish(),
         finish_reason: z.string().nullish(),
@@ -379,7 +372,6 @@ const ChunkView = z.looseObject({
   usage: Usage.nullish(),
 });
 type ChunkView = z.infer<typeof ChunkView>;
-type ToolCallDelta = NonNullable<NonNullable<NonNullable<ChunkView["choices"]>[number]["delta"]>["tool_calls"]>[number];
 
 interface LiveMessage {
   kind: "message";
