@@ -39,10 +39,11 @@ export class ResponseStore {
   }
 
   /**
-   * The conversation up to and including response `id`: every response's items from
-   * the first of its chain. Undefined when it (or one it continued) is not stored.
+   * The conversation up to and including response `id`, as a JSON array: every
+   * response's items from the first of its chain (the stored arrays joined as text, not
+   * parsed). Undefined when it (or one it continued) is not stored.
    */
-  conversation(id: string): unknown[] | undefined {
+  conversationJson(id: string): string | undefined {
     const chain: ResponseRow[] = [];
     let next: string | null = id;
     while (next !== null) {
@@ -52,7 +53,9 @@ export class ResponseStore {
       chain.push(row);
       next = row.parent;
     }
-    return chain.reverse().flatMap((row) => JSON.parse(row.items) as unknown[]);
+    // Each row holds a JSON array: its elements, without the brackets, join into one.
+    const parts = chain.reverse().map((row) => row.items.slice(1, -1)).filter((inner) => inner.length > 0);
+    return `[${parts.join(",")}]`;
   }
 
   clear(): void {

@@ -230,8 +230,8 @@ export class ProgramSession extends DurableObject<Env> {
   /** The conversation a stored response ends: its chain's items, first to last. */
   async responseConversation(responseId: string): Promise<ResponseConversationResult> {
     if (this.meta?.status !== "active") return { ok: false, error: "not_found" };
-    const items = this.responses.conversation(responseId);
-    return items === undefined ? { ok: false, error: "not_found" } : { ok: true, itemsJson: JSON.stringify(items) };
+    const itemsJson = this.responses.conversationJson(responseId);
+    return itemsJson === undefined ? { ok: false, error: "not_found" } : { ok: true, itemsJson };
   }
 
   async state(): Promise<ProgramState | null> {
