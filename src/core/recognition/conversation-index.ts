@@ -141,6 +141,8 @@ export class ConversationIndex {
   readonly #entries: IndexEntries;
   readonly #maxEntries: number;
   readonly #ttlMs: number;
+  /** The last conversation hashed: recognize then recordCall of one call hash it once. */
+  #hashed: { model: string; messages: readonly string[]; hashes: string[] } | undefined;
 
   constructor(options: ConversationIndexOptions = {}, entries: IndexEntries = new MemoryEntries()) {
     this.#entries = entries;
@@ -157,7 +159,7 @@ export class ConversationIndex {
   /** The program (and thread) a call with these canonical messages joins; undefined: a new program. */
   recognize(model: string, messages: readonly string[], now: number): Recognition {
     if (messages.length === 0) return undefined;
-    const hashes = prefixHashes(model, messages);
+    const hashes = this.#prefixHashes(model, messages);
     const whole = hashes[hashes.length - 1] ?? "";
     const failed = this.#live(whole, now);
     if (failed?.kind === "failed") return { programId: failed.programId, thread: failed.thread, how: "retry" };
@@ -178,7 +180,7 @@ export class ConversationIndex {
    * call continuing the same reply is a fork, counted here so fork threads differ).
    */
   recordCall(model: string, messages: readonly string[], programId: string, thread: string, now: number): void {
-    const hashes = prefixHashes(model, messages);
+    const hashes = this.#prefixHashes(model, messages);
     const whole = hashes[hashes.length - 1];
     if (whole === undefined) return;
     for (let k = hashes.length - 2; k >= 0; k--) {
@@ -212,6 +214,15 @@ export class ConversationIndex {
     const whole = hashes[hashes.length - 1];
     if (whole === undefined) return;
     this.#set(whole, { kind: "failed", programId, thread, usedAt: now });
+  }
+
+  /** prefixHashes, reused when asked again about the very same messages (the same array). */
+  #prefixHashes(model: string, messages: readonly string[]): string[] {
+    const last = this.#hashed;
+    if (last !== undefined && last.messages === messages && last.model === model) return last.hashes;
+    const hashes = prefixHashes(model, messages);
+    this.#hashed = { model, messages, hashes };
+    return hashes;
   }
 
   #live(hash: string, now: number): Entry | undefined {
