@@ -20,12 +20,11 @@ export interface ForwardedCall {
   usageOf: (answer: unknown) => Usage | undefined;
   /** A fresh filter for the API's stream (CallApiSpec.streamFilter). */
   streamFilter: () => StreamRelayFilter;
-  /** Sees the whole answer of a call that finished (JSON, or the stream's last event when it carries one). */
-  onAnswer?: (answer: unknown) => void;
-  /** The reply in an API's whole answer, canonical (ParsedCall.replyOf). */
-  replyOf?: ((answer: unknown) => string | undefined) | undefined;
-  /** Told the reply of a call that finished, for program recognition. */
-  noteReply?: (reply: string | undefined) => void;
+  /**
+   * Told what a call that finished carried: its whole answer (JSON, or a stream's last
+   * event when it carries one) and, for a stream, the reply its filter put together.
+   */
+  onFinished?: (finished: { answer?: unknown; reply?: string | undefined }) => void;
   /** How the call found its program (x-agentix-program-source). */
   programSource: ProgramSource;
   /** Settles the call after the response (ctx.waitUntil); the first call wins, later ones are ignored. */
@@ -233,8 +232,7 @@ export async function relayJson(pool: Response, call: ForwardedCall, watch: Stre
   const answer = parseJson(bytes);
   const usage = call.usageOf(answer);
   if (pool.status === 200 && answer !== undefined) {
-    call.onAnswer?.(answer);
-    call.noteReply?.(call.replyOf?.(answer));
+    call.onFinished?.({ answer });
   }
   call.settle(
     settleWith(call, {
@@ -278,8 +276,7 @@ export function relayStream(pool: Response, call: ForwardedCall, watch: StreamWa
       const finishedAt = Date.now();
       const observedTiming = { queueMs: respondedAt - call.sentAt, serviceMs: finishedAt - respondedAt };
       const status = end === "complete" && !filter.sawDone ? "error" : STATUS_OF_END[end];
-      if (status === "ok" && filter.answer !== undefined) call.onAnswer?.(filter.answer);
-      if (status === "ok") call.noteReply?.(filter.reply);
+      if (status === "ok") call.onFinished?.({ answer: filter.answer, reply: filter.reply });
       // A finished stream whose engine put its usage in the last output chunk: that figure is whole.
       const usage = filter.usage ?? (end === "complete" && filter.sawDone ? filter.partialUsage : undefined);
       const stats = filter.stats ?? (engineAtStart ? { engine: engineAtStart, ...observedTiming } : undefined);

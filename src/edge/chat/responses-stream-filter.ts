@@ -4,7 +4,6 @@ import { formatResponsesEvent, type ResponseObject, ResponseUsage } from "../../
 import { isJsonObject } from "../../protocol/json.js";
 import { eventObject } from "../../protocol/sse.js";
 import { type PoolCallStats, parseStatsEvent } from "../../protocol/stats.js";
-import { responsesReplyOf } from "../recognition/replies.js";
 import type { StreamRelayFilter } from "./sse-filter.js";
 
 /** The Responses API's usage in chat's terms (both count cached tokens inside the input). */
@@ -36,10 +35,6 @@ export class ResponsesStreamFilter implements StreamRelayFilter {
   /** The finished response, as its last event carried it. */
   answer: ResponseObject | undefined;
 
-  /** The response's output as its client will replay it, canonical. */
-  get reply(): string | undefined {
-    return this.answer === undefined ? undefined : responsesReplyOf(this.answer);
-  }
   #lastSequence = -1;
 
   /** The Responses stream's `error` event, numbered after the last event relayed. */

@@ -23,7 +23,7 @@ export interface StreamRelayFilter {
   readonly sawDone: boolean;
   /** The whole answer the stream ended with, for APIs whose last event carries it (Responses). */
   readonly answer?: unknown;
-  /** The reply the stream carried, canonical (recognition/replies.ts), once it ended; undefined when unknown or too long. */
+  /** The reply the stream carried, canonical (recognition/replies.ts), once it ended; undefined when unknown or too long (or, with `answer`, read from that). */
   readonly reply?: string | undefined;
   /** The event that tells a client still reading why the stream stops, in the API's shape; absent: OpenAI's `data: {error}`. */
   errorEvent?(error: OpenAIErrorBody): string;

@@ -207,7 +207,7 @@ async function handleCall(c: Context<EdgeEnv>, api: CallApiSpec, again?: { parse
     }
     throw beginRefusal(begun.error, programId, thread);
   }
-  // The reply the call's answer carried (relays note it), for the index to link the next call to.
+  // The reply the call's answer carried (the relay reports it in onFinished), for the index to link the next call to.
   let reply: string | undefined;
 
   /** What the index learns from the call's end: its reply links the call that continues it; a failure makes a resend a retry. */
@@ -274,11 +274,9 @@ async function handleCall(c: Context<EdgeEnv>, api: CallApiSpec, again?: { parse
     promptEstimate,
     pool: "",
     programSource,
-    replyOf: allowed.replyOf,
-    noteReply: (seen) => {
-      reply = seen;
-    },
-    onAnswer: (answer) => {
+    onFinished: ({ answer, reply: streamed }) => {
+      reply = streamed ?? (answer === undefined ? undefined : allowed.replyOf?.(answer));
+      if (answer === undefined) return;
       const own = allowed.afterAnswer?.(answer);
       if (own === undefined) return;
       // Continuing another program's response (the header named this one): this program keeps the whole conversation.
