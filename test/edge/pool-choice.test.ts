@@ -40,6 +40,18 @@ describe("choosePools", () => {
     expect(moved.pools.map((p) => p.id)).toEqual(["us-2", "eu-1", "us-1"]);
   });
 
+  it("never moves a program off an active pool onto a draining one for load", () => {
+    const draining = { ...US2, status: "draining" as const };
+    const got = choosePools({
+      options: [US1, draining],
+      currentPoolId: "us-1",
+      regionOrder: [],
+      readings: readings({ "us-1": { healthy: true, load: 100 }, "us-2": { healthy: true, load: 0 } }),
+      allowed: always,
+    });
+    expect(got).toMatchObject({ reason: "current", pools: [US1, draining] });
+  });
+
   it("puts a new program on a draining pool only after every active one", () => {
     const draining = { ...US1, status: "draining" as const };
     const got = choosePools({ options: [draining, EU1], regionOrder: ["us-east", "eu-west"], readings: readings({}), allowed: always });
@@ -84,10 +96,12 @@ describe("choosePools", () => {
             expect(got.reason).toBe("current_overloaded");
           }
           if (got.reason !== "current") {
-            // Whoever leads is active if any usable pool is, and in the nearest region among those.
+            // Whoever leads is active if any candidate is, and in the nearest region among those
+            // (a program that moves for load moves to one of the others).
             const rank = (r: string) => (regionOrder.indexOf(r) === -1 ? regionOrder.length : regionOrder.indexOf(r));
-            const active = usable.filter((p) => p.status === "active");
-            const nearest = Math.min(...(active.length > 0 ? active : usable).map((p) => rank(p.region)));
+            const candidates = got.reason === "current_overloaded" ? usable.filter((p) => p.id !== currentPoolId) : usable;
+            const active = candidates.filter((p) => p.status === "active");
+            const nearest = Math.min(...(active.length > 0 ? active : candidates).map((p) => rank(p.region)));
             if (active.length > 0) expect(got.pools[0]?.status).toBe("active");
             if (got.pools[0] !== undefined) expect(rank(got.pools[0].region)).toBe(nearest);
           }

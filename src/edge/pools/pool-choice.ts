@@ -7,7 +7,8 @@ import { z } from "zod";
  *
  * - A program stays on its pool (its KV cache and its place in the queue live there),
  *   draining or not, unless the pool is unhealthy, its breaker is open, or it is much
- *   more loaded than the best alternative (load > overloadFactor × best + overloadMargin).
+ *   more loaded than the best alternative (load > overloadFactor × best + overloadMargin;
+ *   for a program on an active pool, only active pools are alternatives).
  * - A new program (or one that must move) goes to an active pool (draining ones only
  *   after every active one: new programs avoid a draining pool at once), the nearest
  *   region first, and within it the least loaded pool for its weight.
@@ -82,7 +83,8 @@ export function choosePools(input: PoolChoiceInput): PoolChoice {
     return { pools: ranked, reason: eligible ? "current_unusable" : "current_not_eligible" };
   }
   const others = ranked.filter((pool) => pool !== current);
-  const best = others[0];
+  // Load never moves a program from an active pool onto a draining one: that pool is being emptied.
+  const best = others.find((pool) => current.status === "draining" || pool.status === "active");
   if (best !== undefined && loadOf(current) > settings.overloadFactor * loadOf(best) + settings.overloadMargin) {
     return { pools: [...others, current], reason: "current_overloaded" };
   }
