@@ -79,6 +79,12 @@ export const ChatCompletionRequest = z.looseObject({
   user: z.string().optional(),
   /** OpenAI's: ≤ 16 pairs, keys ≤ 64 chars, values ≤ 512. Forwarded; engines ignore it. */
   metadata: nullableOptional(z.record(z.string().max(64), z.string().max(512)).refine((m) => Object.keys(m).length <= 16, "at most 16 pairs")),
+  /**
+   * OpenAI's key for prompt-cache routing, set per conversation by clients that use it:
+   * the edge takes it as the call's session key (programs without a header) and does not
+   * forward it (engines cache by prefix, not by key).
+   */
+  prompt_cache_key: nullableOptional(z.string().max(1024)),
   /** OpenAI's: whether OpenAI stores the completion. Accepted so OpenAI clients work; Agentix stores no completions. */
   store: nullableOptional(z.boolean()),
 });

@@ -265,4 +265,13 @@ describe("forwardBody", () => {
       max_tokens: 3,
     });
   });
+
+  it("keeps prompt_cache_key at the edge (the call's session key), not in the engine's body", () => {
+    expect(decode(forwardBody(parse({ prompt_cache_key: "conv-1", user: "u" }), 5))).toEqual({
+      model: "m",
+      messages: [{ role: "user", content: "x" }],
+      user: "u",
+      max_tokens: 5,
+    });
+  });
 });

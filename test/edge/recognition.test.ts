@@ -132,7 +132,7 @@ describe("programs recognised by their conversation", () => {
     expect([programHeader(second), source(second)]).toEqual([programHeader(first), "continuation"]);
   });
 
-  it("joins calls by an identifier the client sends per session: Anthropic's metadata.user_id, a configured header", async () => {
+  it("joins calls by an identifier the client sends per session: Anthropic's metadata.user_id, a configured header, OpenAI's prompt_cache_key", async () => {
     mockPool(() =>
       new Response(
         JSON.stringify({ id: "msg_1", type: "message", role: "assistant", model: "test-model", content: [{ type: "text", text: "ok" }], stop_reason: "end_turn", stop_sequence: null, usage: { input_tokens: 5, output_tokens: 1 } }),
@@ -174,6 +174,15 @@ describe("programs recognised by their conversation", () => {
     const h2 = await byHeader("two", "s-77");
     await drain();
     expect([programHeader(h2), source(h2)]).toEqual([programHeader(h1), "session_key"]);
+
+    // OpenAI's prompt_cache_key on chat completions: one conversation's key, one program; another key, another.
+    const keyed = (text: string, key: string) => call(tenant, [{ role: "user", content: text }], { prompt_cache_key: key });
+    const k1 = await keyed("first", "conv-a");
+    const k2 = await keyed("unrelated", "conv-a");
+    const k3 = await keyed("unrelated", "conv-b");
+    expect([source(k1), source(k2), source(k3)]).toEqual(["new", "session_key", "new"]);
+    expect(programHeader(k2)).toBe(programHeader(k1));
+    expect(programHeader(k3)).not.toBe(programHeader(k1));
   });
 
   it("recognises a Responses client that keeps its own history (store: false, as Codex does) by the output items it replays", async () => {

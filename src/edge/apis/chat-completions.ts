@@ -4,7 +4,7 @@ import { estimatePromptTokens } from "../../protocol/tokens.js";
 import { forwardBody, parseChatRequest } from "../chat/forward-body.js";
 import { SseRelayFilter } from "../chat/sse-filter.js";
 import { canonicalConversation, chatReplyOf } from "../recognition/replies.js";
-import type { CallApiSpec } from "./call-api.js";
+import { type CallApiSpec, promptCacheSessionKey } from "./call-api.js";
 
 /** OpenAI's chat completions (`POST /v1/chat/completions`). */
 export const chatCompletionsApi: CallApiSpec = {
@@ -21,6 +21,7 @@ export const chatCompletionsApi: CallApiSpec = {
       promptEstimate: estimatePromptTokens(request),
       forwardBody: (maxTokens) => forwardBody(request, maxTokens),
       conversation: canonicalConversation(request.messages),
+      ...promptCacheSessionKey(request.prompt_cache_key),
       replyOf: chatReplyOf,
     };
   },

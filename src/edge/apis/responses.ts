@@ -8,7 +8,7 @@ import { unsupportedParameter } from "../chat/forward-body.js";
 import { chatUsageOfResponse, ResponsesStreamFilter } from "../chat/responses-stream-filter.js";
 import { parseJsonBytes } from "../http/body.js";
 import { canonicalConversation, responsesReplyOf } from "../recognition/replies.js";
-import { type CallApiSpec, jsonBytes, type ParsedCall } from "./call-api.js";
+import { type CallApiSpec, jsonBytes, type ParsedCall, promptCacheSessionKey } from "./call-api.js";
 
 /**
  * OpenAI's Responses API (`POST /v1/responses`). A `previous_response_id` is resolved
@@ -31,8 +31,7 @@ function parsedResponses(request: ResponsesRequest, history: readonly InputItem[
     maxTokensField: "max_output_tokens",
     promptEstimate: estimatePromptTokens(chat),
     conversation: canonicalConversation(chat.messages),
-    // Codex sends its conversation's ID as prompt_cache_key.
-    ...(request.prompt_cache_key ? { sessionKey: `openai.prompt_cache_key:${request.prompt_cache_key.slice(0, 512)}` } : {}),
+    ...promptCacheSessionKey(request.prompt_cache_key),
     replyOf: responsesReplyOf,
     forwardBody: (maxTokens) => jsonBytes({ ...rest, input: [...history, ...request.input], max_output_tokens: maxTokens }),
     ...(previous ? { continues: previous } : {}),

@@ -70,7 +70,9 @@ export function parseChatRequest(bytes: Uint8Array, allowedExtensions: readonly 
  * or in `max_tokens` (what vLLM and SGLang read) when it used neither.
  */
 export function forwardBody(request: ChatCompletionRequest, maxTokens: number): Uint8Array<ArrayBuffer> {
-  const body: Record<string, unknown> = { ...request };
+  // prompt_cache_key is the edge's (the call's session key), not the engine's.
+  const { prompt_cache_key: _sessionKey, ...forwarded } = request;
+  const body: Record<string, unknown> = forwarded;
   const usedCompletion = request.max_completion_tokens !== undefined && request.max_completion_tokens !== null;
   const usedMax = request.max_tokens !== undefined && request.max_tokens !== null;
   // A null limit means "none": drop it so an engine never reads null where the limit belongs.

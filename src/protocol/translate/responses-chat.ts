@@ -152,7 +152,7 @@ function responseFormatOf(request: ResponsesRequest): ChatCompletionRequest["res
  * instructions are not part of it: as at OpenAI, only this request's instructions
  * apply, as the first (system) message. A stream always asks for usage
  * (response.completed reports it). `user` carries the request's user, else its
- * prompt_cache_key: chat.ts has no prompt_cache_key, and both name who shares a cache.
+ * prompt_cache_key: the edge keeps prompt_cache_key (a session key) from engines, and both name who shares a cache.
  * metadata and store stay with the caller (echoed in the response, never the engine's).
  */
 export function responsesToChatRequest(request: ResponsesRequest, history: readonly InputItem[] = []): ChatCompletionRequest {
