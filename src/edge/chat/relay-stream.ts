@@ -61,11 +61,14 @@ function within<T>(work: Promise<T>, stops: Stops, ms: number, onTimer: Stop): P
  * when the client disconnects, cancels, or takes nothing for `stallMs`; when the
  * pool breaks off or is silent for `poolIdleMs`; or at the deadline. Any end but
  * "complete" cancels the pool's body, which stops the engine's work.
+ * `beforeEnd` (which must not reject) runs once, before the proper end is relayed.
  */
 export function relayEventStream(
   source: ReadableStream<Uint8Array>,
   filter: StreamRelayFilter,
   watch: StreamWatch,
+  /** Awaited before the stream's proper end (the event that sets filter.sawDone) goes to the client. */
+  beforeEnd?: () => Promise<void>,
 ): { body: ReadableStream<Uint8Array>; ended: Promise<StreamEnd> } {
   const events = source.pipeThrough(new SseEventSplitter()).getReader();
   // Readable high-water mark 0: a write completes only once the client has taken the event.
@@ -89,7 +92,9 @@ export function relayEventStream(
     for (;;) {
       const next = await within(events.read(), stops, watch.poolIdleMs, poolSilent);
       if (next.done) return "complete";
+      const endedBefore = filter.sawDone;
       const out = filter.pass(next.value);
+      if (!endedBefore && filter.sawDone && beforeEnd) await beforeEnd();
       if (out === undefined) continue;
       // A write that rejects means the client's side was cancelled: the client is gone.
       await within(

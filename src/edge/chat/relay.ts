@@ -23,12 +23,31 @@ export interface ForwardedCall {
   /**
    * Told what a call that finished carried: its whole answer (JSON, or a stream's last
    * event when it carries one) and, for a stream, the reply its filter put together.
+   * Called before the client sees the answer's end, which waits (at most
+   * FINISHED_WAIT_MS) for the work it returns: what it records (the reply that links
+   * the next call, a stored response) is there when an agent's next call comes at once.
    */
-  onFinished?: (finished: { answer?: unknown; reply?: string | undefined }) => void;
+  onFinished?: (finished: { answer?: unknown; reply?: string | undefined }) => Promise<void> | void;
   /** How the call found its program (x-agentix-program-source). */
   programSource: ProgramSource;
   /** Settles the call after the response (ctx.waitUntil); the first call wins, later ones are ignored. */
   settle: (settlement: SettleCallInput | Promise<SettleCallInput>) => void;
+}
+
+/** The longest an answer's end waits for what onFinished records (a slow write goes on in the background). */
+export const FINISHED_WAIT_MS = 1_000;
+
+/** Resolves when `work` settles or after `ms`, whichever is first; never rejects. */
+export function waitAtMost(work: Promise<unknown> | void, ms: number): Promise<void> {
+  if (work === undefined) return Promise.resolve();
+  return new Promise<void>((resolve) => {
+    const timer = setTimeout(resolve, ms);
+    const done = () => {
+      clearTimeout(timer);
+      resolve();
+    };
+    work.then(done, done);
+  });
 }
 
 /** Seconds a client should wait before retrying a call the pool could not take. */
@@ -232,7 +251,7 @@ export async function relayJson(pool: Response, call: ForwardedCall, watch: Stre
   const answer = parseJson(bytes);
   const usage = call.usageOf(answer);
   if (pool.status === 200 && answer !== undefined) {
-    call.onFinished?.({ answer });
+    await waitAtMost(call.onFinished?.({ answer }), FINISHED_WAIT_MS);
   }
   call.settle(
     settleWith(call, {
@@ -270,13 +289,15 @@ export function relayStream(pool: Response, call: ForwardedCall, watch: StreamWa
   const engineAtStart = pool.headers.get(Header.engine) ?? "";
   const filter = call.streamFilter();
   const source = pool.body ?? new ReadableStream<Uint8Array>({ start: (controller) => controller.close() });
-  const { body, ended } = relayEventStream(source, filter, watch);
+  // The stream's last event waits for what its end records (relayEventStream's beforeEnd).
+  const { body, ended } = relayEventStream(source, filter, watch, () =>
+    waitAtMost(call.onFinished?.({ answer: filter.answer, reply: filter.reply }), FINISHED_WAIT_MS),
+  );
   call.settle(
     ended.then((end) => {
       const finishedAt = Date.now();
       const observedTiming = { queueMs: respondedAt - call.sentAt, serviceMs: finishedAt - respondedAt };
       const status = end === "complete" && !filter.sawDone ? "error" : STATUS_OF_END[end];
-      if (status === "ok") call.onFinished?.({ answer: filter.answer, reply: filter.reply });
       // A finished stream whose engine put its usage in the last output chunk: that figure is whole.
       const usage = filter.usage ?? (end === "complete" && filter.sawDone ? filter.partialUsage : undefined);
       const stats = filter.stats ?? (engineAtStart ? { engine: engineAtStart, ...observedTiming } : undefined);

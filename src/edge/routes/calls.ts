@@ -209,6 +209,8 @@ async function handleCall(c: Context<EdgeEnv>, api: CallApiSpec, again?: { parse
   }
   // The reply the call's answer carried (the relay reports it in onFinished), for the index to link the next call to.
   let reply: string | undefined;
+  // Set once onFinished has recorded the reply: the settle then has nothing to add to the index.
+  let replyRecorded = false;
 
   /** What the index learns from the call's end: its reply links the call that continues it; a failure makes a resend a retry. */
   const recordInIndex = async (status: SettleCallInput["status"]): Promise<void> => {
@@ -220,6 +222,20 @@ async function handleCall(c: Context<EdgeEnv>, api: CallApiSpec, again?: { parse
       .catch((error: unknown) => console.error(`recording ${callId} in the program index failed`, error));
   };
 
+  /** Keeps what the program stores of a finished answer (Responses API), for a later previous_response_id. */
+  const keepResponse = async (answer: unknown): Promise<void> => {
+    const own = answer === undefined ? undefined : allowed.afterAnswer?.(answer);
+    if (own === undefined) return;
+    // Continuing another program's response (the header named this one): this program keeps the whole conversation.
+    const kept = continued && continued.programId !== programId ? { ...own, parentId: null, items: [...continued.items, ...own.items] } : own;
+    await session.recordResponse({ ...kept, now: Date.now() }).then(
+      (result) => {
+        if (!result.recorded) console.warn(`response ${kept.responseId} of ${programId} was not kept: ${result.reason}`);
+      },
+      (error: unknown) => console.error(`keeping response ${kept.responseId} of ${programId} failed`, error),
+    );
+  };
+
   // From here on the call is in flight: its lifecycle renews the lease, keeps the
   // deadline, and settles it exactly once, whichever way it ends.
   const lifecycle = new CallLifecycle({
@@ -228,8 +244,8 @@ async function handleCall(c: Context<EdgeEnv>, api: CallApiSpec, again?: { parse
     renewLease: () => limiter.renewLease({ callId, now: Date.now() }),
     keepAlive: (work) => c.executionCtx.waitUntil(work),
     record: async (input) => {
-      // The reply is recorded beside the settles, not after them: an agent's next call may follow at once.
-      const indexed = recordInIndex(input.status);
+      // A finished call's reply was recorded before its answer ended; any other end tells the index here.
+      const indexed = input.status === "ok" && replyRecorded ? Promise.resolve() : recordInIndex(input.status);
       // Both settles are idempotent on the call ID, so a transient failure is simply tried again.
       const retryLog = (what: string) => (error: unknown, attempt: number) =>
         console.warn(`settling ${callId} in its ${what} failed (attempt ${attempt}); trying again`, error);
@@ -274,21 +290,14 @@ async function handleCall(c: Context<EdgeEnv>, api: CallApiSpec, again?: { parse
     promptEstimate,
     pool: "",
     programSource,
+    // Before the client sees the answer end: an agent's next call (its reply replayed, or
+    // previous_response_id naming it) may follow at once and must find both recorded.
     onFinished: ({ answer, reply: streamed }) => {
       reply = streamed ?? (answer === undefined ? undefined : allowed.replyOf?.(answer));
-      if (answer === undefined) return;
-      const own = allowed.afterAnswer?.(answer);
-      if (own === undefined) return;
-      // Continuing another program's response (the header named this one): this program keeps the whole conversation.
-      const kept = continued && continued.programId !== programId ? { ...own, parentId: null, items: [...continued.items, ...own.items] } : own;
-      c.executionCtx.waitUntil(
-        session.recordResponse({ ...kept, now: Date.now() }).then(
-          (result) => {
-            if (!result.recorded) console.warn(`response ${kept.responseId} of ${programId} was not kept: ${result.reason}`);
-          },
-          (error: unknown) => console.error(`keeping response ${kept.responseId} of ${programId} failed`, error),
-        ),
-      );
+      replyRecorded = true;
+      const work = Promise.all([recordInIndex("ok"), keepResponse(answer)]).then(() => undefined);
+      c.executionCtx.waitUntil(work);
+      return work;
     },
     usageOf: api.usageOf,
     streamFilter: () => api.streamFilter(allowed.includeUsage),
