@@ -51,9 +51,9 @@ export interface CallApiSpec {
   streamFilter(includeUsage: boolean): StreamRelayFilter;
 }
 
-/** Serialises a forwarded body (TextEncoder always allocates a fresh ArrayBuffer, never a shared one). */
 /** OpenAI's prompt_cache_key (chat completions and Responses) as a session key: clients such as Codex set it per conversation. */
 export const promptCacheSessionKey = (key: string | null | undefined): { sessionKey: string } | undefined =>
   key ? { sessionKey: `openai.prompt_cache_key:${key.slice(0, 512)}` } : undefined;
 
+/** Serialises a forwarded body (TextEncoder always allocates a fresh ArrayBuffer, never a shared one). */
 export const jsonBytes = (body: unknown): Uint8Array<ArrayBuffer> => new TextEncoder().encode(JSON.stringify(body)) as Uint8Array<ArrayBuffer>;
