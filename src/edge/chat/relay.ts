@@ -37,8 +37,12 @@ export interface ForwardedCall {
 /** The longest an answer's end waits for what onFinished records (a slow write goes on in the background). */
 export const FINISHED_WAIT_MS = 1_000;
 
+/** Tells the call what it carried and waits for what that records, at most FINISHED_WAIT_MS. */
+const finished = (call: ForwardedCall, what: { answer?: unknown; reply?: string | undefined }): Promise<void> =>
+  waitAtMost(call.onFinished?.(what), FINISHED_WAIT_MS);
+
 /** Resolves when `work` settles or after `ms`, whichever is first; never rejects. */
-export function waitAtMost(work: Promise<unknown> | void, ms: number): Promise<void> {
+function waitAtMost(work: Promise<unknown> | void, ms: number): Promise<void> {
   if (work === undefined) return Promise.resolve();
   return new Promise<void>((resolve) => {
     const timer = setTimeout(resolve, ms);
@@ -251,7 +255,7 @@ export async function relayJson(pool: Response, call: ForwardedCall, watch: Stre
   const answer = parseJson(bytes);
   const usage = call.usageOf(answer);
   if (pool.status === 200 && answer !== undefined) {
-    await waitAtMost(call.onFinished?.({ answer }), FINISHED_WAIT_MS);
+    await finished(call, { answer });
   }
   call.settle(
     settleWith(call, {
@@ -290,9 +294,7 @@ export function relayStream(pool: Response, call: ForwardedCall, watch: StreamWa
   const filter = call.streamFilter();
   const source = pool.body ?? new ReadableStream<Uint8Array>({ start: (controller) => controller.close() });
   // The stream's last event waits for what its end records (relayEventStream's beforeEnd).
-  const { body, ended } = relayEventStream(source, filter, watch, () =>
-    waitAtMost(call.onFinished?.({ answer: filter.answer, reply: filter.reply }), FINISHED_WAIT_MS),
-  );
+  const { body, ended } = relayEventStream(source, filter, watch, () => finished(call, { answer: filter.answer, reply: filter.reply }));
   call.settle(
     ended.then((end) => {
       const finishedAt = Date.now();

@@ -23,7 +23,7 @@ import { limiterMisuse, limitExceeded, tenantLimiter } from "../limiter/access.j
 import { LEASE_RENEW_MS } from "../limiter/tenant-limiter.js";
 import { rateLimitHeadersOnResponse } from "../middleware/rate-limit-headers.js";
 import { beginRefusal, parseProgramId, programSession, threadFromHeaders } from "../program/access.js";
-import type { BeginCallResult, SettleCallInput } from "../program/types.js";
+import type { BeginCallResult } from "../program/types.js";
 import { poolSnapshot } from "../pools/directory-cache.js";
 import { noteAnsweredLoad, poolsForModel, routeCall } from "../pools/routing.js";
 import { parsePoolLoad } from "../../protocol/pool-status.js";
@@ -207,16 +207,12 @@ async function handleCall(c: Context<EdgeEnv>, api: CallApiSpec, again?: { parse
     }
     throw beginRefusal(begun.error, programId, thread);
   }
-  // The reply the call's answer carried (the relay reports it in onFinished), for the index to link the next call to.
-  let reply: string | undefined;
-  // Set once onFinished has recorded the reply: the settle then has nothing to add to the index.
-  let replyRecorded = false;
-
-  /** What the index learns from the call's end: its reply links the call that continues it; a failure makes a resend a retry. */
-  const recordInIndex = async (status: SettleCallInput["status"]): Promise<void> => {
+  /**
+   * What the index learns from the call's end: its reply (from onFinished) links the call
+   * that continues it; a failure (no reply, from the settle) makes a resend a retry.
+   */
+  const recordInIndex = async (outcome: { reply: string } | { reply?: never }): Promise<void> => {
     if (recognized === undefined || conversation.length === 0) return;
-    const outcome = status === "ok" ? (reply === undefined ? undefined : { reply }) : {};
-    if (outcome === undefined) return;
     await programIndex(c.env, tenant.id)
       .recordOutcome({ model: allowed.model, messages: conversation, programId, thread: thread.thread, ...outcome, now: Date.now() })
       .catch((error: unknown) => console.error(`recording ${callId} in the program index failed`, error));
@@ -244,8 +240,8 @@ async function handleCall(c: Context<EdgeEnv>, api: CallApiSpec, again?: { parse
     renewLease: () => limiter.renewLease({ callId, now: Date.now() }),
     keepAlive: (work) => c.executionCtx.waitUntil(work),
     record: async (input) => {
-      // A finished call's reply was recorded before its answer ended; any other end tells the index here.
-      const indexed = input.status === "ok" && replyRecorded ? Promise.resolve() : recordInIndex(input.status);
+      // A finished call's reply was recorded by onFinished, before its answer ended; any other end tells the index here.
+      const indexed = input.status === "ok" ? Promise.resolve() : recordInIndex({});
       // Both settles are idempotent on the call ID, so a transient failure is simply tried again.
       const retryLog = (what: string) => (error: unknown, attempt: number) =>
         console.warn(`settling ${callId} in its ${what} failed (attempt ${attempt}); trying again`, error);
@@ -293,9 +289,8 @@ async function handleCall(c: Context<EdgeEnv>, api: CallApiSpec, again?: { parse
     // Before the client sees the answer end: an agent's next call (its reply replayed, or
     // previous_response_id naming it) may follow at once and must find both recorded.
     onFinished: ({ answer, reply: streamed }) => {
-      reply = streamed ?? (answer === undefined ? undefined : allowed.replyOf?.(answer));
-      replyRecorded = true;
-      const work = Promise.all([recordInIndex("ok"), keepResponse(answer)]).then(() => undefined);
+      const reply = streamed ?? (answer === undefined ? undefined : allowed.replyOf?.(answer));
+      const work = Promise.all([reply === undefined ? undefined : recordInIndex({ reply }), keepResponse(answer)]).then(() => undefined);
       c.executionCtx.waitUntil(work);
       return work;
     },
