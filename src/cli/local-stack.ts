@@ -241,6 +241,8 @@ async function startLocalPool(
           maxInFlight: options.engineMaxInFlight ?? 8,
           // The simulated engines run the default profile: admission projects their KV and step time from it.
           profile: DEFAULT_PROFILE,
+          // They serve Messages and Responses as vLLM does: those calls go in their own API (pool tests cover the translated path).
+          nativeApis: ["messages", "responses"],
         })),
       }),
     );

@@ -163,8 +163,7 @@ export function createPoolApp(deps: PoolAppDeps): Hono<ForwardedEnv> {
     app.post(path, verifyForwardedCall(verifyOptions(path, config.maxBodyBytes), shape), async (c) => {
       const forwarded = c.get("forwarded");
       const answer = await dispatcher.submit({ ...forwarded, signal: c.req.raw.signal });
-      const inApi = forwarded.translateAnswer ? await forwarded.translateAnswer(answer) : answer;
-      return withPoolLoad(inApi, dispatcher.loadPerHealthyEngine());
+      return withPoolLoad(answer, dispatcher.loadPerHealthyEngine());
     });
   serveCalls(POOL_PATHS.chatCompletions, CHAT_COMPLETIONS_SHAPE);
   serveCalls(POOL_PATHS.completions, COMPLETIONS_SHAPE);

@@ -1,6 +1,8 @@
 import type { CallFacts, CallToolCall, CallUsage } from "../core/tao/tool-signals.js";
 import { Usage, usageCounts } from "../protocol/chat.js";
 import { eventData } from "../protocol/sse.js";
+import type { CallApi } from "./engine-request.js";
+import { factsFromMessage, factsFromResponse, MessagesStreamFacts, ResponsesStreamFacts } from "./native-call-facts.js";
 
 /*
  * What the pool learns from an engine's answer for TAO: the usage (prompt, cached and
@@ -70,11 +72,7 @@ export function factsFromCompletion(body: unknown): CallFacts {
 
 /** Facts of a non-streaming body's bytes; empty when they are not a JSON completion. */
 export function factsFromJsonBytes(bytes: ArrayBuffer): CallFacts {
-  try {
-    return factsFromCompletion(JSON.parse(new TextDecoder().decode(bytes)));
-  } catch {
-    return {};
-  }
+  return jsonFacts(bytes, factsFromCompletion);
 }
 
 /** The JSON object of an event's data, or undefined when it has none. */
@@ -147,4 +145,28 @@ export class StreamFactsCollector {
       partial.args = (partial.args + fn.arguments).slice(0, MAX_ARGUMENT_CHARS);
     }
   }
+}
+
+/** Reads an answer's facts in the API it was written in (the engine's form of the call: engine-request.ts). */
+export interface AnswerFactsReader {
+  fromJsonBytes(bytes: ArrayBuffer): CallFacts;
+  stream(): { observe(event: string): void; facts(): CallFacts };
+}
+
+function jsonFacts(bytes: ArrayBuffer, read: (body: unknown) => CallFacts): CallFacts {
+  try {
+    return read(JSON.parse(new TextDecoder().decode(bytes)));
+  } catch {
+    return {};
+  }
+}
+
+const CHAT_FACTS: AnswerFactsReader = { fromJsonBytes: factsFromJsonBytes, stream: () => new StreamFactsCollector() };
+const MESSAGES_FACTS: AnswerFactsReader = { fromJsonBytes: (bytes) => jsonFacts(bytes, factsFromMessage), stream: () => new MessagesStreamFacts() };
+const RESPONSES_FACTS: AnswerFactsReader = { fromJsonBytes: (bytes) => jsonFacts(bytes, factsFromResponse), stream: () => new ResponsesStreamFacts() };
+
+export function answerFactsReader(api: CallApi): AnswerFactsReader {
+  if (api === "messages") return MESSAGES_FACTS;
+  if (api === "responses") return RESPONSES_FACTS;
+  return CHAT_FACTS;
 }

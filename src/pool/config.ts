@@ -9,6 +9,7 @@ import { DEFAULT_DISPATCH_SETTINGS, DEFAULT_KV_CAPACITY_TOKENS } from "../core/s
 import { DEFAULT_SIGNING_KEY_ID, SigningKey, SigningSecret } from "../protocol/signing.js";
 import { decodeCostOf, ENGINE_PROFILES, isEngineProfileName } from "../sim/profiles.js";
 import { adapterFor, ENGINE_KINDS } from "./engines/index.js";
+import { NATIVE_APIS } from "./engine-request.js";
 import { type PlacementSettings, PlacementPolicyConfig, TaoConfig } from "./tao/config.js";
 
 /*
@@ -70,6 +71,18 @@ export const EngineConfig = z
       .refine(isEngineProfileName, { error: `profile: one of ${Object.keys(ENGINE_PROFILES).join(", ")}` })
       .optional(),
     decodeCost: DecodeCostConfig.optional(),
+    /**
+     * The APIs besides chat completions and completions the engine is sent in their own
+     * shape (engine-request.ts): "messages" (vLLM and SGLang serve /v1/messages),
+     * "responses" (vLLM, SGLang and OpenAI serve /v1/responses). Unset: none; such calls
+     * go as chat completions and their answers are translated back, which keeps the
+     * engine's priority field and per-chunk usage (vLLM's /v1/messages takes neither).
+     */
+    nativeApis: z
+      .array(z.enum(NATIVE_APIS))
+      .max(NATIVE_APIS.length)
+      .refine((apis) => new Set(apis).size === apis.length, { error: "nativeApis: each API once" })
+      .default([]),
   })
   .refine((engine) => engine.profile === undefined || engine.decodeCost === undefined, {
     error: "give an engine a profile or a decodeCost, not both",

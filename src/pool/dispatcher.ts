@@ -17,7 +17,7 @@ import type { ToolEvent } from "../protocol/tool-events.js";
 import { CALL_ERROR_MESSAGES, callError, callErrorResponse } from "./call-errors.js";
 import type { EngineConfig } from "./config.js";
 import { adapterFor } from "./engines/index.js";
-import { CHAT_COMPLETIONS_PATH } from "./engines/adapter.js";
+import { type CallApi, type CallForms, type EngineRequestForm, formFor } from "./engine-request.js";
 import type { EngineReading } from "./engine-monitor.js";
 import type { CallOutcome, PoolMetrics, PoolStateSource } from "./metrics.js";
 import { type EngineTarget, type RelayEnd, type RelayStart, relayToEngine } from "./relay.js";
@@ -62,10 +62,8 @@ export interface CallSubmission {
   fields: ForwardFields;
   /** The call as the scheduler reads it, whatever its API (verify-forward.ts CallApiShape). */
   request: ChatCompletionRequest;
-  /** Client body to forward (adapters add the engine's fields). */
-  body: Record<string, unknown>;
-  /** Where the engine serves the call's API; default chat completions. */
-  enginePath?: string;
+  /** The bodies an engine can be sent (adapters add the engine's fields); each attempt takes the one its engine serves. */
+  forms: CallForms;
   /** Aborts when the client goes away. */
   signal: AbortSignal;
 }
@@ -73,14 +71,14 @@ export interface CallSubmission {
 interface EngineSlot {
   target: EngineTarget;
   model: string | undefined;
+  nativeApis: ReadonlySet<CallApi>;
 }
 
 type CallStage = "queued" | "running" | "done";
 
 interface PendingCall {
   call: QueuedCall;
-  body: Record<string, unknown>;
-  enginePath: string;
+  forms: CallForms;
   stream: boolean;
   signal: AbortSignal;
   stage: CallStage;
@@ -155,7 +153,7 @@ export class Dispatcher {
     });
     for (const engine of options.engines) {
       const target: EngineTarget = { id: engine.id, url: engine.url, apiKey: engine.apiKey, adapter: adapterFor(engine.kind) };
-      this.#slots.set(engine.id, { target, model: engine.model });
+      this.#slots.set(engine.id, { target, model: engine.model, nativeApis: new Set(engine.nativeApis) });
     }
     this.#lastHealthyAt = options.clock.now();
     if (this.#placement.policy === "tao") {
@@ -204,8 +202,7 @@ export class Dispatcher {
    * otherwise the promise settles with the response to send and never rejects.
    */
   submit(submission: CallSubmission): Promise<Response> {
-    const { fields, request, body, signal } = submission;
-    const enginePath = submission.enginePath ?? CHAT_COMPLETIONS_PATH;
+    const { fields, request, forms, signal } = submission;
     const { metrics, clock } = this.#options;
     const now = clock.now();
     const unavailable = (reason: "queue_full" | "no_healthy_engine" | "shutting_down", message: string) => {
@@ -263,8 +260,7 @@ export class Dispatcher {
     const onAbort = () => this.#clientGone(pending);
     const pending: PendingCall = {
       call,
-      body,
-      enginePath,
+      forms,
       stream: request.stream === true,
       signal,
       stage: "queued",
@@ -430,7 +426,9 @@ export class Dispatcher {
     const controller = new AbortController();
     pending.stage = "running";
     pending.attempt = { engineId, controller };
-    const body = slot.target.adapter.buildBody(pending.body, {
+    const form = formFor(pending.forms, slot.nativeApis);
+    const body = slot.target.adapter.buildBody(form.body, {
+      api: form.api,
       level: pending.level,
       levels: this.#options.settings.queue.levels,
       model: slot.model,
@@ -438,7 +436,8 @@ export class Dispatcher {
     relayToEngine({
       engine: slot.target,
       callId: pending.call.callId,
-      path: pending.enginePath,
+      api: form.api,
+      path: form.path,
       body,
       stream: pending.stream,
       queueMs: now - pending.call.enqueuedAt,
@@ -449,7 +448,7 @@ export class Dispatcher {
       serviceOf: (wallMs, facts) => this.#core.serviceMs(engineId, wallMs, facts?.usage),
       onEnd: (end) => this.#attemptEnded(pending, engineId, end),
     }).then(
-      (start) => this.#attemptStarted(pending, engineId, start),
+      (start) => this.#attemptStarted(pending, engineId, start, form),
       (error: unknown) => {
         // relayToEngine handles its own failures; this is a bug guard, not a path.
         console.error(`agentix pool: call ${pending.call.callId}: relay to engine ${engineId} threw`, error);
@@ -483,9 +482,15 @@ export class Dispatcher {
     this.pump();
   }
 
-  #attemptStarted(pending: PendingCall, engineId: string, start: RelayStart): void {
+  #attemptStarted(pending: PendingCall, engineId: string, start: RelayStart, form: EngineRequestForm): void {
     if (start.kind === "response") {
-      pending.resolve(start.response);
+      const callId = pending.call.callId;
+      if (form.answer === undefined) return pending.resolve(start.response);
+      form.answer(start.response).then(pending.resolve, (error: unknown) => {
+        // The translations read what they can and pass the rest; this is a bug guard, not a path.
+        console.error(`agentix pool: call ${callId}: the answer from engine ${engineId} could not be put in the call's API`, error);
+        pending.resolve(callErrorResponse(502, CALL_ERROR_MESSAGES.engine_response_error, callId, { code: "engine_response_error" }));
+      });
       return;
     }
     const callId = pending.call.callId;

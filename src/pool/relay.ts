@@ -2,10 +2,11 @@ import { type Dispatcher, fetch } from "undici";
 import type { Clock } from "../core/clock.js";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { Header } from "../protocol/headers.js";
-import { dataEvent, formatEvent, isDoneEvent, SseEventSplitter } from "../protocol/sse.js";
+import { dataEvent, eventObject, formatEvent, isDoneEvent, SseEventSplitter } from "../protocol/sse.js";
 import { type PoolCallStats, statsCommentEvent, statsHeaders } from "../protocol/stats.js";
 import { CALL_ERROR_MESSAGES, callErrorBody, callErrorResponse, engineRequestErrorResponse } from "./call-errors.js";
-import { type CallFacts, factsFromJsonBytes, StreamFactsCollector } from "./call-facts.js";
+import { answerFactsReader, type CallFacts } from "./call-facts.js";
+import type { CallApi } from "./engine-request.js";
 import type { EngineAdapter } from "./engines/adapter.js";
 import type { CallOutcome } from "./metrics.js";
 
@@ -18,7 +19,7 @@ import type { CallOutcome } from "./metrics.js";
  * - non-streaming: the whole body is read, then relayed with the stats headers;
  *   a body that breaks off becomes a 502.
  * - streaming: events are relayed as they arrive; the stats comment goes just
- *   before `data: [DONE]` (the engine and queue time are also headers of the
+ *   before `data: [DONE]`, or a Messages or Responses stream's last event (the engine and queue time are also headers of the
  *   response, known from its start, for a stream cut before the comment). If the engine breaks off mid-stream the client gets an
  *   OpenAI-shaped `data: {"error":…}` event, then the stats comment, and the stream
  *   ends WITHOUT `data: [DONE]`, so a client can tell it was cut short.
@@ -60,7 +61,9 @@ export interface RelayEnd {
 export interface RelayRequest {
   engine: EngineTarget;
   callId: string;
-  /** The engine's path for the call's API (chat completions, completions, …). */
+  /** The API the body and the answer are in: where the answer's usage and tool calls are read from. */
+  api: CallApi;
+  /** The engine's path for that API (chat completions, completions, …). */
   path: string;
   /** The body the engine receives (already shaped by its adapter). */
   body: Record<string, unknown>;
@@ -209,7 +212,7 @@ export async function relayToEngine(req: RelayRequest): Promise<RelayStart> {
       }),
     };
   }
-  const serviceMs = end(upstream.ok ? "completed" : "client_error", clock.now() - req.dispatchedAt, upstream.ok ? factsFromJsonBytes(bytes) : undefined);
+  const serviceMs = end(upstream.ok ? "completed" : "client_error", clock.now() - req.dispatchedAt, upstream.ok ? answerFactsReader(req.api).fromJsonBytes(bytes) : undefined);
   if (!upstream.ok) {
     // A 4xx about the request: its message is the tenant's, redacted; the engine's own text goes to the log.
     const text = new TextDecoder().decode(bytes);
@@ -227,6 +230,20 @@ export async function relayToEngine(req: RelayRequest): Promise<RelayStart> {
   return { kind: "response", response: new Response(bytes, { status: upstream.status, headers: responseHeaders }) };
 }
 
+const NATIVE_FINAL_EVENTS: Partial<Record<CallApi, ReadonlySet<string>>> = {
+  messages: new Set(["message_stop"]),
+  responses: new Set(["response.completed", "response.incomplete", "response.failed"]),
+};
+
+/** A Messages or Responses stream's last event (they end without `[DONE]`). */
+function endsNativeStream(api: CallApi, event: string): boolean {
+  const finals = NATIVE_FINAL_EVENTS[api];
+  // A text test first: only an event naming one of them is parsed (engines need not write an `event:` line).
+  if (finals === undefined || ![...finals].some((type) => event.includes(`"${type}"`))) return false;
+  const type = eventObject(event)?.type;
+  return typeof type === "string" && finals.has(type);
+}
+
 function relayEventStream(
   body: ReadableStream<Uint8Array>,
   req: RelayRequest,
@@ -236,7 +253,7 @@ function relayEventStream(
 ): Response {
   const encoder = new TextEncoder();
   const events = body.pipeThrough(new SseEventSplitter()).getReader();
-  const facts = new StreamFactsCollector();
+  const facts = answerFactsReader(req.api).stream();
   let lastByteMs: number | undefined;
   let statsWritten = false;
 
@@ -273,8 +290,10 @@ function relayEventStream(
         end("completed", lastByteMs, facts.facts());
         return;
       }
-      if (isDoneEvent(next.value)) writeStats(controller);
-      else facts.observe(next.value);
+      const done = isDoneEvent(next.value);
+      if (!done) facts.observe(next.value);
+      // Before the stream's last event, read by then, so a client that hangs up once it has the end still leaves the edge the stats.
+      if (done || endsNativeStream(req.api, next.value)) writeStats(controller);
       controller.enqueue(encoder.encode(formatEvent(next.value)));
     },
     async cancel(reason) {

@@ -22,53 +22,58 @@ import {
 } from "../protocol/signing.js";
 import { ToolEventBatch } from "../protocol/tool-events.js";
 import { readBoundedBody } from "./bounded-body.js";
+import { CHAT_COMPLETIONS_PATH } from "./engines/adapter.js";
+import { type CallApi, type CallForms, type EngineRequestForm } from "./engine-request.js";
+import { nativeResponsesAnswer } from "./native-answers.js";
 import type { PoolMetrics, RejectReason } from "./metrics.js";
 import type { ReplayGuard } from "./replay-guard.js";
 
-/** A call that passed verification: the edge's fields and the parsed body. */
+/** A call that passed verification: the edge's fields, the scheduling view and the forms an engine can be sent. */
 export interface ForwardedCall {
   fields: ForwardFields;
   /** The call as the scheduler reads it (model, prompt, limit, stream), whatever its API. */
   request: ChatCompletionRequest;
-  /** The body as the edge sent it (zod's loose objects keep unknown fields), to forward. */
-  body: Record<string, unknown>;
-  /** Where the engine serves the body sent (the call's own API, or chat completions when translated). */
-  enginePath: string;
-  /** Set when the body sent is a chat translation of the call: turns the engine's chat answer into the call's API. */
-  translateAnswer?: (answer: Response) => Promise<Response>;
+  /** The body as the edge sent it (zod's loose objects keep unknown fields), in its API and, for Messages and Responses, as a chat completion. */
+  forms: CallForms;
 }
 
 /**
  * One model-calling API at the pool: its request schema, the scheduling view of a
- * request, and the engine path that serves it natively.
+ * request (a chat completion), and the engine path that serves it natively.
  */
 export interface CallApiShape<T extends z.ZodType<Record<string, unknown>>> {
+  api: CallApi;
   schema: T;
   schedulingView(request: z.output<T>): ChatCompletionRequest;
   enginePath: string;
+  /** The body an engine that serves the API natively gets (default: the request as the edge sent it). */
+  nativeBody?: (request: z.output<T>) => Record<string, unknown>;
+  /** What turns a native answer into the call's (default: nothing). */
+  nativeAnswer?: (request: z.output<T>, fields: ForwardFields) => (answer: Response) => Promise<Response>;
   /**
-   * An API no engine kind is asked to serve natively: the engine gets the scheduling
-   * view (a chat completion) and its answer is translated back (answer-translation.ts).
+   * For an API not every engine kind serves: the engine that does not gets the
+   * scheduling view (a chat completion) and its answer is translated back.
    */
   answerFromChat?: (request: z.output<T>, fields: ForwardFields) => (answer: Response) => Promise<Response>;
 }
 
 /** Chat completions: the request is its own scheduling view. */
 export const CHAT_COMPLETIONS_SHAPE: CallApiShape<typeof ChatCompletionRequest> = {
+  api: "chat",
   schema: ChatCompletionRequest,
   schedulingView: (request) => request,
-  enginePath: "/v1/chat/completions",
+  enginePath: CHAT_COMPLETIONS_PATH,
 };
 
 /**
- * Anthropic's Messages API: sent to engines as a chat completion (every kind serves
- * that, and the pool reads usage and tool calls from it as for any chat call), the
- * answer translated back to Anthropic's shape.
+ * Anthropic's Messages API: as it came to an engine that serves it (vLLM, SGLang);
+ * otherwise a chat completion, the answer translated back to Anthropic's shape.
  */
 export const MESSAGES_SHAPE: CallApiShape<typeof MessagesRequest> = {
+  api: "messages",
   schema: MessagesRequest,
   schedulingView: messagesToChatRequest,
-  enginePath: "/v1/chat/completions",
+  enginePath: "/v1/messages",
   answerFromChat: (request) => {
     const inputTokens = estimatePromptTokens(messagesToChatRequest(request));
     return (answer) => messagesAnswerFromChat(answer, inputTokens);
@@ -76,24 +81,37 @@ export const MESSAGES_SHAPE: CallApiShape<typeof MessagesRequest> = {
 };
 
 /**
- * OpenAI's Responses API: as Messages, a chat completion to the engine, the answer
- * translated back. The edge has already expanded previous_response_id into `input`;
- * the response's ID names the call's program and call (protocol/response-ids.ts), so
- * a later previous_response_id finds them.
+ * OpenAI's Responses API: as Messages, native or through chat. The edge has already
+ * expanded previous_response_id into `input`, so an engine is told not to store
+ * (`store: false`: the edge keeps the conversation); the response's ID names the
+ * call's program and call (protocol/response-ids.ts), so a later previous_response_id
+ * finds them, whichever form the engine got.
  */
 export const RESPONSES_SHAPE: CallApiShape<typeof ResponsesRequest> = {
+  api: "responses",
   schema: ResponsesRequest,
   schedulingView: (request) => responsesToChatRequest(request),
-  enginePath: "/v1/chat/completions",
+  enginePath: "/v1/responses",
+  nativeBody: (request) => ({ ...request, store: false }),
+  nativeAnswer: (request, fields) => (answer) => nativeResponsesAnswer(answer, responseIdFor(fields.program, fields.call), request.store !== false),
   answerFromChat: (request, fields) => (answer) => responsesAnswerFromChat(answer, request, responseIdFor(fields.program, fields.call)),
 };
 
 /** Legacy completions: vLLM, SGLang and OpenAI-compatible servers all serve it. */
 export const COMPLETIONS_SHAPE: CallApiShape<typeof CompletionRequest> = {
+  api: "completions",
   schema: CompletionRequest,
   schedulingView: completionSchedulingView,
   enginePath: "/v1/completions",
 };
+
+/** The forms of a verified call of `shape`'s API. */
+function callForms<T extends z.ZodType<Record<string, unknown>>>(shape: CallApiShape<T>, data: z.output<T>, request: ChatCompletionRequest, fields: ForwardFields): CallForms {
+  const native: EngineRequestForm = { api: shape.api, path: shape.enginePath, body: shape.nativeBody?.(data) ?? data };
+  if (shape.nativeAnswer) native.answer = shape.nativeAnswer(data, fields);
+  if (shape.answerFromChat === undefined) return { native };
+  return { native, viaChat: { api: "chat", path: CHAT_COMPLETIONS_PATH, body: request, answer: shape.answerFromChat(data, fields) } };
+}
 
 /** A batch of tool events that passed verification; `fields.call` is the batch's ID. */
 export interface ForwardedToolEvents {
@@ -210,12 +228,7 @@ export function verifyForwardedCall<T extends z.ZodType<Record<string, unknown>>
   return async function verifyForwardedCallHandler(c, next) {
     const { fields, data } = await verifySigned(c, options, shape.schema, "call");
     const request = shape.schedulingView(data);
-    c.set(
-      "forwarded",
-      shape.answerFromChat === undefined
-        ? { fields, request, body: data, enginePath: shape.enginePath }
-        : { fields, request, body: request, enginePath: shape.enginePath, translateAnswer: shape.answerFromChat(data, fields) },
-    );
+    c.set("forwarded", { fields, request, forms: callForms(shape, data, request, fields) });
     await next();
   };
 }

@@ -20,7 +20,7 @@ import { z } from "zod";
 
 const nullableOptional = <T extends z.ZodType>(schema: T) => schema.nullable().optional();
 
-const ItemStatus = z.enum(["in_progress", "completed", "incomplete"]);
+export const ItemStatus = z.enum(["in_progress", "completed", "incomplete"]);
 
 /**
  * A string where OpenAI also takes a list is shorthand for a one-element list, and is
@@ -234,13 +234,17 @@ export type OutputItem = z.infer<typeof OutputItem>;
 
 /**
  * Responses' usage: cached tokens are part of input_tokens, as in chat's usage.
- * `cache_write_tokens` is in the SDK's type but no engine reports cache writes: always 0.
+ * `cache_write_tokens` is in the SDK's type but no engine reports cache writes: always
+ * 0. The details default when absent: vLLM's native answer has no cache_write_tokens,
+ * and its usage must still be read (it is what the call is billed by).
  */
 export const ResponseUsage = z.object({
   input_tokens: z.int().nonnegative(),
-  input_tokens_details: z.object({ cached_tokens: z.int().nonnegative(), cache_write_tokens: z.int().nonnegative() }),
+  input_tokens_details: z
+    .object({ cached_tokens: z.int().nonnegative().default(0), cache_write_tokens: z.int().nonnegative().default(0) })
+    .default({ cached_tokens: 0, cache_write_tokens: 0 }),
   output_tokens: z.int().nonnegative(),
-  output_tokens_details: z.object({ reasoning_tokens: z.int().nonnegative() }),
+  output_tokens_details: z.object({ reasoning_tokens: z.int().nonnegative().default(0) }).default({ reasoning_tokens: 0 }),
   total_tokens: z.int().nonnegative(),
 });
 export type ResponseUsage = z.infer<typeof ResponseUsage>;

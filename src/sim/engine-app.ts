@@ -19,6 +19,7 @@ import type { EngineMetrics } from "./engine-metrics.js";
 import { type EngineRequest, EngineRequestError, type FinishedEvent } from "./engine-model.js";
 import { chatFormat, chunkUsage, completionFormat, type ResponseFormat } from "./openai-responses.js";
 import { outputText, outputTokenText } from "./output-text.js";
+import { inDialect, vllmMessages, vllmResponses } from "./vllm-dialect.js";
 import { COMPLETIONS_DEFAULT_MAX_TOKENS, SimChatRequest, SimCompletionRequest } from "./request-schemas.js";
 
 /*
@@ -123,8 +124,9 @@ export function createSimEngineApp(deps: SimEngineAppDeps): Hono<SimEnv> {
     const fault = injectFault(c, faults);
     if (fault) return fault;
     const request = parseBody(MessagesRequest, await readJson(c));
+    // vLLM's Messages request has no priority field: a priority sent here is ignored, as there.
     const chat = parseBody(SimChatRequest, messagesToChatRequest(request));
-    return messagesAnswerFromChat(await chatGeneration(c, chat), estimatePromptTokens(chat));
+    return inDialect(await messagesAnswerFromChat(await chatGeneration(c, chat), estimatePromptTokens(chat)), vllmMessages);
   });
 
   app.post("/v1/responses", async (c) => {
@@ -134,8 +136,9 @@ export function createSimEngineApp(deps: SimEngineAppDeps): Hono<SimEnv> {
     if (request.previous_response_id) {
       throw openAIError(400, "This engine stores no responses: send the whole conversation as input.", { param: "previous_response_id" });
     }
-    const chat = parseBody(SimChatRequest, responsesToChatRequest(request));
-    return responsesAnswerFromChat(await chatGeneration(c, chat), request, `resp_${randomToken(24)}`);
+    // vLLM's Responses request takes priority, as its chat request does.
+    const chat = parseBody(SimChatRequest, { ...responsesToChatRequest(request), ...(request.priority === undefined ? {} : { priority: request.priority }) });
+    return inDialect(await responsesAnswerFromChat(await chatGeneration(c, chat), request, `resp_${randomToken(24)}`), vllmResponses);
   });
 
   app.post("/v1/completions", async (c) => {

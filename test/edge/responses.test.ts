@@ -148,4 +148,27 @@ describe("POST /v1/responses", () => {
     expect(forwardedBody(seen[1]!).input.map((i) => i.content)).toEqual([said("go"), [{ type: "output_text", text: "streamed" }], said("again")]);
     await drain();
   });
+
+  it("reads an engine's native response (a reasoning item, usage without cache_write_tokens): billed, stored without the reasoning, continued", async () => {
+    const seen = mockPool((f) => {
+      const response = responseFor(f, "native");
+      const native = {
+        ...response,
+        output: [{ id: "rs_1", type: "reasoning", summary: [], content: [{ type: "reasoning_text", text: "hmm" }] }, ...response.output],
+        usage: { input_tokens: 10, input_tokens_details: { cached_tokens: 4 }, output_tokens: 3, output_tokens_details: { reasoning_tokens: 1 }, total_tokens: 13 },
+      };
+      return new Response(JSON.stringify(native), { headers: statsHeaders(stats) });
+    });
+    const tenant = await newTenant();
+    const first = await respond(tenant, { input: "go" });
+    const { id } = (await first.json()) as { id: string };
+    await drain();
+    const programId = programHeader(first)!;
+    expect(await usageRows(programId)).toEqual([expect.objectContaining({ status: "ok", prompt_tokens: 10, cached_tokens: 4, completion_tokens: 3 })]);
+    const next = await respond(tenant, { input: "again", previous_response_id: id });
+    expect(next.status).toBe(200);
+    expect(programHeader(next)).toBe(programId);
+    expect(forwardedBody(seen[1]!).input.map((i) => i.content)).toEqual([said("go"), [{ type: "output_text", text: "native" }], said("again")]);
+    await drain();
+  });
 });

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { dataEvent, DONE_EVENT } from "../../src/protocol/sse.js";
-import { factsFromCompletion, factsFromJsonBytes, StreamFactsCollector } from "../../src/pool/call-facts.js";
+import { answerFactsReader, factsFromCompletion, factsFromJsonBytes, StreamFactsCollector } from "../../src/pool/call-facts.js";
 
 const usage = { prompt_tokens: 900, completion_tokens: 40, total_tokens: 940, prompt_tokens_details: { cached_tokens: 512 } };
 
@@ -97,5 +97,55 @@ describe("facts of a stream", () => {
     collector.observe(": agentix {}");
     collector.observe('data: {"usage": {"prompt_tokens": 1');
     expect(collector.facts()).toEqual({});
+  });
+});
+
+describe("facts of answers in the Messages and Responses shapes (engines serving them natively)", () => {
+  const typed = (payload: { type: string } & Record<string, unknown>) => `event: ${payload.type}\n${event(payload)}`;
+
+  it("Messages: the prompt is input + cache reads + cache writes, tool_use blocks are tool calls", () => {
+    const body = {
+      type: "message",
+      content: [{ type: "thinking", thinking: "…" }, { type: "tool_use", id: "toolu_1", name: "bash", input: { command: "ls" } }],
+      usage: { input_tokens: 10, output_tokens: 7, cache_read_input_tokens: 80, cache_creation_input_tokens: 5 },
+    };
+    expect(answerFactsReader("messages").fromJsonBytes(new TextEncoder().encode(JSON.stringify(body)).buffer as ArrayBuffer)).toEqual({
+      usage: { promptTokens: 95, completionTokens: 7, cachedTokens: 80 },
+      toolCalls: [{ tool: "bash", toolCallId: "toolu_1", args: '{"command":"ls"}' }],
+    });
+  });
+
+  it("Messages stream: usage from message_start and message_delta; a stream cut short counts its deltas as output", () => {
+    const start = typed({ type: "message_start", message: { usage: { input_tokens: 40, output_tokens: 0, cache_read_input_tokens: 60 } } });
+    const deltas = [
+      typed({ type: "content_block_start", index: 0, content_block: { type: "tool_use", id: "toolu_2", name: "grep", input: {} } }),
+      typed({ type: "content_block_delta", index: 0, delta: { type: "input_json_delta", partial_json: '{"pattern":' } }),
+      typed({ type: "content_block_delta", index: 0, delta: { type: "input_json_delta", partial_json: '"x"}' } }),
+    ];
+    const cut = answerFactsReader("messages").stream();
+    for (const e of [start, ...deltas]) cut.observe(e);
+    expect(cut.facts()).toEqual({
+      usage: { promptTokens: 100, completionTokens: 2, cachedTokens: 60 },
+      toolCalls: [{ tool: "grep", toolCallId: "toolu_2", args: '{"pattern":"x"}' }],
+    });
+    const whole = answerFactsReader("messages").stream();
+    for (const e of [start, ...deltas, typed({ type: "message_delta", delta: {}, usage: { output_tokens: 9 } })]) whole.observe(e);
+    expect(whole.facts().usage).toEqual({ promptTokens: 100, completionTokens: 9, cachedTokens: 60 });
+  });
+
+  it("Responses: usage with cached tokens inside input_tokens, function_call items; a stream cut before completion reports no usage", () => {
+    const response = {
+      object: "response",
+      output: [{ type: "reasoning" }, { type: "function_call", call_id: "call_9", name: "bash", arguments: "{}" }],
+      usage: { input_tokens: 50, input_tokens_details: { cached_tokens: 30 }, output_tokens: 3 },
+    };
+    const expected = { usage: { promptTokens: 50, completionTokens: 3, cachedTokens: 30 }, toolCalls: [{ tool: "bash", toolCallId: "call_9", args: "{}" }] };
+    expect(answerFactsReader("responses").fromJsonBytes(new TextEncoder().encode(JSON.stringify(response)).buffer as ArrayBuffer)).toEqual(expected);
+    const stream = answerFactsReader("responses").stream();
+    stream.observe(typed({ type: "response.created", response: { ...response, usage: null } }));
+    stream.observe(typed({ type: "response.output_item.done", item: response.output[1] }));
+    expect(stream.facts()).toEqual({ toolCalls: expected.toolCalls });
+    stream.observe(typed({ type: "response.completed", response }));
+    expect(stream.facts()).toEqual(expected);
   });
 });

@@ -2,18 +2,18 @@ import { describe, expect, it } from "vitest";
 import { adapterFor } from "../../src/pool/engines/index.js";
 
 const body = { model: "client-model", messages: [{ role: "user", content: "hi" }], priority: -100, foo: { bar: 1 } };
-const position = { level: 2, levels: 10 };
+const position = { api: "chat", level: 2, levels: 10 } as const;
 
 describe("engine adapters", () => {
   it("vLLM: priority = queue level (lower runs first)", () => {
     expect(adapterFor("vllm").buildBody(body, position).priority).toBe(2);
-    expect(adapterFor("vllm").buildBody(body, { level: 0, levels: 10 }).priority).toBe(0);
+    expect(adapterFor("vllm").buildBody(body, { api: "chat", level: 0, levels: 10 }).priority).toBe(0);
   });
 
   it("SGLang: priority inverted (higher runs first)", () => {
     expect(adapterFor("sglang").buildBody(body, position).priority).toBe(7);
-    expect(adapterFor("sglang").buildBody(body, { level: 0, levels: 10 }).priority).toBe(9);
-    expect(adapterFor("sglang").buildBody(body, { level: 9, levels: 10 }).priority).toBe(0);
+    expect(adapterFor("sglang").buildBody(body, { api: "chat", level: 0, levels: 10 }).priority).toBe(9);
+    expect(adapterFor("sglang").buildBody(body, { api: "chat", level: 9, levels: 10 }).priority).toBe(0);
   });
 
   it("OpenAI-compatible: no priority, and a client's own priority is dropped", () => {
@@ -42,5 +42,16 @@ describe("engine adapters", () => {
     }
     expect(adapterFor("openai").continuousUsage).toBe(false);
     expect(adapterFor("openai").buildBody(streaming, position).stream_options).toEqual({ include_usage: true });
+  });
+
+  it("leaves stream_options out of Messages and Responses bodies (their streams carry usage in their own events)", () => {
+    for (const api of ["messages", "responses"] as const) {
+      for (const kind of ["vllm", "sglang", "openai"] as const) {
+        const out = adapterFor(kind).buildBody({ model: "m", stream: true }, { ...position, api });
+        expect(out).not.toHaveProperty("stream_options");
+        expect(out.stream).toBe(true);
+      }
+    }
+    expect(adapterFor("vllm").buildBody({ model: "m", stream: true }, { ...position, api: "responses" }).priority).toBe(2);
   });
 });

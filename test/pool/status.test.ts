@@ -33,7 +33,7 @@ const target = () => ({ poolUrl: pool.url, signingKey: SIGNING_KEY });
 async function sendCall(program: string): Promise<Response> {
   const signed = await signedCall({
     fields: { program },
-    body: { model: DEFAULT_SIM_MODEL, messages: [{ role: "user", content: `${program} step` }], max_tokens: 64, ignore_eos: true },
+    body: { model: DEFAULT_SIM_MODEL, messages: [{ role: "user", content: `${program} step` }], max_tokens: 256, ignore_eos: true },
   });
   return fetch(`${pool.url}${POOL_PATHS.chatCompletions}`, { method: "POST", headers: signed.headers, body: signed.body });
 }

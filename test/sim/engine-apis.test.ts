@@ -6,7 +6,8 @@ import { DEFAULT_SIM_MODEL, type SimEngineHandle, startSimEngine } from "../../s
 
 /*
  * Issue 12: the simulated engine serves Anthropic's Messages API and OpenAI's
- * Responses API, as vLLM does (generated as chat, answered in each API's shape).
+ * Responses API, as vLLM does (generated as chat, answered in each API's shape, with
+ * vLLM's differences: no null fields in a Messages answer, no cache_write_tokens).
  */
 
 let engine: SimEngineHandle;
@@ -35,7 +36,10 @@ async function typedEvents(res: Response): Promise<unknown[]> {
 describe("the simulated engine's other APIs", () => {
   it("answers /v1/messages in Anthropic's shape, whole and streamed", async () => {
     const body = { model: DEFAULT_SIM_MODEL, max_tokens: 5, system: "Be brief.", messages: [{ role: "user", content: "hi" }] };
-    const whole = MessagesResponse.parse(await (await post("/v1/messages", body)).json());
+    const raw = (await (await post("/v1/messages", body)).json()) as Record<string, unknown>;
+    // vLLM dumps the answer without its nulls; with stop_sequence put back it is Anthropic's shape.
+    expect(raw).not.toHaveProperty("stop_sequence");
+    const whole = MessagesResponse.parse({ stop_sequence: null, ...raw });
     expect(whole).toMatchObject({ type: "message", stop_reason: "max_tokens", usage: { output_tokens: 5 } });
     const events = (await typedEvents(await post("/v1/messages", { ...body, stream: true }))).map((e) => MessagesStreamEvent.parse(e));
     expect(events[0]?.type).toBe("message_start");
@@ -45,7 +49,9 @@ describe("the simulated engine's other APIs", () => {
 
   it("answers /v1/responses in the Responses shape, whole and streamed, and refuses previous_response_id", async () => {
     const body = { model: DEFAULT_SIM_MODEL, max_output_tokens: 4, instructions: "Be brief.", input: "hi" };
-    const whole = ResponseObject.parse(await (await post("/v1/responses", body)).json());
+    const raw = (await (await post("/v1/responses", body)).json()) as { usage: { input_tokens_details: object } };
+    expect(raw.usage.input_tokens_details).not.toHaveProperty("cache_write_tokens");
+    const whole = ResponseObject.parse(raw);
     expect(whole).toMatchObject({ object: "response", status: "incomplete", usage: { output_tokens: 4 } });
     const events = (await typedEvents(await post("/v1/responses", { ...body, stream: true }))).map((e) => ResponseStreamEvent.parse(e));
     expect(events[0]?.type).toBe("response.created");

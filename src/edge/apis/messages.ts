@@ -1,5 +1,6 @@
 import { invalidRequest } from "../../protocol/errors.js";
-import { MessagesRequest, MessagesResponse, unknownRequestFields } from "../../protocol/messages.js";
+import { z } from "zod";
+import { MessagesRequest, MessagesUsage, unknownRequestFields } from "../../protocol/messages.js";
 import { POOL_PATHS } from "../../protocol/signing.js";
 import { estimateMessagesInputTokens, messagesToChatRequest } from "../../protocol/translate/messages-chat.js";
 import { canonicalConversation, messagesReplyOf } from "../recognition/replies.js";
@@ -14,6 +15,8 @@ import { type CallApiSpec, jsonBytes } from "./call-api.js";
  * included, comes in Anthropic's fields; errors are reshaped on the way out
  * (middleware/anthropic-shape.ts).
  */
+const AnswerUsage = z.looseObject({ usage: MessagesUsage });
+
 export const messagesApi: CallApiSpec = {
   api: "messages",
   poolPath: POOL_PATHS.messages,
@@ -40,7 +43,8 @@ export const messagesApi: CallApiSpec = {
     };
   },
   usageOf(answer) {
-    const message = MessagesResponse.safeParse(answer);
+    // Only the usage is read: an engine serving Messages natively may omit or add fields elsewhere (vLLM leaves out nulls).
+    const message = AnswerUsage.safeParse(answer);
     return message.success ? chatUsageOfMessages(message.data.usage) : undefined;
   },
   streamFilter: () => new MessagesStreamFilter(),

@@ -1,6 +1,6 @@
 import { invalidRequest } from "../../protocol/errors.js";
 import { z } from "zod";
-import { type InputItem, OutputItem, ResponsesRequest, ResponseUsage, unknownResponsesFields } from "../../protocol/responses.js";
+import { type InputItem, ResponsesRequest, ResponseUsage, unknownResponsesFields } from "../../protocol/responses.js";
 import { POOL_PATHS } from "../../protocol/signing.js";
 import { estimatePromptTokens } from "../../protocol/tokens.js";
 import { conversationItemsOf, responsesToChatRequest } from "../../protocol/translate/responses-chat.js";
@@ -18,7 +18,7 @@ import { type CallApiSpec, jsonBytes, type ParsedCall, promptCacheSessionKey } f
  * next one (afterAnswer).
  */
 /** What is kept of a response: its ID and output (the rest of the object is the answer's, not the conversation's). */
-const StoredResponse = z.looseObject({ id: z.string().min(1), output: z.array(OutputItem) });
+const StoredResponse = z.looseObject({ id: z.string().min(1), output: z.array(z.unknown()) });
 
 function parsedResponses(request: ResponsesRequest, history: readonly InputItem[]): ParsedCall {
   const { previous_response_id: previous, ...rest } = request;

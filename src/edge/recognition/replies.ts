@@ -1,7 +1,7 @@
 import { canonicalMessage } from "../../core/recognition/conversation-index.js";
 import type { ChatMessage } from "../../protocol/chat.js";
-import { MessagesResponse } from "../../protocol/messages.js";
-import { type InputItem, OutputItem } from "../../protocol/responses.js";
+import { type MessagesResponse, ResponseContentBlock } from "../../protocol/messages.js";
+import type { InputItem } from "../../protocol/responses.js";
 import { messagesToChatRequest } from "../../protocol/translate/messages-chat.js";
 import { conversationItemsOf, responsesToChatRequest } from "../../protocol/translate/responses-chat.js";
 import { z } from "zod";
@@ -35,12 +35,20 @@ export function messagesBlocksReply(content: MessagesResponse["content"]): strin
   return assistant === undefined ? undefined : canonicalMessage(assistant);
 }
 
+/** An answer's content as any engine writes it: its text and tool_use blocks (a native engine's thinking blocks are not replayed). */
+const AnswerContent = z.looseObject({ content: z.array(z.unknown()) });
+
 export function messagesReplyOf(answer: unknown): string | undefined {
-  const parsed = MessagesResponse.safeParse(answer);
-  return parsed.success ? messagesBlocksReply(parsed.data.content) : undefined;
+  const parsed = AnswerContent.safeParse(answer);
+  if (!parsed.success) return undefined;
+  const blocks = parsed.data.content.flatMap((block) => {
+    const known = ResponseContentBlock.safeParse(block);
+    return known.success ? [known.data] : [];
+  });
+  return messagesBlocksReply(blocks);
 }
 
-const ResponseOutput = z.looseObject({ output: z.array(OutputItem) });
+const ResponseOutput = z.looseObject({ output: z.array(z.unknown()) });
 
 /** The response's output items as the client replays them in its next input, through the same translation. */
 export function responsesReplyOf(answer: unknown): string | undefined {

@@ -1,3 +1,4 @@
+import type { CallApi } from "../engine-request.js";
 import type { Sample } from "../prometheus-text.js";
 
 /*
@@ -21,6 +22,8 @@ export interface QueuePosition {
 }
 
 export interface UpstreamOptions extends QueuePosition {
+  /** The API the body is in (engine-request.ts): only chat completions and completions take `stream_options`. */
+  api: CallApi;
   /** Model name the engine serves, replacing the client's. */
   model?: string | undefined;
 }
@@ -52,11 +55,14 @@ function isRecord(value: unknown): value is Record<string, unknown> {
 
 /**
  * The client body with the pool's changes: the engine's model name, the engine's
- * priority (a client-sent `priority` is dropped: the pool's queue decides order), and
- * for streams `stream_options.include_usage: true`, because the edge meters every
- * call; the edge drops the extra usage chunk when its client did not ask for it. An
- * engine with `continuousUsage` is also asked for `continuous_usage_stats: true`
- * (usage on every chunk; the edge takes it out of the chunks its client reads).
+ * priority (a client-sent `priority` is dropped: the pool's queue decides order;
+ * vLLM takes it on chat, completions and responses, and ignores it on messages), and
+ * for chat and completion streams `stream_options.include_usage: true`, because the
+ * edge meters every call; the edge drops the extra usage chunk when its client did
+ * not ask for it. An engine with `continuousUsage` is also asked for
+ * `continuous_usage_stats: true` (usage on every chunk; the edge takes it out of the
+ * chunks its client reads). Messages and Responses streams carry their usage in their
+ * own events and know no `stream_options` of this kind.
  */
 export function buildUpstreamBody(
   adapter: Pick<EngineAdapter, "priorityFor" | "continuousUsage">,
@@ -68,7 +74,7 @@ export function buildUpstreamBody(
   if (options.model !== undefined) body.model = options.model;
   const priority = adapter.priorityFor(options);
   if (priority !== undefined) body.priority = priority;
-  if (body.stream === true) {
+  if (body.stream === true && (options.api === "chat" || options.api === "completions")) {
     const streamOptions = isRecord(body.stream_options) ? body.stream_options : {};
     body.stream_options = { ...streamOptions, include_usage: true, ...(adapter.continuousUsage ? { continuous_usage_stats: true } : {}) };
   }

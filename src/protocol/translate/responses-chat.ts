@@ -11,16 +11,17 @@ import {
 } from "../chat.js";
 import { OpenAIErrorBody } from "../errors.js";
 import { randomToken } from "../ids.js";
-import type {
-  FunctionTool,
-  InputItem,
-  MessageContentPart,
-  MessageItem,
-  OutputItem,
-  ResponseObject,
-  ResponseStreamEvent,
-  ResponseUsage,
-  ResponsesRequest,
+import {
+  ItemStatus,
+  type FunctionTool,
+  type InputItem,
+  type MessageContentPart,
+  type MessageItem,
+  type OutputItem,
+  type ResponseObject,
+  type ResponseStreamEvent,
+  type ResponseUsage,
+  type ResponsesRequest,
 } from "../responses.js";
 
 /*
@@ -331,10 +332,37 @@ export function chatCompletionToResponse(completion: ChatCompletion, request: Re
   return settledResponse(shell, settled, outcome, completion.usage);
 }
 
-function asInputItem(item: OutputItem): InputItem {
-  if (item.type === "function_call") return { ...item };
-  const content = item.content.map((part) => ({ type: "output_text" as const, text: part.text }));
-  return { type: "message", role: "assistant", id: item.id, status: item.status, content };
+/**
+ * An output item as any engine writes it (this translation, or an engine serving the
+ * Responses API natively, whose items carry more fields and other types): an
+ * assistant message's text parts and a function call are replayed; reasoning items
+ * and anything else are not part of the conversation a later call continues.
+ */
+const ReplayedOutputItem = z.discriminatedUnion("type", [
+  z.looseObject({
+    type: z.literal("message"),
+    id: z.string().optional(),
+    status: ItemStatus.optional(),
+    content: z.array(z.looseObject({ type: z.string(), text: z.string().optional() })),
+  }),
+  z.looseObject({
+    type: z.literal("function_call"),
+    call_id: z.string().min(1),
+    name: z.string().min(1),
+    arguments: z.string(),
+    id: z.string().optional(),
+    status: ItemStatus.optional(),
+  }),
+]);
+
+function asInputItem(output: unknown): InputItem[] {
+  const parsed = ReplayedOutputItem.safeParse(output);
+  if (!parsed.success) return [];
+  const item = parsed.data;
+  const common = { ...(item.id === undefined ? {} : { id: item.id }), ...(item.status === undefined ? {} : { status: item.status }) };
+  if (item.type === "function_call") return [{ type: "function_call", call_id: item.call_id, name: item.name, arguments: item.arguments, ...common }];
+  const content = item.content.flatMap((part) => (part.type === "output_text" && part.text !== undefined ? [{ type: "output_text" as const, text: part.text }] : []));
+  return [{ type: "message", role: "assistant", content, ...common }];
 }
 
 /**
@@ -343,8 +371,8 @@ function asInputItem(item: OutputItem): InputItem {
  * its output. Pass it as that request's `history`. Whether a failed or incomplete
  * response may be continued is the caller's choice.
  */
-export function conversationItemsOf(request: ResponsesRequest, response: Pick<ResponseObject, "output">, history: readonly InputItem[] = []): InputItem[] {
-  return [...history, ...request.input, ...response.output.map(asInputItem)];
+export function conversationItemsOf(request: ResponsesRequest, response: { output: readonly unknown[] }, history: readonly InputItem[] = []): InputItem[] {
+  return [...history, ...request.input, ...response.output.flatMap(asInputItem)];
 }
 
 // ---------------------------------------------------------------- stream
