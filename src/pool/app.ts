@@ -8,6 +8,7 @@ import { POOL_PATHS, type PoolPath } from "../protocol/signing.js";
 import { formatPoolLoad, type PoolStatus } from "../protocol/pool-status.js";
 import { Header } from "../protocol/headers.js";
 import type { ToolEventsAccepted } from "../protocol/tool-events.js";
+import type { CountTokensResponse } from "../protocol/messages.js";
 import type { PoolConfig } from "./config.js";
 import type { Dispatcher } from "./dispatcher.js";
 import type { PoolMetrics } from "./metrics.js";
@@ -21,6 +22,7 @@ import {
   MESSAGES_SHAPE,
   RESPONSES_SHAPE,
   verifyForwardedCall,
+  verifyForwardedTokenCount,
   verifyForwardedToolEvents,
   verifyStatusRequest,
 } from "./verify-forward.js";
@@ -157,6 +159,17 @@ export function createPoolApp(deps: PoolAppDeps): Hono<ForwardedEnv> {
       return c.json(accepted, 202);
     },
   );
+
+  app.post(POOL_PATHS.countTokens, verifyForwardedTokenCount(verifyOptions(POOL_PATHS.countTokens, config.maxBodyBytes)), async (c) => {
+    const { fields, request } = c.get("tokenCount");
+    const counted = await dispatcher.countTokens(request);
+    if (!counted.ok) {
+      console.warn(`agentix pool: count_tokens ${fields.call}: ${counted.reason}`);
+      throw openAIError(501, "No engine of this pool counts tokens now", { code: "token_count_unavailable" });
+    }
+    const answer: CountTokensResponse = { input_tokens: counted.inputTokens };
+    return c.json(answer, 200, { [Header.engine]: counted.engine });
+  });
 
   // Each model-calling API at its own path; one queue for all of them.
   const serveCalls = <T extends z.ZodType<Record<string, unknown>>>(path: PoolPath, shape: CallApiShape<T>) =>

@@ -23,6 +23,11 @@ import type { CallOutcome, PoolMetrics, PoolStateSource } from "./metrics.js";
 import { type EngineTarget, type RelayEnd, type RelayStart, relayToEngine } from "./relay.js";
 import { type PlacementSettings, TaoConfig } from "./tao/config.js";
 import { PlanLoop } from "./tao/plan-loop.js";
+import { type CountingEngine, countingEngine, countTokensOn, type TokenCount } from "./token-count.js";
+import type { CountTokensRequest } from "../protocol/messages.js";
+
+/** How long an engine may take to count a prompt before the pool says it could not. */
+const TOKEN_COUNT_TIMEOUT_MS = 5_000;
 
 /*
  * The pool's I/O around its core (core/pool-core.ts, the same object the simulator
@@ -338,6 +343,18 @@ export class Dispatcher {
       pending.level = dispatch.level;
       this.#start(pending, dispatch.engineId, slot, now);
     }
+  }
+
+  /** count_tokens by an engine's tokenizer (token-count.ts): not queued, it generates nothing. */
+  countTokens(request: CountTokensRequest): Promise<TokenCount> {
+    const engines: CountingEngine[] = [];
+    for (const state of this.#core.engines) {
+      const slot = this.#slots.get(state.id);
+      if (slot !== undefined) engines.push({ ...slot, healthy: state.healthy });
+    }
+    const engine = countingEngine(engines);
+    if (engine === undefined) return Promise.resolve({ ok: false, reason: "no healthy engine of this pool counts tokens" });
+    return countTokensOn(engine, request, { http: this.#options.http, timeoutMs: TOKEN_COUNT_TIMEOUT_MS });
   }
 
   engineSnapshots(): EngineSnapshot[] {

@@ -3,7 +3,7 @@ import type { z } from "zod";
 import type { Clock } from "../core/clock.js";
 import { ChatCompletionRequest } from "../protocol/chat.js";
 import { CompletionRequest, completionSchedulingView } from "../protocol/completions.js";
-import { MessagesRequest } from "../protocol/messages.js";
+import { CountTokensRequest, MessagesRequest } from "../protocol/messages.js";
 import { estimatePromptTokens } from "../protocol/tokens.js";
 import { messagesToChatRequest } from "../protocol/translate/messages-chat.js";
 import { responseIdFor } from "../protocol/response-ids.js";
@@ -119,7 +119,13 @@ export interface ForwardedToolEvents {
   batch: ToolEventBatch;
 }
 
-export type ForwardedEnv = { Variables: { forwarded: ForwardedCall; toolEvents: ForwardedToolEvents } };
+/** A count_tokens request that passed verification; `fields.call` is the request's ID. */
+export interface ForwardedTokenCount {
+  fields: ForwardFields;
+  request: CountTokensRequest;
+}
+
+export type ForwardedEnv = { Variables: { forwarded: ForwardedCall; toolEvents: ForwardedToolEvents; tokenCount: ForwardedTokenCount } };
 
 export interface VerifyForwardedCallOptions {
   /** The keys the pool accepts (two while a secret rotates); the signature names one by its ID. */
@@ -229,6 +235,15 @@ export function verifyForwardedCall<T extends z.ZodType<Record<string, unknown>>
     const { fields, data } = await verifySigned(c, options, shape.schema, "call");
     const request = shape.schedulingView(data);
     c.set("forwarded", { fields, request, forms: callForms(shape, data, request, fields) });
+    await next();
+  };
+}
+
+/** Admits only count_tokens requests the edge signed, verified exactly like calls (see verifySigned). */
+export function verifyForwardedTokenCount(options: VerifyForwardedCallOptions): MiddlewareHandler<ForwardedEnv> {
+  return async function verifyForwardedTokenCountHandler(c, next) {
+    const { fields, data } = await verifySigned(c, options, CountTokensRequest, "token count");
+    c.set("tokenCount", { fields, request: data });
     await next();
   };
 }

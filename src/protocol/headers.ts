@@ -30,6 +30,8 @@ export const Header = {
   pool: "x-agentix-pool",
   /** Edge → client: how the call found its program (PROGRAM_SOURCES). */
   programSource: "x-agentix-program-source",
+  /** Edge → client, on count_tokens: "engine" (an engine's tokenizer counted) or "estimate" (no pool could; the edge's estimate). */
+  tokenCountSource: "x-agentix-token-count-source",
 } as const;
 
 export type HeaderName = (typeof Header)[keyof typeof Header];

@@ -20,5 +20,6 @@ export const newCallId = (): string => `call_${randomToken(24)}`;
 export const newEventBatchId = (): string => `evt_${randomToken(24)}`;
 /** A status request's ID (the pool's replay check needs one per request). */
 export const newStatusProbeId = (): string => `probe_${randomToken(24)}`;
+export const newTokenCountId = (): string => `count_${randomToken(24)}`;
 export const newTenantId = (): string => `ten_${randomToken(16)}`;
 export const newKeyId = (): string => `key_${randomToken(16)}`;

@@ -33,6 +33,8 @@ export const POOL_PATHS = {
   chatCompletions: "/v1/chat/completions",
   completions: "/v1/completions",
   messages: "/v1/messages",
+  /** Anthropic's count_tokens, counted by an engine's tokenizer (not queued). */
+  countTokens: "/v1/messages/count_tokens",
   responses: "/v1/responses",
   toolEvents: "/v1/events",
   /** The pool's load and health, read by the edge on a schedule (GET, empty body). */

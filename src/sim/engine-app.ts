@@ -7,7 +7,7 @@ import { requestedMaxTokens } from "../protocol/chat.js";
 import { invalidRequest, openAIError, openAIErrorResponse } from "../protocol/errors.js";
 import { randomToken } from "../protocol/ids.js";
 import { DONE_EVENT, dataEvent, formatEvent } from "../protocol/sse.js";
-import { MessagesRequest } from "../protocol/messages.js";
+import { CountTokensRequest, MessagesRequest } from "../protocol/messages.js";
 import { ResponsesRequest } from "../protocol/responses.js";
 import { estimatePromptTokens, renderPrompt, tokenize } from "../protocol/tokens.js";
 import { messagesAnswerFromChat, responsesAnswerFromChat } from "../protocol/translate/answers.js";
@@ -20,7 +20,7 @@ import { type EngineRequest, EngineRequestError, type FinishedEvent } from "./en
 import { chatFormat, chunkUsage, completionFormat, type ResponseFormat } from "./openai-responses.js";
 import { outputText, outputTokenText } from "./output-text.js";
 import { inDialect, vllmMessages, vllmResponses } from "./vllm-dialect.js";
-import { COMPLETIONS_DEFAULT_MAX_TOKENS, SimChatRequest, SimCompletionRequest } from "./request-schemas.js";
+import { COMPLETIONS_DEFAULT_MAX_TOKENS, SimChatRequest, SimCompletionRequest, SimTokenizeRequest } from "./request-schemas.js";
 
 /*
  * vLLM's HTTP surface over a RealTimeEngineDriver: /v1/chat/completions,
@@ -127,6 +127,20 @@ export function createSimEngineApp(deps: SimEngineAppDeps): Hono<SimEnv> {
     // vLLM's Messages request has no priority field: a priority sent here is ignored, as there.
     const chat = parseBody(SimChatRequest, messagesToChatRequest(request));
     return inDialect(await messagesAnswerFromChat(await chatGeneration(c, chat), estimatePromptTokens(chat)), vllmMessages);
+  });
+
+  // Token counts as vLLM's API server makes them (no generation): the prompt its chat template renders, tokenized.
+  app.post("/v1/messages/count_tokens", async (c) => {
+    const request = parseBody(CountTokensRequest, await readJson(c));
+    checkRequest(request.model, undefined);
+    const chat = messagesToChatRequest({ ...request, max_tokens: 1 });
+    return c.json({ input_tokens: tokenize(renderPrompt(chat)).length });
+  });
+
+  app.post("/tokenize", async (c) => {
+    const request = parseBody(SimTokenizeRequest, await readJson(c));
+    checkRequest(request.model, undefined);
+    return c.json({ count: tokenize(renderPrompt(request)).length, max_model_len: driver.model.profile.maxModelLen });
   });
 
   app.post("/v1/responses", async (c) => {

@@ -39,3 +39,11 @@ export type SimCompletionRequest = z.infer<typeof SimCompletionRequest>;
 
 /** The completions default budget (vLLM's CompletionRequest.max_tokens). */
 export const COMPLETIONS_DEFAULT_MAX_TOKENS = 16;
+
+/** vLLM's TokenizeChatRequest: the chat messages (and tools) its template renders; the rest of its fields are not read here. */
+export const SimTokenizeRequest = z.looseObject({
+  model: z.string().min(1),
+  messages: ChatCompletionRequest.shape.messages,
+  tools: ChatCompletionRequest.shape.tools,
+  add_generation_prompt: z.boolean().optional(),
+});

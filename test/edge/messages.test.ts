@@ -154,15 +154,35 @@ describe("POST /v1/messages", () => {
     await drain();
   });
 
-  it("counts tokens without a quota or a pool, and refuses an unserved model", async () => {
-    const seen = mockPool(() => new Response("{}"));
+  it("counts tokens at the pool (an engine's tokenizer), else answers the edge's estimate; no quota; an unserved model is refused", async () => {
+    let poolCounts = true;
+    const seen = mockPool(() =>
+      poolCounts
+        ? new Response(JSON.stringify({ input_tokens: 1234 }), { headers: { "content-type": "application/json" } })
+        : new Response(JSON.stringify({ error: { message: "No engine of this pool counts tokens now", code: "token_count_unavailable" } }), { status: 501 }),
+    );
     const tenant = await newTenant();
-    const counted = await send(tenant, { model: "test-model", system: "Be brief.", messages: REQUEST.messages }, "/v1/messages/count_tokens");
+    const request = { model: "test-model", system: "Be brief.", messages: REQUEST.messages };
+    const counted = await send(tenant, request, "/v1/messages/count_tokens");
     expect(counted.status).toBe(200);
-    const body = (await counted.json()) as { input_tokens: number };
+    expect(counted.headers.get(Header.tokenCountSource)).toBe("engine");
+    expect(await counted.json()).toEqual({ input_tokens: 1234 });
+    // Signed for the pool's count route, with the request as the edge validated it.
+    expect(new URL(seen[0]!.request.url).pathname).toBe(POOL_PATHS.countTokens);
+    expect(seen[0]!.request.headers.get(Header.program)).toBe("edge");
+    expect(JSON.parse(new TextDecoder().decode(seen[0]!.body))).toEqual(request);
+
+    poolCounts = false;
+    const estimated = await send(tenant, request, "/v1/messages/count_tokens");
+    expect(estimated.status).toBe(200);
+    expect(estimated.headers.get(Header.tokenCountSource)).toBe("estimate");
+    const body = (await estimated.json()) as { input_tokens: number };
     expect(Object.keys(body)).toEqual(["input_tokens"]);
     expect(body.input_tokens).toBeGreaterThan(3);
+    expect(body.input_tokens).not.toBe(1234);
+
+    const asked = seen.length;
     await expectAnthropicError(await send(tenant, { model: "nope", messages: REQUEST.messages }, "/v1/messages/count_tokens"), 404, "not_found_error");
-    expect(seen).toHaveLength(0);
+    expect(seen).toHaveLength(asked);
   });
 });

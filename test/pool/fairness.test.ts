@@ -30,28 +30,30 @@ const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floo
 
 /**
  * B's agent: sequential calls of one program, its service accounted as the edge does.
- * Its latency is the median call: the client, the pool and the engine share one event
- * loop here, so a single call can be delayed by the flood's own client work.
+ * `overtaken` reads how many flood calls have finished; per call, the agent records how
+ * many finished while it was in flight: in FCFS order behind the flood that is about
+ * as many as were queued (20+), with tenants served fairly only the few that held the
+ * engine's slots. Counted in calls, not milliseconds, so a busy machine (the client,
+ * the pool and the engine share one event loop here) does not change the verdict.
  */
-async function steadyAgent(steps: number): Promise<{ callMs: number; queueMs: number }> {
+async function steadyAgent(steps: number, overtaken: () => number = () => 0): Promise<{ queueMs: number; overtakenBy: number }> {
   let service = NO_SERVICE;
   let queueMs = 0;
-  const calls: number[] = [];
+  const passed: number[] = [];
   for (let i = 0; i < steps; i++) {
     const h = callStartValue(service);
-    const started = performance.now();
+    const before = overtaken();
     const stats = await call("ten_steady", "prog_steadyagent01", service, 16);
-    calls.push(performance.now() - started);
+    passed.push(overtaken() - before);
     service = completeCall(service, h, stats.serviceMs);
     queueMs += stats.queueMs;
   }
-  return { callMs: median(calls), queueMs };
+  return { queueMs, overtakenBy: median(passed) };
 }
 
 describe("tenant fairness under a flood of new programs", () => {
-  it("keeps the steady tenant's per-call latency (median) within 3x of unloaded", async () => {
+  it("lets the steady tenant's calls pass the queued flood: a few flood calls finish while one of its calls is in flight, not the queue", async () => {
     await steadyAgent(2); // warm up connections
-    const unloaded = await steadyAgent(9);
 
     let flooding = true;
     let floodCalls = 0;
@@ -67,13 +69,16 @@ describe("tenant fairness under a flood of new programs", () => {
     // preemption) stays small; behind the flood in FCFS order B would wait ~20 calls.
     const workers = Array.from({ length: 32 }, (_, w) => flood(w));
     while (sim.pool.dispatcher.queuedCount < 20) await new Promise((resolve) => setTimeout(resolve, 5));
-    const loaded = await steadyAgent(9);
+    const queuedAtStart = sim.pool.dispatcher.queuedCount;
+    const loaded = await steadyAgent(9, () => floodCalls);
     flooding = false;
     await Promise.all(workers);
 
     // The flood really queued: its calls waited far longer than the steady agent's.
     expect(floodCalls).toBeGreaterThan(20);
     expect(floodQueueMs / floodCalls).toBeGreaterThan(4 * (loaded.queueMs / 9));
-    expect(loaded.callMs).toBeLessThan(3 * unloaded.callMs);
+    // Two engine slots: the calls holding them when B arrives, and about one more, finish before B's is done.
+    expect(queuedAtStart).toBeGreaterThanOrEqual(20);
+    expect(loaded.overtakenBy).toBeLessThanOrEqual(4);
   }, 60_000);
 });

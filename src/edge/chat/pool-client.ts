@@ -1,5 +1,6 @@
 import type { ForwardFields } from "../../protocol/forward.js";
-import { newStatusProbeId } from "../../protocol/ids.js";
+import { newStatusProbeId, newTokenCountId } from "../../protocol/ids.js";
+import { CountTokensResponse, type CountTokensRequest } from "../../protocol/messages.js";
 import { PoolStatus } from "../../protocol/pool-status.js";
 import { POOL_PATHS, type PoolPath, type SigningKey, signedForwardHeaders } from "../../protocol/signing.js";
 import type { ToolEventBatch } from "../../protocol/tool-events.js";
@@ -97,4 +98,38 @@ export async function readPoolStatus(pool: { poolUrl: string; signingKey: Signin
   const text = await res.text();
   if (!res.ok) throw new Error(`pool answered ${res.status} to its status request: ${text.slice(0, 200)}`);
   return PoolStatus.parse(JSON.parse(text));
+}
+
+/** A pool that has not counted a prompt within this long is given up on: the edge answers its estimate. */
+export const TOKEN_COUNT_TIMEOUT_MS = 6_000;
+
+/**
+ * Asks a pool to count a Messages prompt with an engine's tokenizer
+ * (`POST /v1/messages/count_tokens`), signed like a call: the fields name the tenant,
+ * program "edge" (no program is involved) and a unique request ID for the pool's
+ * replay check. Rejects when the pool cannot be reached, cannot count, or answers
+ * something that is not a count.
+ */
+export async function countTokensAtPool(
+  pool: { poolUrl: string; signingKey: SigningKey },
+  tenantId: string,
+  request: CountTokensRequest,
+  now: number,
+): Promise<number> {
+  const fields: ForwardFields = {
+    tenant: tenantId,
+    program: "edge",
+    thread: "main",
+    call: newTokenCountId(),
+    serviceMs: 0,
+    pathMs: 0,
+    waitMs: 0,
+    engine: "",
+    weight: 1,
+    ts: now,
+  };
+  const res = await postSigned({ ...pool, fields }, POOL_PATHS.countTokens, JSON.stringify(request), AbortSignal.timeout(TOKEN_COUNT_TIMEOUT_MS));
+  const text = await res.text();
+  if (!res.ok) throw new Error(`pool answered ${res.status} to count_tokens: ${text.slice(0, 200)}`);
+  return CountTokensResponse.parse(JSON.parse(text)).input_tokens;
 }

@@ -150,6 +150,7 @@ export const RESPONSE_HEADERS: Record<string, HeaderSpec> = {
     schema: z.enum(PROGRAM_SOURCES),
   },
   [Header.requestId]: { description: "The call's ID (OpenAI's clients show it as the request ID).", schema: z.string() },
+  [Header.tokenCountSource]: { description: "On count_tokens: engine (an engine's tokenizer counted) or estimate (no pool could; the edge's estimate).", schema: z.enum(["engine", "estimate"]) },
   [RateLimitHeader.limitRequests]: { description: "Requests a minute the tenant may make.", schema: count },
   [RateLimitHeader.remainingRequests]: { description: "Requests left in the bucket.", schema: count },
   [RateLimitHeader.resetRequests]: { description: 'Time until the requests bucket is full again, in OpenAI\'s form ("6s", "1m0s", "17ms").', schema: z.string() },
@@ -359,12 +360,13 @@ export const OPERATIONS: readonly OperationSpec[] = [
     path: "/v1/messages/count_tokens",
     operationId: "countMessageTokens",
     summary: "Count a Messages request's input tokens (Anthropic)",
-    description: "The edge's estimate, the count a call's reservation uses; calls are billed on the engine's count. Uses no quota.",
+    description:
+      "Counted by an engine's tokenizer and chat template at the pool a new program would use (the count the call is billed on), outside the queue; when no pool can count, the edge's estimate (four characters a token). x-agentix-token-count-source says which. Uses no quota.",
     tags: ["Calls"],
     auth: "tenant",
     body: { schema: S.CountTokensRequest },
     errorSchema: S.MessagesError,
-    responses: { 200: { description: "The estimate.", json: S.CountTokensResponse } },
+    responses: { 200: { description: "The count.", json: S.CountTokensResponse, headers: [Header.tokenCountSource] } },
     errors: {
       400: "`invalid_request_error`: a malformed body or a field it does not take.",
       404: "`not_found_error`: a model no pool the plan may use serves.",

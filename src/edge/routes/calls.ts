@@ -13,12 +13,9 @@ import { retryIdempotent, SETTLE_RETRY_DELAYS_MS } from "../chat/idempotent-retr
 import { type ForwardedCall, noPoolAvailable, relayJson, relayPoolError, relayStream, unanswered } from "../chat/relay.js";
 import type { StreamWatch } from "../chat/relay-stream.js";
 import type { EdgeEnv } from "../context.js";
-import { parseJsonBytes, readBodyWithin } from "../http/body.js";
-import { invalidRequest, openAIError } from "../../protocol/errors.js";
+import { readBodyWithin } from "../http/body.js";
+import { openAIError } from "../../protocol/errors.js";
 import { parseResponseId } from "../../protocol/response-ids.js";
-import { COUNT_TOKENS_REQUEST_FIELDS, CountTokensRequest, type CountTokensResponse, unknownRequestFields } from "../../protocol/messages.js";
-import { estimateMessagesInputTokens } from "../../protocol/translate/messages-chat.js";
-import { unsupportedParameter } from "../chat/forward-body.js";
 import { limiterMisuse, limitExceeded, tenantLimiter } from "../limiter/access.js";
 import { LEASE_RENEW_MS } from "../limiter/tenant-limiter.js";
 import { rateLimitHeadersOnResponse } from "../middleware/rate-limit-headers.js";
@@ -27,6 +24,7 @@ import type { BeginCallResult } from "../program/types.js";
 import { poolSnapshot } from "../pools/directory-cache.js";
 import { noteAnsweredLoad, poolsForModel, routeCall } from "../pools/routing.js";
 import { parsePoolLoad } from "../../protocol/pool-status.js";
+import { countMessageTokens } from "./count-tokens.js";
 import { modelNotFound } from "./models.js";
 
 /**
@@ -66,7 +64,7 @@ export function callRoutes() {
     calls.use(path, rateLimitHeadersOnResponse({ anthropic: api.api === "messages" }));
     calls.post(path, (c) => handleCall(c, api));
   }
-  calls.post("/messages/count_tokens", (c) => countMessageTokens(c));
+  calls.post("/messages/count_tokens", (c) => countMessageTokens(c, clientContinent(c.req.raw)));
   return calls;
 }
 
@@ -84,24 +82,6 @@ async function continuedConversation(c: Context<EdgeEnv>, responseId: string): P
   const found = await programSession(c.env, c.var.tenant.id, named.programId).responseConversation(responseId);
   if (!found.ok) throw notFound();
   return { programId: named.programId, items: JSON.parse(found.itemsJson) as unknown[] };
-}
-
-/**
- * POST /v1/messages/count_tokens: the prompt's tokens as the edge estimates them (the
- * count the call's reservation uses: four characters a token of the rendered prompt;
- * the engine's tokenizer counts differently, and calls are billed on its count). A
- * model the tenant may not call is 404, as for a call. Uses no quota.
- */
-async function countMessageTokens(c: Context<EdgeEnv>): Promise<Response> {
-  const { config, tenant } = c.var;
-  const parsed = CountTokensRequest.safeParse(parseJsonBytes(await readBodyWithin(c.req.raw, config.maxBodyBytes)));
-  if (!parsed.success) throw invalidRequest(parsed.error);
-  const unknown = unknownRequestFields(parsed.data, COUNT_TOKENS_REQUEST_FIELDS)[0];
-  if (unknown !== undefined) throw unsupportedParameter(unknown, "It is not a count_tokens field.", "Anthropic Messages");
-  const snapshot = await poolSnapshot(c.env, (work) => c.executionCtx.waitUntil(work));
-  if (poolsForModel(snapshot, tenant.modelAccess, parsed.data.model).length === 0) throw modelNotFound(parsed.data.model);
-  const answer: CountTokensResponse = { input_tokens: estimateMessagesInputTokens(parsed.data) };
-  return c.json(answer);
 }
 
 /**
