@@ -11,3 +11,4 @@ export * from "./service.js";
 export * from "./settings.js";
 export * from "./tenant-shares.js";
 export * from "./tao/index.js";
+export * from "./roles/index.js";

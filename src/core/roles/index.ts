@@ -1,0 +1,3 @@
+export * from "./ratio-controller.js";
+export * from "./roles.js";
+export * from "./threshold-controller.js";

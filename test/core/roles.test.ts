@@ -1,0 +1,132 @@
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import {
+  type RoleCapacity,
+  type RoleController,
+  type RoleDemand,
+  type RoleEngineState,
+  type RoleSwitch,
+  RatioRoleController,
+  ThresholdRoleController,
+} from "../../src/core/roles/index.js";
+
+/*
+ * Issue 13: the role controllers' decisions on synthetic demand curves. A tiny driver
+ * plays a pool of split engines: each round (every 10 s) it hands the controller the
+ * demand of that moment, starts the switch it asks for, and lets a switching engine
+ * drain for 5 s before it takes its new role.
+ */
+
+/** One engine dedicated to a role: 10k prompt tokens/s of prefill, 2k output tokens/s of decode at a full batch. */
+const CAPACITY: RoleCapacity = { prefillTokensPerSec: 10_000, decodeTokensPerSec: 2_000 };
+const ROUND_MS = 10_000;
+const DRAIN_MS = 5_000;
+
+const demand = (prefillEngines: number, decodeEngines: number, over: Partial<RoleDemand> = {}): RoleDemand => ({
+  prefillTokensPerSec: prefillEngines * CAPACITY.prefillTokensPerSec,
+  decodeTokensPerSec: decodeEngines * CAPACITY.decodeTokensPerSec,
+  prefillQueue: 0,
+  decodeKvUsage: 0.5,
+  ttftP95Ms: undefined,
+  itlMs: undefined,
+  ...over,
+});
+
+interface Played {
+  switches: (RoleSwitch & { at: number })[];
+  /** Prefill engines after each round. */
+  prefillEngines: number[];
+}
+
+function play(controller: RoleController, start: { prefill: number; decode: number }, rounds: number, demandAt: (round: number) => RoleDemand): Played {
+  const engines: (RoleEngineState & { readyAt?: number; next?: "prefill" | "decode" })[] = [
+    ...Array.from({ length: start.prefill }, (_, i) => ({ id: `p${i}`, role: "prefill" as const, switching: false, load: i })),
+    ...Array.from({ length: start.decode }, (_, i) => ({ id: `d${i}`, role: "decode" as const, switching: false, load: i })),
+  ];
+  const played: Played = { switches: [], prefillEngines: [] };
+  for (let round = 0; round < rounds; round++) {
+    const now = round * ROUND_MS;
+    for (const engine of engines) {
+      if (engine.switching && engine.readyAt !== undefined && now >= engine.readyAt && engine.next) {
+        engine.role = engine.next;
+        engine.switching = false;
+      }
+    }
+    const decision = controller.decide(engines, demandAt(round), now);
+    if (decision.action === "switch") {
+      const engine = engines.find((e) => e.id === decision.switch.engineId);
+      if (!engine) throw new Error(`controller named an unknown engine ${decision.switch.engineId}`);
+      expect(engine.role).toBe(decision.switch.from);
+      expect(engine.switching).toBe(false);
+      engine.switching = true;
+      engine.readyAt = now + DRAIN_MS;
+      engine.next = decision.switch.to;
+      played.switches.push({ ...decision.switch, at: now });
+    }
+    played.prefillEngines.push(engines.filter((e) => e.role === "prefill" && !e.switching).length);
+  }
+  return played;
+}
+
+describe("the ratio controller", () => {
+  it("follows a shift from decode-heavy to prefill-heavy work, one engine at a time, no faster than its cooldown", () => {
+    // 8 engines; 10 minutes of math agents (1.5 engines of prefill, 6 of decode), then computer-use (6 and 1.5).
+    const played = play(new RatioRoleController(CAPACITY), { prefill: 2, decode: 6 }, 120, (round) => (round < 60 ? demand(1.5, 6) : demand(6, 1.5)));
+    expect(played.prefillEngines[59]).toBe(2);
+    // Proportional to the demand (6 : 1.5 of 8 engines is 6.4 : 1.6), within a few minutes of the shift.
+    expect(played.prefillEngines.at(-1)).toBe(6);
+    const shiftSwitches = played.switches.filter((s) => s.at >= 60 * ROUND_MS);
+    expect(shiftSwitches.every((s) => s.to === "prefill")).toBe(true);
+    expect(shiftSwitches).toHaveLength(4);
+    const gaps = played.switches.slice(1).map((s, i) => s.at - played.switches[i]!.at);
+    expect(gaps.every((gap) => gap >= 30_000)).toBe(true);
+    // Nothing moved before the shift: the starting split already fit.
+    expect(played.switches.filter((s) => s.at < 60 * ROUND_MS)).toHaveLength(0);
+  });
+
+  it("does not flap: demand that wanders ±25 % around a split it fits moves nothing, for any wander", () => {
+    fc.assert(
+      fc.property(fc.array(fc.tuple(fc.double({ min: -0.25, max: 0.25, noNaN: true }), fc.double({ min: -0.25, max: 0.25, noNaN: true })), { minLength: 360, maxLength: 360 }), (noise) => {
+        const played = play(new RatioRoleController(CAPACITY), { prefill: 3, decode: 5 }, noise.length, (round) => {
+          const [p, d] = noise[round]!;
+          return demand(3 * 0.8 * (1 + p), 5 * 0.8 * (1 + d));
+        });
+        expect(played.switches).toHaveLength(0);
+      }),
+      { numRuns: 50 },
+    );
+  });
+
+  it("rides out a burst shorter than its smoothing: a 20 s prefill spike every 5 minutes moves no engine", () => {
+    const played = play(new RatioRoleController(CAPACITY), { prefill: 2, decode: 6 }, 180, (round) => (round % 30 < 2 ? demand(8, 4) : demand(1.5, 5)));
+    expect(played.switches).toHaveLength(0);
+  });
+
+  it("counts a latency miss as pressure: the same tokens with P95 TTFT at 3× its target move an engine to prefill", () => {
+    const tokens = () => demand(1.6, 6);
+    const calm = play(new RatioRoleController(CAPACITY), { prefill: 2, decode: 6 }, 30, tokens);
+    expect(calm.switches).toHaveLength(0);
+    const missing = play(new RatioRoleController(CAPACITY, { ttftTargetMs: 1_000 }), { prefill: 2, decode: 6 }, 30, () => ({ ...tokens(), ttftP95Ms: 3_000 }));
+    expect(missing.switches[0]).toMatchObject({ from: "decode", to: "prefill" });
+  });
+
+  it("moves nothing while the pool is idle, keeps each side's minimum, and drains the least-loaded engine", () => {
+    expect(play(new RatioRoleController(CAPACITY), { prefill: 1, decode: 3 }, 60, () => demand(0.3, 0.05)).switches).toHaveLength(0);
+    const all = play(new RatioRoleController(CAPACITY), { prefill: 2, decode: 2 }, 60, () => demand(8, 0.1));
+    expect(all.prefillEngines.at(-1)).toBe(3);
+    // d0 carries load 0, d1 load 1: the first to move is d0.
+    expect(all.switches[0]?.engineId).toBe("d0");
+  });
+});
+
+describe("the threshold baseline (Dynamo-planner-like)", () => {
+  it("moves an engine to prefill on a long prefill queue, to decode on high KV use, and holds when both are high", () => {
+    const queue = play(new ThresholdRoleController(), { prefill: 2, decode: 6 }, 3, () => demand(1, 1, { prefillQueue: 20, decodeKvUsage: 0.2 }));
+    expect(queue.switches[0]).toMatchObject({ from: "decode", to: "prefill" });
+    const kv = play(new ThresholdRoleController(), { prefill: 4, decode: 4 }, 3, () => demand(1, 1, { prefillQueue: 0, decodeKvUsage: 0.95 }));
+    expect(kv.switches[0]).toMatchObject({ from: "prefill", to: "decode" });
+    // Both sides short: thresholds alone cannot say which needs the engine more.
+    const both = play(new ThresholdRoleController(), { prefill: 4, decode: 4 }, 30, () => demand(1, 1, { prefillQueue: 40, decodeKvUsage: 0.95 }));
+    expect(both.switches).toHaveLength(0);
+  });
+});
