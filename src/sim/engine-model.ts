@@ -265,6 +265,17 @@ export class EngineModel {
     };
   }
 
+  /**
+   * A context's KV arriving from elsewhere (issue 13: a disaggregated call's prefill
+   * moved to this decode engine, or a context reloaded from the host tier): its full
+   * blocks become cached prefix blocks, so the request that follows computes only what
+   * is past them. Returns the tokens imported (blocks it did not hold yet); 0 when the
+   * cache has no room for them.
+   */
+  importKv(blockHashes: readonly number[]): number {
+    return this.kv.importCached(blockHashes) * this.blockSize;
+  }
+
   /** Drops a request (client disconnected) and frees its KV blocks. False if unknown or done. */
   abort(id: string): boolean {
     const seq = this.requests.get(id);

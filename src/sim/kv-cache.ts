@@ -81,6 +81,24 @@ export class KvBlockPool {
     }
   }
 
+  /**
+   * KV copied in from elsewhere (a prefill engine's, or the host tier's): each hash not
+   * cached yet gets a block of its own, registered and left unreferenced, so the next
+   * request with that prefix finds it as a cache hit. Imports nothing unless every
+   * missing block fits in the free queue (an import that evicted its own first blocks
+   * would leave a gap no lookup passes). Returns the blocks added.
+   */
+  importCached(hashes: readonly number[]): number {
+    const missing = hashes.filter((hash) => !this.cached.has(hash));
+    if (missing.length > this.numFree) return 0;
+    for (const hash of missing) {
+      const b = this.allocate();
+      this.register(b, hash);
+      this.release([b]);
+    }
+    return missing.length;
+  }
+
   /** A fresh block, evicting the least recently freed one (and its cache entry). */
   allocate(): number {
     const b = this.head;

@@ -1,5 +1,5 @@
 import {
-  engineToMove,
+  enginesToMove,
   type RoleCapacity,
   type RoleController,
   type RoleDecision,
@@ -11,18 +11,25 @@ import {
 
 /*
  * The Agentix role controller: the prefill:decode split that serves the measured
- * demand. Each side's pressure is its demand over one engine's capacity in that role
- * (prefill tokens/s over the prefill rate; output tokens/s over the decode rate at a
- * full batch), raised by how far that side misses its latency target (P95 TTFT for
- * prefill, ITL for decode) when it does. The busier side per engine,
- * `pressure / engines`, is what a switch must relieve: an engine moves from the other
- * side only when that lowers the busier side's load per engine by more than the
- * hysteresis margin after the move, which a balanced split's noise cannot do. Demand is
- * smoothed over rounds (EWMA) and a move must also be asked for by each of the last
- * `sustainRounds` rounds' own demand; one switch runs at a time, none starts within the
- * cooldown of the last, and nothing moves while the busier side runs below half its
- * engines' rate, so a transient burst does not move an engine and the split does not
- * flap. Pure: the caller passes the time.
+ * demand. Each side's pressure is in engines' worth of work:
+ * - prefill: the prefill work arriving per second, plus the backlog spread over
+ *   `backlogHorizonMs` (a queue that built up must be cleared, not only kept level; in
+ *   a closed loop of agents, arrivals fall as the queue grows, so arrivals alone would
+ *   say less the worse it gets);
+ * - decode: the decode work per second, or the KV its calls hold and wait for over one
+ *   engine's KV, whichever is more (long contexts bind on KV before compute, and calls
+ *   waiting for a full decode side show up there).
+ * The busier side per engine, `pressure / engines`, is what a switch must relieve:
+ * engines move from the other side (the fewest that bring it to `targetLoad`, up to
+ * `maxMovesPerDecision`) only when that lowers the busier side's load per engine by
+ * more than the hysteresis margin, which a balanced split's noise cannot do. A side
+ * that misses its latency target (P95 TTFT for prefill, mean ITL for decode) gives no
+ * engine away: when both are overloaded the split holds rather than swing between
+ * them. Demand is smoothed over rounds (EWMA) and a move must also be asked for by each
+ * of the last `sustainRounds` rounds' own demand; one decision's switches run at a
+ * time, none starts within the cooldown of the last, and nothing moves while the
+ * busier side runs below `minLoadToAct` of its engines, so a transient burst does not
+ * move an engine and the split does not flap. Pure: the caller passes the time.
  */
 
 export interface RatioControllerSettings {
@@ -34,12 +41,18 @@ export interface RatioControllerSettings {
   sustainRounds: number;
   /** Below this load per engine on the busier side (1 = its engines' full rate) nothing moves: the split has room either way. */
   minLoadToAct: number;
+  /** A move takes the fewest engines that bring the busier side's load per engine to this. */
+  targetLoad: number;
   /** No switch starts within this long of the last one's start (ms). */
   cooldownMs: number;
+  /** Engines one decision may move (one way): a large shift in the mix is followed in one step, not one engine per cooldown. */
+  maxMovesPerDecision: number;
+  /** The prefill backlog counts as work to do within this long (ms): by default the TTFT target, since a queue that takes longer to clear misses it. */
+  backlogHorizonMs: number;
   /** Engines each side keeps. */
   minPrefillEngines: number;
   minDecodeEngines: number;
-  /** Latency targets; a side that misses its target counts its pressure × the miss. */
+  /** Latency targets; a side that misses its target gives no engine away. */
   ttftTargetMs: number;
   itlTargetMs: number;
 }
@@ -48,21 +61,29 @@ export const DEFAULT_RATIO_CONTROLLER: RatioControllerSettings = Object.freeze({
   smoothing: 0.3,
   hysteresis: 0.15,
   sustainRounds: 3,
-  minLoadToAct: 0.5,
+  minLoadToAct: 0.7,
+  targetLoad: 0.8,
   cooldownMs: 30_000,
+  maxMovesPerDecision: 3,
+  backlogHorizonMs: 2_000,
   minPrefillEngines: 1,
   minDecodeEngines: 1,
   ttftTargetMs: 2_000,
   itlTargetMs: 50,
 });
 
-/** A side's pressure in engines' worth of work: demand over one engine's rate, × its target miss. */
-export function sidePressure(demandPerSec: number, ratePerEngine: number, latencyMs: number | undefined, targetMs: number): number {
-  const miss = latencyMs === undefined || targetMs <= 0 ? 1 : Math.max(1, latencyMs / targetMs);
-  return (Math.max(0, demandPerSec) / Math.max(1e-9, ratePerEngine)) * miss;
+/** Each side's pressure in engines' worth of work (see the top of this file). */
+export function rolePressure(demand: RoleDemand, capacity: RoleCapacity, settings: RatioControllerSettings): Pressure {
+  const prefillWork = Math.max(0, demand.prefillWorkMsPerSec) + (Math.max(0, demand.prefillBacklogMs) * 1_000) / Math.max(1, settings.backlogHorizonMs);
+  return {
+    prefill: prefillWork / 1_000,
+    decode: Math.max(Math.max(0, demand.decodeWorkMsPerSec) / 1_000, Math.max(0, demand.decodeKvTokens) / Math.max(1, capacity.decodeKvTokens)),
+  };
 }
 
-interface Pressure {
+const misses = (latencyMs: number | undefined, targetMs: number): boolean => latencyMs !== undefined && latencyMs > targetMs;
+
+export interface Pressure {
   prefill: number;
   decode: number;
 }
@@ -73,20 +94,30 @@ const worstLoad = (pressure: Pressure, prefill: number, decode: number): number 
 
 interface Proposal {
   to: SplitRole;
+  /** Engines to move. */
+  count: number;
   /** The busier side's load per engine now, and after the move. */
   current: number;
   after: number;
 }
 
-/** The move that relieves the busier side by more than the hysteresis margin, within each side's minimum; undefined when none does. */
-function proposal(pressure: Pressure, prefill: number, decode: number, s: RatioControllerSettings): Proposal | undefined {
+/**
+ * The move (up to `maxMovesPerDecision` engines one way, within each side's minimum and
+ * never from a side that keeps its engines) that relieves the busier side by more than
+ * the hysteresis margin: the fewest engines that bring its load per engine to
+ * `targetLoad`, else the move that leaves it least loaded; undefined when none does.
+ */
+function proposal(pressure: Pressure, prefill: number, decode: number, s: RatioControllerSettings, keep: { prefill: boolean; decode: boolean }): Proposal | undefined {
   const current = worstLoad(pressure, prefill, decode);
   if (current < s.minLoadToAct) return undefined;
   const moves: Proposal[] = [];
-  if (decode > s.minDecodeEngines) moves.push({ to: "prefill", current, after: worstLoad(pressure, prefill + 1, decode - 1) });
-  if (prefill > s.minPrefillEngines) moves.push({ to: "decode", current, after: worstLoad(pressure, prefill - 1, decode + 1) });
-  const best = moves.sort((a, b) => a.after - b.after)[0];
-  return best !== undefined && best.after < current * (1 - s.hysteresis) ? best : undefined;
+  for (let count = 1; count <= s.maxMovesPerDecision; count++) {
+    if (!keep.decode && decode - count >= s.minDecodeEngines) moves.push({ to: "prefill", count, current, after: worstLoad(pressure, prefill + count, decode - count) });
+    if (!keep.prefill && prefill - count >= s.minPrefillEngines) moves.push({ to: "decode", count, current, after: worstLoad(pressure, prefill - count, decode + count) });
+  }
+  const relieving = moves.filter((move) => move.after < current * (1 - s.hysteresis));
+  const enough = relieving.filter((move) => move.after <= s.targetLoad).sort((a, b) => a.count - b.count || a.after - b.after)[0];
+  return enough ?? relieving.sort((a, b) => a.after - b.after || a.count - b.count)[0];
 }
 
 export class RatioRoleController implements RoleController {
@@ -109,10 +140,7 @@ export class RatioRoleController implements RoleController {
 
   decide(engines: readonly RoleEngineState[], demand: RoleDemand, now: number): RoleDecision {
     const s = this.#settings;
-    const round: Pressure = {
-      prefill: sidePressure(demand.prefillTokensPerSec, this.#capacity.prefillTokensPerSec, demand.ttftP95Ms, s.ttftTargetMs),
-      decode: sidePressure(demand.decodeTokensPerSec, this.#capacity.decodeTokensPerSec, demand.itlMs, s.itlTargetMs),
-    };
+    const round = rolePressure(demand, this.#capacity, s);
     const before = this.#smoothed;
     const pressure: Pressure =
       before === undefined
@@ -122,19 +150,21 @@ export class RatioRoleController implements RoleController {
 
     const { prefill, decode } = splitOf(engines);
     if (prefill.length + decode.length === 0) return { action: "hold", reason: "no_split_engines" };
-    const asked = proposal(round, prefill.length, decode.length, s);
+    // A side missing its latency target keeps its engines.
+    const keep = { prefill: misses(demand.ttftP95Ms, s.ttftTargetMs), decode: misses(demand.itlMs, s.itlTargetMs) };
+    const asked = proposal(round, prefill.length, decode.length, s, keep);
     this.#streak = asked === undefined ? undefined : { to: asked.to, rounds: this.#streak?.to === asked.to ? this.#streak.rounds + 1 : 1 };
     if (engines.some((e) => e.switching)) return { action: "hold", reason: "switch_in_progress" };
     if (now - this.#lastSwitchAt < s.cooldownMs) return { action: "hold", reason: "cooldown" };
     if (worstLoad(pressure, prefill.length, decode.length) < s.minLoadToAct) return { action: "hold", reason: "idle" };
     // The smoothed demand must want the move, and each of the last sustainRounds rounds' own demand too.
-    const best = proposal(pressure, prefill.length, decode.length, s);
+    const best = proposal(pressure, prefill.length, decode.length, s, keep);
     if (best === undefined || this.#streak?.to !== best.to || this.#streak.rounds < s.sustainRounds) return { action: "hold", reason: "balanced" };
-    const engine = engineToMove(best.to === "prefill" ? decode : prefill);
-    if (engine === undefined) return { action: "hold", reason: "minimum_engines" };
+    const moving = enginesToMove(best.to === "prefill" ? decode : prefill, best.count);
+    if (moving.length === 0) return { action: "hold", reason: "minimum_engines" };
     this.#lastSwitchAt = now;
     const from: SplitRole = best.to === "prefill" ? "decode" : "prefill";
     const reason = `${best.to} pressure: busier side ${best.current.toFixed(2)} → ${best.after.toFixed(2)} engines' work per engine`;
-    return { action: "switch", switch: { engineId: engine.id, from, to: best.to, reason } };
+    return { action: "switch", switches: moving.map((engine) => ({ engineId: engine.id, from, to: best.to, reason })) };
   }
 }

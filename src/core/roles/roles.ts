@@ -23,18 +23,27 @@ export interface RoleEngineState {
   load: number;
 }
 
-/** What an engine does per second given one role alone (from its cost model: prefill rate, and decode rate at a full batch). */
+/** What one decode engine holds: the KV it may fill (tokens, after the admission headroom). */
 export interface RoleCapacity {
-  prefillTokensPerSec: number;
-  decodeTokensPerSec: number;
+  decodeKvTokens: number;
 }
 
-/** Demand over the controller's last window, as the pool (or simulator) measured it. */
+/**
+ * Demand over the controller's last window, as the pool (or simulator) measured it.
+ * Work is in engine-milliseconds per second (1,000 is one engine busy the whole
+ * time), from the engine's cost model, so long-context prefill (attention grows with
+ * the context) and long-context decode (each token reads the whole context) weigh
+ * what they cost, not what their token counts say.
+ */
 export interface RoleDemand {
-  /** Prompt tokens that needed computing (not cache hits) per second. */
-  prefillTokensPerSec: number;
-  /** Output tokens per second. */
-  decodeTokensPerSec: number;
+  /** Prefill work arriving: the cost model over each call's tokens to compute (past its cached prefix), per second. */
+  prefillWorkMsPerSec: number;
+  /** Prefill work waiting now: calls sent to prefill and not yet prefilled (engine-ms). */
+  prefillBacklogMs: number;
+  /** Decode work: each output token made in the window at its context (per-sequence and KV-read terms, its share of a full batch's base), per second. */
+  decodeWorkMsPerSec: number;
+  /** Context tokens of the calls decoding or waiting to decode (the KV they hold or need). */
+  decodeKvTokens: number;
   /** Calls waiting for a prefill engine, at the end of the window. */
   prefillQueue: number;
   /** The decode engines' KV use, 0–1, mean at the end of the window. */
@@ -52,8 +61,8 @@ export interface RoleSwitch {
   reason: string;
 }
 
-/** A controller's answer to one round: a switch to start, or why none. */
-export type RoleDecision = { action: "switch"; switch: RoleSwitch } | { action: "hold"; reason: RoleHoldReason };
+/** A controller's answer to one round: the switches to start (all the same way), or why none. */
+export type RoleDecision = { action: "switch"; switches: RoleSwitch[] } | { action: "hold"; reason: RoleHoldReason };
 
 export type RoleHoldReason = "switch_in_progress" | "cooldown" | "idle" | "balanced" | "minimum_engines" | "no_split_engines";
 
@@ -66,7 +75,7 @@ export function splitOf(engines: readonly RoleEngineState[]): { prefill: RoleEng
   return { prefill: engines.filter((e) => e.role === "prefill"), decode: engines.filter((e) => e.role === "decode") };
 }
 
-/** The donor side's engine that drains soonest: least load, then ID, so the choice is deterministic. */
-export function engineToMove(candidates: readonly RoleEngineState[]): RoleEngineState | undefined {
-  return [...candidates].sort((a, b) => a.load - b.load || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))[0];
+/** The donor side's `count` engines that drain soonest: least load, then ID, so the choice is deterministic. */
+export function enginesToMove(candidates: readonly RoleEngineState[], count = 1): RoleEngineState[] {
+  return [...candidates].sort((a, b) => a.load - b.load || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)).slice(0, count);
 }

@@ -1,11 +1,12 @@
-import { engineToMove, type RoleController, type RoleDecision, type RoleDemand, type RoleEngineState, splitOf } from "./roles.js";
+import { enginesToMove, type RoleController, type RoleDecision, type RoleDemand, type RoleEngineState, splitOf } from "./roles.js";
 
 /*
  * The baseline the benchmark compares the ratio controller with: a load-threshold
  * planner in the manner of NVIDIA Dynamo's (it scales prefill workers on the prefill
  * queue and decode workers on decode KV-cache use, each against a high and a low
  * threshold, once per adjustment interval). Here the pool's engine count is fixed, so
- * "add a prefill worker" is "move a decode engine to prefill" and the other way round.
+ * "add a prefill worker" is "move a decode engine to prefill" and the other way round,
+ * one engine per interval.
  */
 
 export interface ThresholdControllerSettings {
@@ -50,11 +51,11 @@ export class ThresholdRoleController implements RoleController {
     const wantsDecode = demand.decodeKvUsage > s.decodeKvHigh && queuePerEngine < s.prefillQueueLow;
     if (!wantsPrefill && !wantsDecode) return { action: "hold", reason: "balanced" };
     const [donors, minimum] = wantsPrefill ? [decode, s.minDecodeEngines] : [prefill, s.minPrefillEngines];
-    const engine = donors.length > minimum ? engineToMove(donors) : undefined;
+    const engine = donors.length > minimum ? enginesToMove(donors)[0] : undefined;
     if (engine === undefined) return { action: "hold", reason: "minimum_engines" };
     this.#lastSwitchAt = now;
     return wantsPrefill
-      ? { action: "switch", switch: { engineId: engine.id, from: "decode", to: "prefill", reason: `prefill queue ${queuePerEngine.toFixed(1)} per engine` } }
-      : { action: "switch", switch: { engineId: engine.id, from: "prefill", to: "decode", reason: `decode KV use ${(demand.decodeKvUsage * 100).toFixed(0)} %` } };
+      ? { action: "switch", switches: [{ engineId: engine.id, from: "decode", to: "prefill", reason: `prefill queue ${queuePerEngine.toFixed(1)} per engine` }] }
+      : { action: "switch", switches: [{ engineId: engine.id, from: "prefill", to: "decode", reason: `decode KV use ${(demand.decodeKvUsage * 100).toFixed(0)} %` }] };
   }
 }

@@ -1,0 +1,57 @@
+import { describe, expect, it } from "vitest";
+import { simulateEvolvingPool } from "../../src/sim/evolve/pd-simulation.js";
+import { AGENT_SHAPES, type EvolveProgram, shiftingWorkload } from "../../src/sim/evolve/workload.js";
+import { KV_LINKS, kvTransferMs } from "../../src/sim/kv-links.js";
+import { ENGINE_PROFILES } from "../../src/sim/profiles.js";
+
+/*
+ * Issue 13: the evolving-pool simulator. A disaggregated call is prefilled on a prefill
+ * engine, its KV moved to a decode engine (the link's cost) and imported there, so the
+ * decode engine computes only the prompt's last partial block; role switches drain
+ * first, so every call of every program finishes.
+ */
+
+const profile = "llama-3.1-8b-h100" as const;
+const blockSize = ENGINE_PROFILES[profile].blockSize;
+
+describe("a disaggregated pool in the simulator", () => {
+  it("prefills on one engine, moves the KV, and decodes on another without computing the prompt again", () => {
+    const program: EvolveProgram = { id: "coding-0", kind: "coding", phase: 0, arrivalMs: 0, shape: { ...AGENT_SHAPES.coding, calls: 2 } };
+    const split = simulateEvolvingPool({ engines: 2, profile, programs: [program], policy: { kind: "fixed", prefillEngines: 1 } });
+    expect(split.calls).toHaveLength(2);
+    const [first, second] = split.calls;
+    expect(first!.transferMs).toBeCloseTo(kvTransferMs(KV_LINKS[profile], first!.promptTokens, "engine"), 9);
+    expect(first!.transferMs).toBeGreaterThan(0);
+    // The prefill engine computed the whole first prompt; the decode engine only its last partial block.
+    expect(first!.computedPromptTokens).toBeGreaterThanOrEqual(first!.promptTokens);
+    expect(first!.computedPromptTokens).toBeLessThan(first!.promptTokens + blockSize);
+    // The second call's prefix was cached on the prefill engine: only its new tokens (and partial blocks) computed.
+    expect(second!.computedPromptTokens).toBeLessThan(second!.promptTokens - first!.promptTokens + 3 * blockSize);
+    expect(first!.firstTokenMs).toBeLessThan(first!.finishMs);
+
+    // The same program on one mixed engine: no transfer, the same prompts and outputs.
+    const mixed = simulateEvolvingPool({ engines: 1, profile, programs: [program], policy: { kind: "mixed" } });
+    expect(mixed.calls.map((c) => [c.promptTokens, c.outputTokens, c.transferMs])).toEqual(split.calls.map((c) => [c.promptTokens, c.outputTokens, 0]));
+  });
+
+  it("loses no call while engines switch roles", () => {
+    const programs = shiftingWorkload(
+      [
+        { kind: "math", durationMs: 30_000, programsPerSec: 2 },
+        { kind: "computer-use", durationMs: 30_000, programsPerSec: 3 },
+      ],
+      3,
+    );
+    // A hair-trigger threshold controller: it switches as soon as the queue or KV moves.
+    const run = simulateEvolvingPool({
+      engines: 4,
+      profile,
+      programs,
+      policy: { kind: "threshold", prefillEngines: 1, settings: { prefillQueueHigh: 0, prefillQueueLow: 0.5, decodeKvHigh: 0.02, decodeKvLow: 0.5, cooldownMs: 10_000 } },
+    });
+    expect(run.switches.length).toBeGreaterThan(2);
+    expect(run.switches.every((s) => s.doneMs !== undefined && s.doneMs >= s.atMs)).toBe(true);
+    expect(run.programsFinished).toBe(programs.length);
+    expect(run.calls).toHaveLength(programs.reduce((sum, p) => sum + p.shape.calls, 0));
+  });
+});
