@@ -22,10 +22,12 @@ import {
  * The busier side per engine, `pressure / engines`, is what a switch must relieve:
  * engines move from the other side (the fewest that bring it to `targetLoad`, up to
  * `maxMovesPerDecision`) only when that lowers the busier side's load per engine by
- * more than the hysteresis margin, which a balanced split's noise cannot do. A side
- * that misses its latency target (P95 TTFT for prefill, mean ITL for decode) gives no
- * engine away: when both are overloaded the split holds rather than swing between
- * them. Demand is smoothed over rounds (EWMA) and a move must also be asked for by each
+ * more than the hysteresis margin, which a balanced split's noise cannot do. A donor
+ * gives engines only while its own load per engine stays within `targetLoad` after the
+ * move, and a side that misses its latency target (P95 TTFT for prefill, mean ITL for
+ * decode) gives none: when both are short the split holds rather than swing between
+ * them (without the donor rule, the queue that built on the side just robbed came back
+ * as its pressure and the split swung between 3 and 6 prefill engines of 8). Demand is smoothed over rounds (EWMA) and a move must also be asked for by each
  * of the last `sustainRounds` rounds' own demand; one decision's switches run at a
  * time, none starts within the cooldown of the last, and nothing moves while the
  * busier side runs below `minLoadToAct` of its engines, so a transient burst does not
@@ -111,9 +113,15 @@ function proposal(pressure: Pressure, prefill: number, decode: number, s: RatioC
   const current = worstLoad(pressure, prefill, decode);
   if (current < s.minLoadToAct) return undefined;
   const moves: Proposal[] = [];
+  // The donor must keep its own load per engine within targetLoad: a move that only shifts the bottleneck is no move.
+  const donorFits = (work: number, engines: number) => work / engines <= s.targetLoad;
   for (let count = 1; count <= s.maxMovesPerDecision; count++) {
-    if (!keep.decode && decode - count >= s.minDecodeEngines) moves.push({ to: "prefill", count, current, after: worstLoad(pressure, prefill + count, decode - count) });
-    if (!keep.prefill && prefill - count >= s.minPrefillEngines) moves.push({ to: "decode", count, current, after: worstLoad(pressure, prefill - count, decode + count) });
+    if (!keep.decode && decode - count >= s.minDecodeEngines && donorFits(pressure.decode, decode - count)) {
+      moves.push({ to: "prefill", count, current, after: worstLoad(pressure, prefill + count, decode - count) });
+    }
+    if (!keep.prefill && prefill - count >= s.minPrefillEngines && donorFits(pressure.prefill, prefill - count)) {
+      moves.push({ to: "decode", count, current, after: worstLoad(pressure, prefill - count, decode + count) });
+    }
   }
   const relieving = moves.filter((move) => move.after < current * (1 - s.hysteresis));
   const enough = relieving.filter((move) => move.after <= s.targetLoad).sort((a, b) => a.count - b.count || a.after - b.after)[0];
