@@ -66,6 +66,11 @@ export async function sendToolEventsToPool(forward: ToolEventsForward): Promise<
   if (!res.ok) throw new Error(`pool answered ${res.status} to tool events: ${text.slice(0, 200)}`);
 }
 
+/** The signed fields of an edge request that is not a program's call: program "edge", no service, a unique ID for the pool's replay check. */
+function edgeRequestFields(tenant: string, requestId: string, now: number): ForwardFields {
+  return { tenant, program: "edge", thread: "main", call: requestId, serviceMs: 0, pathMs: 0, waitMs: 0, engine: "", weight: 1, ts: now };
+}
+
 /** A pool that does not answer its status request within this long is taken as unreachable this round. */
 export const POOL_STATUS_TIMEOUT_MS = 3_000;
 
@@ -78,18 +83,7 @@ export const POOL_STATUS_TIMEOUT_MS = 3_000;
 export async function readPoolStatus(pool: { poolUrl: string; signingKey: SigningKey }, now: number): Promise<PoolStatus> {
   const method = "GET";
   const path = POOL_PATHS.status;
-  const fields: ForwardFields = {
-    tenant: "edge",
-    program: "edge",
-    thread: "main",
-    call: newStatusProbeId(),
-    serviceMs: 0,
-    pathMs: 0,
-    waitMs: 0,
-    engine: "",
-    weight: 1,
-    ts: now,
-  };
+  const fields = edgeRequestFields("edge", newStatusProbeId(), now);
   const res = await fetch(`${pool.poolUrl}${path}`, {
     method,
     headers: await signedForwardHeaders(pool.signingKey, { method, path }, fields, ""),
@@ -116,18 +110,7 @@ export async function countTokensAtPool(
   request: CountTokensRequest,
   now: number,
 ): Promise<number> {
-  const fields: ForwardFields = {
-    tenant: tenantId,
-    program: "edge",
-    thread: "main",
-    call: newTokenCountId(),
-    serviceMs: 0,
-    pathMs: 0,
-    waitMs: 0,
-    engine: "",
-    weight: 1,
-    ts: now,
-  };
+  const fields = edgeRequestFields(tenantId, newTokenCountId(), now);
   const res = await postSigned({ ...pool, fields }, POOL_PATHS.countTokens, JSON.stringify(request), AbortSignal.timeout(TOKEN_COUNT_TIMEOUT_MS));
   const text = await res.text();
   if (!res.ok) throw new Error(`pool answered ${res.status} to count_tokens: ${text.slice(0, 200)}`);

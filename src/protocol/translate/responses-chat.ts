@@ -12,6 +12,7 @@ import {
 import { OpenAIErrorBody } from "../errors.js";
 import { randomToken } from "../ids.js";
 import {
+  FunctionCallItem,
   ItemStatus,
   type FunctionTool,
   type InputItem,
@@ -345,14 +346,8 @@ const ReplayedOutputItem = z.discriminatedUnion("type", [
     status: ItemStatus.optional(),
     content: z.array(z.looseObject({ type: z.string(), text: z.string().optional() })),
   }),
-  z.looseObject({
-    type: z.literal("function_call"),
-    call_id: z.string().min(1),
-    name: z.string().min(1),
-    arguments: z.string(),
-    id: z.string().optional(),
-    status: ItemStatus.optional(),
-  }),
+  // An output function call is already an input item as it stands (its other fields are dropped).
+  FunctionCallItem,
 ]);
 
 function asInputItem(output: unknown): InputItem[] {
