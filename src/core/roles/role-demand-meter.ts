@@ -1,0 +1,124 @@
+import type { DecodeCostModel } from "../admission.js";
+import type { RoleDemand } from "./roles.js";
+
+/*
+ * What a role controller is fed, measured the same way by the pool (real time) and
+ * the simulator (virtual time): each call's prefill work from the engine's cost model
+ * as it is sent to prefill, the work still waiting for a prefill engine, output tokens
+ * at their context as decode work, the KV of calls handed to decode and not yet
+ * decoding, and the latencies of the window. `read` closes a window. Pure: the caller
+ * says what happened and when.
+ */
+
+/** The engine cost model the meter prices work with: the decode terms and prefill attention, plus the batch a full decode step holds. */
+export interface RoleWorkModel extends DecodeCostModel {
+  /** Sequences in a full decode batch (vLLM max_num_seqs): each output token's share of a step's weight-read floor. */
+  batchSequences: number;
+}
+
+/** Engine-ms to prefill `tokens` tokens after a cached prefix of `prior`: the linear rate and the attention over the prefix and itself. */
+export function prefillWorkMs(model: RoleWorkModel, tokens: number, prior: number): number {
+  const fresh = Math.max(0, tokens);
+  return fresh * model.perTokenMs + (model.attentionMsPerTokenPair ?? 0) * fresh * (Math.max(0, prior) + fresh / 2);
+}
+
+/** Engine-ms one output token costs at `context` tokens: its sequence and KV-read terms and its share of a full batch's floor. */
+export function decodeTokenMs(model: RoleWorkModel, context: number): number {
+  return model.perSequenceMs + Math.max(0, context) * model.perContextTokenMs + model.decodeBaseMs / Math.max(1, model.batchSequences);
+}
+
+/** What the meter cannot see for itself: the engines' state at the end of the window. */
+export interface RoleEngineReadings {
+  /** Context tokens decode engines hold now (their KV use × capacity, summed). */
+  decodeKvTokens: number;
+  /** Calls waiting at prefill engines (the pool's queue for them and the engines' own). */
+  prefillQueue: number;
+  /** Mean KV use of the decode engines, 0–1. */
+  decodeKvUsage: number;
+}
+
+const percentile = (values: readonly number[], p: number): number | undefined => {
+  if (values.length === 0) return undefined;
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))];
+};
+
+/** Keys beyond this many in flight are not tracked (a leak in the caller would otherwise grow the meter without bound). */
+const MAX_TRACKED = 100_000;
+
+export class RoleDemandMeter {
+  readonly #model: RoleWorkModel;
+  readonly #prefilling = new Map<string, number>();
+  readonly #toDecode = new Map<string, number>();
+  #windowStartMs: number;
+  #prefillWorkMs = 0;
+  #decodeWorkMs = 0;
+  #firstTokens: number[] = [];
+  #interTokens: number[] = [];
+
+  constructor(model: RoleWorkModel, nowMs: number) {
+    this.#model = model;
+    this.#windowStartMs = nowMs;
+  }
+
+  /** A call sent to prefill: `freshTokens` to compute after `cachedTokens` found cached (the pool's estimate). */
+  prefillQueued(callId: string, freshTokens: number, cachedTokens: number): void {
+    const work = prefillWorkMs(this.#model, freshTokens, cachedTokens);
+    this.#prefillWorkMs += work;
+    if (this.#prefilling.size < MAX_TRACKED || this.#prefilling.has(callId)) this.#prefilling.set(callId, work);
+  }
+
+  /** Its first token is out (or the prefill failed: `ttftMs` undefined); its prefill is no longer backlog. */
+  prefillDone(callId: string, ttftMs: number | undefined): void {
+    this.#prefilling.delete(callId);
+    if (ttftMs !== undefined && Number.isFinite(ttftMs)) this.#firstTokens.push(ttftMs);
+  }
+
+  /** Its KV is on its way to a decode engine: its context waits for decode room. */
+  decodeQueued(callId: string, contextTokens: number): void {
+    if (this.#toDecode.size < MAX_TRACKED || this.#toDecode.has(callId)) this.#toDecode.set(callId, Math.max(0, contextTokens));
+  }
+
+  /** It decodes now (its KV is in the engine's use), or it ended before. */
+  decodeStarted(callId: string): void {
+    this.#toDecode.delete(callId);
+  }
+
+  /** `count` output tokens made at a mean context of `contextTokens`; `interTokenMs` their mean spacing when known. */
+  decoded(count: number, contextTokens: number, interTokenMs?: number): void {
+    if (!(count > 0)) return;
+    this.#decodeWorkMs += count * decodeTokenMs(this.#model, contextTokens);
+    if (interTokenMs !== undefined && Number.isFinite(interTokenMs)) this.#interTokens.push(interTokenMs);
+  }
+
+  /** A call that ended anywhere: nothing of it is backlog any more. */
+  forget(callId: string): void {
+    this.#prefilling.delete(callId);
+    this.#toDecode.delete(callId);
+  }
+
+  /** The window since the last read, as the controller takes it; starts the next window. */
+  read(nowMs: number, engines: RoleEngineReadings): RoleDemand {
+    const seconds = Math.max(1, nowMs - this.#windowStartMs) / 1_000;
+    let backlogMs = 0;
+    for (const work of this.#prefilling.values()) backlogMs += work;
+    let waitingKv = 0;
+    for (const tokens of this.#toDecode.values()) waitingKv += tokens;
+    const demand: RoleDemand = {
+      prefillWorkMsPerSec: this.#prefillWorkMs / seconds,
+      prefillBacklogMs: backlogMs,
+      decodeWorkMsPerSec: this.#decodeWorkMs / seconds,
+      decodeKvTokens: engines.decodeKvTokens + waitingKv,
+      prefillQueue: engines.prefillQueue,
+      decodeKvUsage: engines.decodeKvUsage,
+      ttftP95Ms: percentile(this.#firstTokens, 0.95),
+      itlMs: this.#interTokens.length === 0 ? undefined : this.#interTokens.reduce((a, b) => a + b, 0) / this.#interTokens.length,
+    };
+    this.#windowStartMs = nowMs;
+    this.#prefillWorkMs = 0;
+    this.#decodeWorkMs = 0;
+    this.#firstTokens = [];
+    this.#interTokens = [];
+    return demand;
+  }
+}

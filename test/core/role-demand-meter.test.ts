@@ -1,0 +1,72 @@
+import { describe, expect, it } from "vitest";
+import { decodeTokenMs, prefillWorkMs, RoleDemandMeter, type RoleWorkModel } from "../../src/core/roles/index.js";
+
+// Round figures, so the expected work can be worked out by hand.
+const MODEL: RoleWorkModel = { decodeBaseMs: 10, perTokenMs: 0.1, perContextTokenMs: 0.001, perSequenceMs: 0.05, attentionMsPerTokenPair: 1e-6, batchSequences: 100 };
+const IDLE = { decodeKvTokens: 0, prefillQueue: 0, decodeKvUsage: 0 };
+
+describe("RoleDemandMeter", () => {
+  it("prices prefill by the tokens to compute after the cached prefix, attention included", () => {
+    // 1,000 fresh after 3,000 cached: 1,000 × 0.1 + 1e-6 × 1,000 × (3,000 + 500) = 100 + 3.5.
+    expect(prefillWorkMs(MODEL, 1_000, 3_000)).toBeCloseTo(103.5, 9);
+    expect(prefillWorkMs(MODEL, 0, 3_000)).toBe(0);
+    // 0.05 + 2,000 × 0.001 + 10 / 100.
+    expect(decodeTokenMs(MODEL, 2_000)).toBeCloseTo(2.15, 9);
+  });
+
+  it("reports a window's work per second, the backlog still waiting, and starts a new window", () => {
+    const meter = new RoleDemandMeter(MODEL, 0);
+    meter.prefillQueued("a", 1_000, 3_000);
+    meter.prefillQueued("b", 1_000, 0);
+    meter.prefillDone("a", 400);
+    meter.decodeQueued("a", 4_000);
+    meter.decoded(100, 2_000, 20);
+    const first = meter.read(2_000, { decodeKvTokens: 10_000, prefillQueue: 1, decodeKvUsage: 0.25 });
+    // (103.5 + 100.5) engine-ms over 2 s; 100 tokens × 2.15 ms over 2 s.
+    expect(first.prefillWorkMsPerSec).toBeCloseTo(102, 9);
+    expect(first.prefillBacklogMs).toBeCloseTo(100.5, 9); // b is still waiting
+    expect(first.decodeWorkMsPerSec).toBeCloseTo(107.5, 9);
+    expect(first.decodeKvTokens).toBe(14_000); // held + a's context on its way
+    expect(first.ttftP95Ms).toBe(400);
+    expect(first.itlMs).toBe(20);
+    expect(first.prefillQueue).toBe(1);
+    expect(first.decodeKvUsage).toBe(0.25);
+
+    meter.decodeStarted("a");
+    meter.forget("b");
+    const second = meter.read(4_000, IDLE);
+    expect(second).toEqual({
+      prefillWorkMsPerSec: 0,
+      prefillBacklogMs: 0,
+      decodeWorkMsPerSec: 0,
+      decodeKvTokens: 0,
+      prefillQueue: 0,
+      decodeKvUsage: 0,
+      ttftP95Ms: undefined,
+      itlMs: undefined,
+    });
+  });
+
+  it("takes the 95th percentile of first-token times, and a failed prefill adds no sample", () => {
+    const meter = new RoleDemandMeter(MODEL, 0);
+    for (let i = 1; i <= 100; i++) {
+      meter.prefillQueued(`c${i}`, 10, 0);
+      meter.prefillDone(`c${i}`, i * 10);
+    }
+    meter.prefillQueued("failed", 10, 0);
+    meter.prefillDone("failed", undefined);
+    const demand = meter.read(10_000, IDLE);
+    expect(demand.ttftP95Ms).toBe(960);
+    expect(demand.prefillBacklogMs).toBe(0);
+  });
+
+  it("ignores non-positive token counts and a zero-length window reads as one millisecond", () => {
+    const meter = new RoleDemandMeter(MODEL, 5_000);
+    meter.decoded(0, 1_000);
+    meter.decoded(-3, 1_000);
+    meter.prefillQueued("x", 10, 0);
+    const demand = meter.read(5_000, IDLE);
+    expect(demand.decodeWorkMsPerSec).toBe(0);
+    expect(demand.prefillWorkMsPerSec).toBeCloseTo(1_000.05, 9); // 1.00005 engine-ms over 1 ms
+  });
+});
