@@ -1,4 +1,5 @@
 import { KvBlockPool } from "./kv-cache.js";
+import { KvRetentionIndex, type RetentionSignal } from "./kv-retention-index.js";
 import { naturalOutputTokens } from "./output-text.js";
 import { type EngineProfile, type EngineProfileName, resolveProfile } from "./profiles.js";
 import { type FinishReason, Sequence, SequenceState } from "./sequence.js";
@@ -43,6 +44,8 @@ export interface EngineRequest {
   outputTokens?: number;
   /** vLLM semantics: lower runs first. Default 0. */
   priority?: number;
+  /** The context this request's KV belongs to (issue 13's retention tag); see setRetention. */
+  retentionTag?: string;
 }
 
 export interface SubmittedRequest {
@@ -110,6 +113,10 @@ export interface EngineStats {
   aborted: number;
   steps: number;
   busyMs: number;
+  /** Retention hints that named a context the engine holds, by action. */
+  keepsApplied: number;
+  normalsApplied: number;
+  dropsApplied: number;
 }
 
 export interface EngineModelOptions {
@@ -146,6 +153,7 @@ export class EngineModel {
 
   private readonly blockSize: number;
   private readonly kv: KvBlockPool;
+  private readonly retention: KvRetentionIndex;
   private readonly requests = new Map<string, Sequence>();
   private readonly waiting: WaitingQueue<Sequence>;
   private waitingCount = 0;
@@ -168,6 +176,9 @@ export class EngineModel {
     aborted: 0,
     steps: 0,
     busyMs: 0,
+    keepsApplied: 0,
+    normalsApplied: 0,
+    dropsApplied: 0,
   };
 
   constructor(options: EngineModelOptions = {}) {
@@ -182,6 +193,8 @@ export class EngineModel {
       throw new RangeError("maxModelLen exceeds the KV cache capacity");
     }
     this.kv = new KvBlockPool(this.profile.kvBlocks);
+    this.retention = new KvRetentionIndex(this.kv);
+    this.kv.onEviction((block) => this.retention.detach(block));
     const isWaiting = (s: Sequence) => s.state === SequenceState.waiting;
     const before = this.priorityScheduling
       ? (a: Sequence, b: Sequence) =>
@@ -229,6 +242,9 @@ export class EngineModel {
     if (request.outputTokens !== undefined && (!Number.isInteger(request.outputTokens) || request.outputTokens < 1)) {
       throw new EngineRequestError("outputTokens must be a positive integer.", "outputTokens");
     }
+    if (request.retentionTag !== undefined && request.retentionTag.length === 0) {
+      throw new EngineRequestError("the retention tag must not be empty.", "retentionTag");
+    }
 
     const fullBlocks = Math.floor(promptLength / this.blockSize);
     const given = request.promptBlockHashes;
@@ -252,6 +268,7 @@ export class EngineModel {
       targetOutput,
       finishReason: stopsOnLength ? "length" : "stop",
     });
+    if (request.retentionTag !== undefined) seq.retention = this.retention.open(request.retentionTag);
     this.requests.set(id, seq);
     this.waiting.push(seq);
     this.waitingCount++;
@@ -272,8 +289,33 @@ export class EngineModel {
    * is past them. Returns the tokens imported (blocks it did not hold yet); 0 when the
    * cache has no room for them.
    */
-  importKv(blockHashes: readonly number[]): number {
-    return this.kv.importCached(blockHashes) * this.blockSize;
+  importKv(blockHashes: readonly number[], retentionTag?: string): number {
+    if (retentionTag === undefined) return this.kv.importCached(blockHashes) * this.blockSize;
+    const added: number[] = [];
+    const count = this.kv.importCached(blockHashes, added);
+    this.retention.tag(retentionTag, added);
+    return count * this.blockSize;
+  }
+
+  /**
+   * A program's word on one of its contexts (issue 13; the protocol's KvRetentionHint
+   * without its tag), in this engine's ms clock: keep ranks the context's unreferenced
+   * blocks after every ordinary one until `keep_ms` from now, drop before every other
+   * (even just used), normal by recency again. A block several contexts share is kept
+   * if any keeps it, dropped only if all drop it. True when the engine holds blocks or
+   * requests of that context.
+   */
+  setRetention(tag: string, signal: RetentionSignal, nowMs: number): boolean {
+    this.retention.expire(nowMs);
+    const applied = this.retention.apply(tag, signal, nowMs);
+    if (applied) this.counters[`${signal.action}sApplied`]++;
+    return applied;
+  }
+
+  /** Leading tokens of `promptTokens` the GPU prefix cache holds now, in whole blocks (an inspection: nothing is referenced). */
+  cachedPrefixTokens(promptTokens: readonly string[]): number {
+    const hashes = promptBlockHashes(promptTokens, this.blockSize);
+    return this.kv.findCachedPrefix(hashes, hashes.length, []) * this.blockSize;
   }
 
   /** Drops a request (client disconnected) and frees its KV blocks. False if unknown or done. */
@@ -286,9 +328,9 @@ export class EngineModel {
     } else if (seq.state === SequenceState.running) {
       const index = this.running.indexOf(seq);
       if (index >= 0) this.running.splice(index, 1);
-      this.kv.release(seq.blocks);
-      seq.blocks.length = 0;
+      this.releaseBlocks(seq);
     }
+    this.retention.leave(seq.retention);
     seq.state = SequenceState.aborted;
     this.counters.aborted++;
     return true;
@@ -314,6 +356,7 @@ export class EngineModel {
   startStep(nowMs: number): number | undefined {
     if (this.stepActive) throw new Error("startStep called while a step is in progress");
     this.stepStartMs = nowMs;
+    this.retention.expire(nowMs);
     // A step that only preempted admits no waiting request (vLLM); retry once so
     // the freed blocks are used instead of reporting a false idle.
     if (!this.schedule() && this.scheduled.length === 0) this.schedule();
@@ -511,8 +554,7 @@ export class EngineModel {
 
   /** Preemption by recompute: free everything, requeue; it re-prefills, often from its own cached prefix. */
   private preempt(seq: Sequence): void {
-    this.kv.release(seq.blocks);
-    seq.blocks.length = 0;
+    this.releaseBlocks(seq);
     seq.registeredBlocks = 0;
     seq.numComputed = 0;
     seq.state = SequenceState.waiting;
@@ -525,8 +567,8 @@ export class EngineModel {
 
   private finish(seq: Sequence, at: number, events: EngineEvent[]): void {
     seq.state = SequenceState.finished;
-    this.kv.release(seq.blocks);
-    seq.blocks.length = 0;
+    this.releaseBlocks(seq);
+    this.retention.leave(seq.retention);
     this.requests.delete(seq.id);
     this.counters.finished++;
     const completion = seq.outputCount;
@@ -546,6 +588,13 @@ export class EngineModel {
       },
       preemptions: seq.preemptions,
     });
+  }
+
+  /** Frees a sequence's blocks, ranked by its context first. */
+  private releaseBlocks(seq: Sequence): void {
+    this.retention.releasing(seq.retention, seq.blocks);
+    this.kv.release(seq.blocks);
+    seq.blocks.length = 0;
   }
 
   /** Drops finished sequences from the running list in place, keeping admission order. */
