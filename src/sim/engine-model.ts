@@ -1,5 +1,7 @@
-import { KvBlockPool } from "./kv-cache.js";
+import type { HostKvTier } from "./host-kv-tier.js";
+import { EvictionRank, KvBlockPool } from "./kv-cache.js";
 import { KvRetentionIndex, type RetentionSignal } from "./kv-retention-index.js";
+import type { NodeKvLedger } from "./node-kv-ledger.js";
 import { naturalOutputTokens } from "./output-text.js";
 import { type EngineProfile, type EngineProfileName, resolveProfile } from "./profiles.js";
 import { type FinishReason, Sequence, SequenceState } from "./sequence.js";
@@ -113,6 +115,13 @@ export interface EngineStats {
   aborted: number;
   steps: number;
   busyMs: number;
+  /** Prompt tokens reloaded from the node's host tier instead of computed. */
+  hostHitTokens: number;
+  /** Prompt tokens computed whose KV the node had computed before (on any engine): the waste the host tier and retention attack. */
+  recomputedTokens: number;
+  /** KV bytes over PCIe: reloads (host → GPU) and evicted blocks written to the host tier (GPU → host). */
+  hostLoadBytes: number;
+  hostStoreBytes: number;
   /** Retention hints that named a context the engine holds, by action. */
   keepsApplied: number;
   normalsApplied: number;
@@ -127,6 +136,10 @@ export interface EngineModelOptions {
   maxBatchedTokens?: number;
   /** Waiting order by priority then arrival (vLLM --scheduling-policy priority); else FCFS. Default true. */
   priorityScheduling?: boolean;
+  /** The node's host-memory KV tier, shared with the node's other engines (issue 13). */
+  hostTier?: HostKvTier;
+  /** What the node has computed, shared likewise: counts recomputed tokens. */
+  nodeLedger?: NodeKvLedger;
 }
 
 /** A request the engine refuses, with the offending field (vLLM answers 400). */
@@ -154,6 +167,12 @@ export class EngineModel {
   private readonly blockSize: number;
   private readonly kv: KvBlockPool;
   private readonly retention: KvRetentionIndex;
+  private readonly hostTier: HostKvTier | undefined;
+  private readonly nodeLedger: NodeKvLedger | undefined;
+  /** The latest time the caller gave (an eviction inside importKv has no time of its own). */
+  private clockMs = 0;
+  /** Tokens reloaded from the host tier for the step being scheduled. */
+  private stepLoadTokens = 0;
   private readonly requests = new Map<string, Sequence>();
   private readonly waiting: WaitingQueue<Sequence>;
   private waitingCount = 0;
@@ -176,6 +195,10 @@ export class EngineModel {
     aborted: 0,
     steps: 0,
     busyMs: 0,
+    hostHitTokens: 0,
+    recomputedTokens: 0,
+    hostLoadBytes: 0,
+    hostStoreBytes: 0,
     keepsApplied: 0,
     normalsApplied: 0,
     dropsApplied: 0,
@@ -194,7 +217,10 @@ export class EngineModel {
     }
     this.kv = new KvBlockPool(this.profile.kvBlocks);
     this.retention = new KvRetentionIndex(this.kv);
-    this.kv.onEviction((block) => this.retention.detach(block));
+    this.hostTier = options.hostTier;
+    this.nodeLedger = options.nodeLedger;
+    if (this.hostTier !== undefined && this.hostTier.blockSize !== this.blockSize) throw new RangeError("the host tier's block size must be the engine's");
+    this.kv.onEviction((block, hash) => this.evicting(block, hash));
     const isWaiting = (s: Sequence) => s.state === SequenceState.waiting;
     const before = this.priorityScheduling
       ? (a: Sequence, b: Sequence) =>
@@ -205,6 +231,7 @@ export class EngineModel {
 
   /** Queues a request; throws EngineRequestError for one vLLM would reject. */
   submit(request: EngineRequest, nowMs: number): SubmittedRequest {
+    this.clockMs = Math.max(this.clockMs, nowMs);
     const { id, promptTokens } = request;
     if (id.length === 0) throw new EngineRequestError("request id must not be empty");
     if (this.requests.has(id)) throw new EngineRequestError(`duplicate request id ${id}`);
@@ -306,10 +333,22 @@ export class EngineModel {
    * requests of that context.
    */
   setRetention(tag: string, signal: RetentionSignal, nowMs: number): boolean {
+    this.clockMs = Math.max(this.clockMs, nowMs);
     this.retention.expire(nowMs);
-    const applied = this.retention.apply(tag, signal, nowMs);
+    const onGpu = this.retention.apply(tag, signal, nowMs);
+    const onHost = this.hostTier?.setRetention(tag, signal, nowMs) ?? false;
+    const applied = onGpu || onHost;
     if (applied) this.counters[`${signal.action}sApplied`]++;
     return applied;
+  }
+
+  /** A cached block leaves the GPU: unless its context was dropped, the host tier gets a copy. */
+  private evicting(block: number, hash: number): void {
+    const host = this.hostTier;
+    if (host !== undefined && this.kv.rankOfBlock(block) !== EvictionRank.dropped) {
+      if (host.store(hash, this.retention.contextsOf(block), this.clockMs)) this.counters.hostStoreBytes += host.bytesPerBlock;
+    }
+    this.retention.detach(block);
   }
 
   /** Leading tokens of `promptTokens` the GPU prefix cache holds now, in whole blocks (an inspection: nothing is referenced). */
@@ -356,7 +395,10 @@ export class EngineModel {
   startStep(nowMs: number): number | undefined {
     if (this.stepActive) throw new Error("startStep called while a step is in progress");
     this.stepStartMs = nowMs;
+    this.clockMs = Math.max(this.clockMs, nowMs);
     this.retention.expire(nowMs);
+    this.hostTier?.expire(nowMs);
+    this.stepLoadTokens = 0;
     // A step that only preempted admits no waiting request (vLLM); retry once so
     // the freed blocks are used instead of reporting a false idle.
     if (!this.schedule() && this.scheduled.length === 0) this.schedule();
@@ -371,7 +413,8 @@ export class EngineModel {
       if (isDecode) shape.addDecode(ahead + 1);
       else shape.addPrefill(ahead, n);
     }
-    const duration = stepDurationMs(this.profile, shape);
+    // A reload from the host tier holds the step (see host-kv-tier.ts).
+    const duration = stepDurationMs(this.profile, shape) + (this.stepLoadTokens > 0 && this.hostTier ? this.hostTier.loadMs(this.stepLoadTokens) : 0);
     this.stepActive = true;
     this.stepEndMs = nowMs + duration;
     this.counters.steps++;
@@ -488,7 +531,9 @@ export class EngineModel {
       const maxHitBlocks = Math.floor((seq.numTokens - 1) / bs);
       seq.ensureBlockHashes(maxHitBlocks, bs);
       const hitCount = this.kv.findCachedPrefix(seq.blockHashes, maxHitBlocks, hits);
-      const computed = hitCount * bs;
+      // The GPU's cached prefix, continued by what the node's host tier holds.
+      const loaded = this.hostTier !== undefined && hitCount < maxHitBlocks ? this.hostTier.lookup(seq.blockHashes, hitCount, maxHitBlocks) : 0;
+      const computed = (hitCount + loaded) * bs;
       const n = Math.min(seq.numTokens - computed, budget);
       const fresh = Math.ceil((computed + n) / bs) - hitCount;
       if (fresh + this.kv.countUnreferenced(hits) > this.kv.numFree) break;
@@ -496,7 +541,13 @@ export class EngineModel {
       this.waiting.pop();
       this.waitingCount--;
       this.counters.prefixCacheQueries += seq.numTokens;
-      this.counters.prefixCacheHits += computed;
+      this.counters.prefixCacheHits += hitCount * bs;
+      if (loaded > 0) {
+        this.counters.hostHitTokens += loaded * bs;
+        this.counters.hostLoadBytes += loaded * (this.hostTier?.bytesPerBlock ?? 0);
+        this.stepLoadTokens += loaded * bs;
+      }
+      if (this.nodeLedger !== undefined) this.countRecomputed(seq, hitCount + loaded);
       if (seq.cachedTokens < 0) {
         seq.cachedTokens = computed;
         this.counters.promptTokens += seq.promptLength;
@@ -515,6 +566,15 @@ export class EngineModel {
     return true;
   }
 
+  /** Full prompt blocks past `from` that this admission computes although the node computed them before. */
+  private countRecomputed(seq: Sequence, from: number): void {
+    const ledger = this.nodeLedger;
+    if (ledger === undefined) return;
+    const full = Math.floor(seq.numTokens / this.blockSize);
+    seq.ensureBlockHashes(full, this.blockSize);
+    for (let k = from; k < full; k++) if (ledger.has(seq.blockHashes[k] as number)) this.counters.recomputedTokens += this.blockSize;
+  }
+
   /** New blocks `seq` needs to hold `tokens` tokens. */
   private blocksNeeded(seq: Sequence, tokens: number): number {
     return Math.max(0, Math.ceil(tokens / this.blockSize) - seq.blocks.length);
@@ -528,8 +588,10 @@ export class EngineModel {
     const full = Math.floor(total / bs);
     if (full > seq.registeredBlocks) {
       seq.ensureBlockHashes(full, bs);
+      const ledger = this.nodeLedger;
       for (let k = seq.registeredBlocks; k < full; k++) {
         this.kv.register(seq.blocks[k] as number, seq.blockHashes[k] as number);
+        ledger?.record(seq.blockHashes[k] as number);
       }
       seq.registeredBlocks = full;
     }

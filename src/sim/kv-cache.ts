@@ -98,6 +98,11 @@ export class KvBlockPool {
     }
   }
 
+  /** The block holding `hash`, if it is cached. */
+  blockOf(hash: number): number | undefined {
+    return this.cached.get(hash);
+  }
+
   refCountOf(block: number): number {
     return this.refCount[block] ?? 0;
   }

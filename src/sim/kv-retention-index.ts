@@ -12,6 +12,8 @@ import { EvictionRank, type KvBlockPool } from "./kv-cache.js";
  * No clock: keeps expire when the owner calls expire(now).
  */
 
+const NO_CONTEXTS: readonly RetainedContext[] = Object.freeze([]);
+
 /** A hint without its tag: what EngineModel.setRetention takes. */
 export type RetentionSignal =
   | { action: "keep"; keep_ms: number }
@@ -56,9 +58,14 @@ export class KvRetentionIndex {
     return this.contexts.get(tag);
   }
 
-  /** The tags on a block, for a copy that leaves with it (the host tier). */
+  /** The tags on a block. */
   tagsOf(block: number): readonly string[] {
-    return (this.tagsOfBlock[block] ?? []).map((c) => c.tag);
+    return this.contextsOf(block).map((c) => c.tag);
+  }
+
+  /** The contexts a block belongs to, for a copy that leaves with it (the host tier). */
+  contextsOf(block: number): readonly RetainedContext[] {
+    return this.tagsOfBlock[block] ?? NO_CONTEXTS;
   }
 
   /** A request with `tag` entered the engine. */
