@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { ChatCompletionRequest } from "../protocol/chat.js";
+import { KV_RETENTION_TAG_FIELD, KvRetentionTag } from "../protocol/kv-retention.js";
 
 /*
  * What the simulated engine accepts beyond the shared OpenAI subset: vLLM's
@@ -21,6 +22,8 @@ const VllmExtras = {
   priority: z.int().nullish(),
   min_tokens: z.int().nonnegative().nullish(),
   ignore_eos: z.boolean().nullish(),
+  /** Agentix's retention tag: the context this call's KV belongs to (src/protocol/kv-retention.ts). */
+  [KV_RETENTION_TAG_FIELD]: KvRetentionTag.nullish(),
 };
 
 export const SimChatRequest = ChatCompletionRequest.extend(VllmExtras);
