@@ -49,6 +49,7 @@ export async function signedCall(
     waitMs: 0,
     engine: "",
     weight: 1,
+    generation: 0,
     ts: Date.now(),
     ...options.fields,
   };

@@ -68,7 +68,7 @@ export async function sendToolEventsToPool(forward: ToolEventsForward): Promise<
 
 /** The signed fields of an edge request that is not a program's call: program "edge", no service, a unique ID for the pool's replay check. */
 function edgeRequestFields(tenant: string, requestId: string, now: number): ForwardFields {
-  return { tenant, program: "edge", thread: "main", call: requestId, serviceMs: 0, pathMs: 0, waitMs: 0, engine: "", weight: 1, ts: now };
+  return { tenant, program: "edge", thread: "main", call: requestId, serviceMs: 0, pathMs: 0, waitMs: 0, engine: "", weight: 1, generation: 0, ts: now };
 }
 
 /** A pool that does not answer its status request within this long is taken as unreachable this round. */

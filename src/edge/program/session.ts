@@ -1,5 +1,6 @@
 import { DurableObject } from "cloudflare:workers";
 import { z } from "zod";
+import { FIRST_CONTEXT, nextThreadContext } from "../../core/recognition/context-generation.js";
 import { callStartValue, completeCall, type ProgramService } from "../../core/service.js";
 import { DEFAULT_THREAD } from "../../protocol/headers.js";
 import { type Database, database } from "../db/client.js";
@@ -141,11 +142,15 @@ export class ProgramSession extends DurableObject<Env> {
       new BeginRefused({ ok: false, error });
     if (this.store.call(input.callId)) throw refuse("duplicate_call");
     const existing = this.store.thread(input.thread);
+    const parent = input.parentThread === undefined ? undefined : this.store.thread(input.parentThread);
     if (input.parentThread !== undefined) {
-      if (!this.store.thread(input.parentThread)) throw refuse("unknown_parent");
+      if (!parent) throw refuse("unknown_parent");
       if (existing && existing.parent !== input.parentThread) throw refuse("parent_mismatch");
     }
     if (!existing) this.store.addThread(input.thread, input.parentThread ?? null, input.now);
+    // A new fork starts at its parent's context: what it sends is compared with the parent's last call.
+    const context = nextThreadContext(existing?.context ?? parent?.context ?? FIRST_CONTEXT, input.contextHashes);
+    if (input.contextHashes.length > 0) this.store.writeThreadContext(input.thread, context);
     // The agent calls the model again once the thread's tools returned.
     this.tools.endThreadRuns(input.thread);
     const startValueMs = callStartValue(serviceOf(meta));
@@ -167,6 +172,7 @@ export class ProgramSession extends DurableObject<Env> {
       engine: meta.engine,
       pool: meta.pool,
       startValueMs,
+      contextGeneration: context.generation,
     };
   }
 
