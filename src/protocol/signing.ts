@@ -38,6 +38,8 @@ export const POOL_PATHS = {
   countTokens: "/v1/messages/count_tokens",
   responses: "/v1/responses",
   toolEvents: "/v1/events",
+  /** What the edge knows of a program's KV (it ended or expired): protocol/kv-hints.ts. */
+  kvHints: "/v1/kv-hints",
   /** The pool's load and health, read by the edge on a schedule (GET, empty body). */
   status: "/v1/status",
 } as const;

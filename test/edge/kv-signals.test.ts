@@ -1,7 +1,24 @@
+import { runDurableObjectAlarm } from "cloudflare:test";
+import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
+import { programSession } from "../../src/edge/program/access";
 import { Header } from "../../src/protocol/headers";
-import { verifyForward } from "../../src/protocol/signing";
-import { CALL_ROUTE, chat, chatBody, drain, mockPool, newTenant, POOL_CHAT_URL, POOL_KEYS, poolJson, programHeader, type TestTenant } from "./support";
+import { KvHintBatch } from "../../src/protocol/kv-hints";
+import { POOL_PATHS, verifyForward } from "../../src/protocol/signing";
+import {
+  CALL_ROUTE,
+  chat,
+  chatBody,
+  drain,
+  mockPool,
+  newTenant,
+  POOL_CHAT_URL,
+  POOL_KEYS,
+  poolJson,
+  programHeader,
+  type TestTenant,
+  tenantFetch,
+} from "./support";
 
 /*
  * The edge's branch-aware retention signals (issue 13): each call carries its thread's
@@ -59,5 +76,55 @@ describe("context generation on forwarded calls", () => {
       ["branch-a", "1"],
       ["reviewer", "0"],
     ]);
+  });
+});
+
+describe("program end → signed KV hint to its pool", () => {
+  const POOL_KV_HINTS_URL = "http://pool.test/v1/kv-hints";
+  const KV_HINTS_ROUTE = { method: "POST", path: POOL_PATHS.kvHints };
+
+  it("DELETE of a program sends its pool one signed program_ended hint, after the answer, and a second DELETE sends none", async () => {
+    const seen = mockPool((forwarded) => (forwarded.request.url === POOL_KV_HINTS_URL ? Response.json({ accepted: 1 }, { status: 202 }) : poolJson()));
+    const tenant = await newTenant();
+    const programId = await call(tenant, [SYSTEM, TASK]);
+    const res = await tenantFetch(tenant, `/v1/programs/${programId}`, { method: "DELETE" });
+    expect(res.status).toBe(200);
+    await drain();
+    await tenantFetch(tenant, `/v1/programs/${programId}`, { method: "DELETE" });
+    await drain();
+    const hints = seen.filter((f) => f.request.url === POOL_KV_HINTS_URL);
+    expect(hints).toHaveLength(1);
+    const [hint] = hints;
+    const verified = await verifyForward(POOL_KEYS, KV_HINTS_ROUTE, hint!.request.headers, hint!.body, { now: Date.now(), windowMs: 30_000 });
+    expect(verified).toMatchObject({ ok: true, fields: { tenant: tenant.id, program: programId } });
+    expect(KvHintBatch.parse(JSON.parse(new TextDecoder().decode(hint!.body)))).toEqual({ hints: [{ type: "program_ended", reason: "ended" }] });
+  });
+
+  it("a pool that fails the hint does not fail the DELETE, and a program no engine served sends none", async () => {
+    const seen = mockPool((forwarded) => (forwarded.request.url === POOL_KV_HINTS_URL ? new Response("down", { status: 503 }) : poolJson()));
+    const tenant = await newTenant();
+    const programId = await call(tenant, [SYSTEM, TASK]);
+    expect((await tenantFetch(tenant, `/v1/programs/${programId}`, { method: "DELETE" })).status).toBe(200);
+    await drain();
+    expect(seen.filter((f) => f.request.url === POOL_KV_HINTS_URL)).toHaveLength(1);
+
+    const created = await tenantFetch(tenant, "/v1/programs", { method: "POST" });
+    const unserved = programHeader(created)!;
+    expect((await tenantFetch(tenant, `/v1/programs/${unserved}`, { method: "DELETE" })).status).toBe(200);
+    await drain();
+    expect(seen.filter((f) => f.request.url === POOL_KV_HINTS_URL)).toHaveLength(1);
+  });
+
+  it("a program that expires idle sends its pool a program_ended hint with reason expired", async () => {
+    const seen = mockPool((forwarded) => (forwarded.request.url === POOL_KV_HINTS_URL ? Response.json({ accepted: 1 }, { status: 202 }) : poolJson()));
+    const tenant = await newTenant();
+    const programId = await call(tenant, [SYSTEM, TASK]);
+    const start = Date.now();
+    vi.spyOn(Date, "now").mockReturnValue(start + Number(env.PROGRAM_IDLE_TTL_MS) + 1_000);
+    expect(await runDurableObjectAlarm(programSession(env, tenant.id, programId))).toBe(true);
+    const hints = seen.filter((f) => f.request.url === POOL_KV_HINTS_URL);
+    expect(hints).toHaveLength(1);
+    expect(hints[0]!.request.headers.get(Header.program)).toBe(programId);
+    expect(JSON.parse(new TextDecoder().decode(hints[0]!.body))).toEqual({ hints: [{ type: "program_ended", reason: "expired" }] });
   });
 });

@@ -9,6 +9,7 @@ import type { Program, UsageRow } from "../db/schema.js";
 import { edgeConfig, type Env } from "../env.js";
 import { tenantLimiter } from "../limiter/access.js";
 import { type CallRecord, type ProgramMeta, ProgramStore } from "./store.js";
+import { sendProgramEndedHints } from "./end-hints.js";
 import { ResponseStore } from "./response-store.js";
 import { TOOL_EVENTS_PER_MINUTE, ToolStore } from "./tool-store.js";
 import {
@@ -252,13 +253,15 @@ export class ProgramSession extends DurableObject<Env> {
   async end(raw: EndProgramInput): Promise<EndProgramResult> {
     const input = EndProgramInput.parse(raw);
     if (!this.meta) return { ok: false, error: "not_found" };
+    let servedBy: string[] = [];
     if (this.meta.status === "active") {
+      servedBy = this.servedPools();
       this.finish("ended", input.now);
       await this.flushToD1();
       await this.releaseProgramSlot();
       await this.scheduleAlarm();
     }
-    return { ok: true, state: this.snapshot(this.meta) };
+    return { ok: true, state: this.snapshot(this.meta), servedBy };
   }
 
   override async alarm(): Promise<void> {
@@ -284,10 +287,24 @@ export class ProgramSession extends DurableObject<Env> {
     const current = this.meta ?? meta;
     const expiring =
       current.status === "active" && this.store.inFlightCount() === 0 && now >= current.lastActivityAt + idleTtlMs;
+    const servedBy = expiring ? this.servedPools() : [];
     if (expiring) this.finish("expired", now);
     await this.flushToD1();
     if (expiring) await this.releaseProgramSlot();
     await this.scheduleAlarm();
+    // Its pools may evict its KV first; a hint, so after everything that must happen.
+    if (expiring) {
+      const ended = { tenantId: current.tenantId, programId: current.programId, reason: "expired" as const, pools: servedBy };
+      await sendProgramEndedHints(this.env, ended, (work) => this.ctx.waitUntil(work));
+    }
+  }
+
+  /** The pools that served the program: its calls' (kept until it ends) and its current one. */
+  private servedPools(): string[] {
+    const pools = new Set(this.store.servedPools());
+    const current = this.requireMeta().pool;
+    if (current !== "") pools.add(current);
+    return [...pools];
   }
 
   /** How long after its start an unsettled call is reaped. */

@@ -390,6 +390,14 @@ export class ProgramStore {
     return row.t ?? undefined;
   }
 
+  /** The pools whose engine served a call of the program (its KV is there), as long as its calls are kept. */
+  servedPools(): string[] {
+    return this.sql
+      .exec<{ pool: string }>("SELECT DISTINCT pool FROM calls WHERE pool != '' AND engine != ''")
+      .toArray()
+      .map((row) => row.pool);
+  }
+
   /** Settled calls whose usage row has not reached D1 yet. */
   unrecordedCalls(): CallRecord[] {
     return this.sql

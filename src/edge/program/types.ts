@@ -137,7 +137,10 @@ export interface ProgramState {
   tools: ToolsState;
 }
 
-export type EndProgramResult = { ok: true; state: ProgramState } | { ok: false; error: "not_found" };
+export type EndProgramResult =
+  /** `servedBy`: the pools that served the program, when this request ended it (empty when it had ended before). */
+  | { ok: true; state: ProgramState; servedBy: string[] }
+  | { ok: false; error: "not_found" };
 
 export const EndProgramInput = z.object({ now: ms });
 export type EndProgramInput = z.infer<typeof EndProgramInput>;
