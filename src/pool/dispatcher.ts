@@ -136,6 +136,7 @@ export class Dispatcher {
         maxInFlight: engine.maxInFlight,
         capacityTokens: engine.kvCapacityTokens,
         costModel: engine.decodeCost,
+        role: engine.role,
       })),
       placement: this.#placement.policy === "tao" ? { policy: "tao", settings: tao } : { policy: "routing" },
       signals: tao.tao,

@@ -12,6 +12,9 @@ const ADAPTERS: Record<EngineKind, EngineAdapter> = {
   openai: openaiAdapter,
 };
 
+/** The kinds that split a call between a prefill and a decode engine (vLLM's KV connector, SGLang's PD mode). */
+export const SPLIT_ENGINE_KINDS: readonly EngineKind[] = Object.freeze(["vllm", "sglang"]);
+
 export function adapterFor(kind: EngineKind): EngineAdapter {
   return ADAPTERS[kind];
 }
