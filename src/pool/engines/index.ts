@@ -4,6 +4,7 @@ import { sglangAdapter } from "./sglang.js";
 import { vllmAdapter } from "./vllm.js";
 
 export * from "./adapter.js";
+export * from "./split.js";
 export { openaiAdapter, sglangAdapter, vllmAdapter };
 
 const ADAPTERS: Record<EngineKind, EngineAdapter> = {
