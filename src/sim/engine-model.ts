@@ -357,6 +357,24 @@ export class EngineModel {
     return this.kv.findCachedPrefix(hashes, hashes.length, []) * this.blockSize;
   }
 
+  /**
+   * Pins the cached blocks of a prefix so no allocation evicts them (issue 13: a prefill
+   * engine holding a disaggregated call's KV until a decode engine reads it, as vLLM's
+   * KV connector delays the free). Returns the blocks pinned, the longest cached run of
+   * `blockHashes`; give them back with releaseHeld.
+   */
+  holdCachedPrefix(blockHashes: readonly number[]): number[] {
+    const blocks: number[] = [];
+    this.kv.findCachedPrefix(blockHashes, blockHashes.length, blocks);
+    this.kv.reference(blocks);
+    return blocks;
+  }
+
+  /** Unpins blocks holdCachedPrefix returned (once). */
+  releaseHeld(blocks: readonly number[]): void {
+    this.kv.release(blocks);
+  }
+
   /** Drops a request (client disconnected) and frees its KV blocks. False if unknown or done. */
   abort(id: string): boolean {
     const seq = this.requests.get(id);
