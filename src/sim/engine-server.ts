@@ -6,7 +6,9 @@ import { createSimEngineApp } from "./engine-app.js";
 import { type FaultMode, FaultInjector } from "./engine-faults.js";
 import { createEngineMetrics } from "./engine-metrics.js";
 import { EngineModel } from "./engine-model.js";
-import type { EngineProfile, EngineProfileName } from "./profiles.js";
+import { isEngineProfileName, type EngineProfile, type EngineProfileName } from "./profiles.js";
+import { KvHandoffs } from "./kv-handoff.js";
+import { KV_LINKS } from "./kv-links.js";
 
 /*
  * One simulated vLLM engine on a real port: the pure EngineModel, stepped on the
@@ -33,6 +35,8 @@ export interface SimEngineOptions {
    * closes (finished or dropped): lets tests count what truly reaches the engine.
    */
   requestObserver?: EngineRequestObserver;
+  /** Model ms a remote-decode prefill's KV is held for a decode engine (kv-handoff.ts); default vLLM's 480 s. */
+  kvHoldTimeoutMs?: number;
 }
 
 export interface EngineRequestObserver {
@@ -69,7 +73,18 @@ export async function startSimEngine(options: SimEngineOptions = {}): Promise<Si
     onEvent: (event) => metrics.observe(event),
   });
   const faults = new FaultInjector();
-  const app = createSimEngineApp({ driver, metrics, faults, modelName });
+  let address: { host: string; port: number } | undefined;
+  const profileName = model.profile.name;
+  const handoffs = new KvHandoffs({
+    model,
+    engineId: options.engineId,
+    timeScale: driver.timeScale,
+    link: isEngineProfileName(profileName) ? KV_LINKS[profileName] : undefined,
+    address: () => address,
+    registry: metrics.registry,
+    ...(options.kvHoldTimeoutMs === undefined ? {} : { holdTimeoutMs: options.kvHoldTimeoutMs }),
+  });
+  const app = createSimEngineApp({ driver, metrics, faults, modelName, handoffs });
 
   const server = await new Promise<Server>((resolve, reject) => {
     const s = serve({ fetch: app.fetch, port: options.port ?? 0, hostname: host }, () => {
@@ -87,6 +102,7 @@ export async function startSimEngine(options: SimEngineOptions = {}): Promise<Si
     });
   }
   const { port } = server.address() as AddressInfo;
+  address = { host, port };
   const urlHost = host.includes(":") ? `[${host}]` : host;
   let closing: Promise<void> | undefined;
 
@@ -103,6 +119,7 @@ export async function startSimEngine(options: SimEngineOptions = {}): Promise<Si
         server.close((err) => (err ? reject(err) : resolve()));
         server.closeAllConnections();
         driver.close();
+        handoffs.close();
       });
       return closing;
     },

@@ -53,6 +53,8 @@ export interface FakeEngine {
 export interface FakeAnswer {
   usage?: { prompt: number; completion: number; cached?: number };
   toolCalls?: { id: string; name: string; arguments: string }[];
+  /** Fields added to a JSON answer's top level (a vLLM prefill engine's kv_transfer_params). */
+  extra?: Record<string, unknown>;
 }
 
 export interface FakeEngineOptions {
@@ -94,6 +96,7 @@ const completion = (model: unknown, text: string, answer: FakeAnswer = {}) => ({
     },
   ],
   usage: usageOf(answer),
+  ...answer.extra,
 });
 
 const chunk = (model: unknown, content: string | null, usage?: object) => ({
