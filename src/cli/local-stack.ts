@@ -255,6 +255,8 @@ async function startLocalPool(
           profile: DEFAULT_PROFILE,
           // They serve Messages and Responses as vLLM does: those calls go in their own API (pool tests cover the translated path).
           nativeApis: ["messages", "responses"],
+          // They take Agentix's KV retention hints (context tags, keep / normal / drop): stock engines do not.
+          retentionHints: "agentix",
         })),
       }),
     );

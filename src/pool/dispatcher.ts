@@ -14,6 +14,9 @@ import { type ChatCompletionRequest, requestedMaxTokens } from "../protocol/chat
 import type { ForwardFields } from "../protocol/forward.js";
 import { estimatePromptTokens } from "../protocol/tokens.js";
 import type { KvHint } from "../protocol/kv-hints.js";
+import { KV_RETENTION_TAG_FIELD } from "../protocol/kv-retention.js";
+import { type ContextRef, contextTag, RetentionPlanner } from "../core/kv/retention-planner.js";
+import { KvRetentionRelay } from "./kv-retention-relay.js";
 import type { ToolEvent } from "../protocol/tool-events.js";
 import { CALL_ERROR_MESSAGES, callError, callErrorResponse } from "./call-errors.js";
 import type { EngineConfig } from "./config.js";
@@ -95,6 +98,8 @@ type CallStage = "queued" | "running" | "done";
 
 interface PendingCall {
   call: QueuedCall;
+  /** The context its KV belongs to (program, thread, the edge's context generation). */
+  context: ContextRef;
   forms: CallForms;
   stream: boolean;
   signal: AbortSignal;
@@ -136,6 +141,8 @@ export class Dispatcher {
   #lastHealthyAt: number;
   #closed = false;
   readonly #models: ReadonlySet<string> | undefined;
+  readonly #retention = new RetentionPlanner();
+  readonly #retentionRelay: KvRetentionRelay;
 
   constructor(options: DispatcherOptions) {
     this.#options = options;
@@ -175,6 +182,7 @@ export class Dispatcher {
       const target: EngineTarget = { id: engine.id, url: engine.url, apiKey: engine.apiKey, adapter: adapterFor(engine.kind) };
       this.#slots.set(engine.id, { target, model: engine.model, nativeApis: new Set(engine.nativeApis), bootstrapPort: engine.bootstrapPort });
     }
+    this.#retentionRelay = new KvRetentionRelay({ engines: options.engines, http: options.http, metrics });
     this.#lastHealthyAt = options.clock.now();
     if (this.#placement.policy === "tao") {
       this.#planLoop = new PlanLoop({
@@ -278,9 +286,13 @@ export class Dispatcher {
         code: "invalid_forward_headers",
       });
     }
+    const context: ContextRef = { programId: call.programId, threadId: call.threadId, generation: fields.generation };
+    // A newer generation than its thread's: the context it replaced may be evicted first.
+    this.#retentionRelay.send(this.#retention.callArrived(context, now));
     const onAbort = () => this.#clientGone(pending);
     const pending: PendingCall = {
       call,
+      context,
       forms,
       stream: request.stream === true,
       signal,
@@ -303,9 +315,12 @@ export class Dispatcher {
    * caller); `edgeTs` is the batch's signed timestamp. Returns how many were applied.
    */
   toolEvents(programId: string, events: readonly ToolEvent[], edgeTs: number): number {
-    const applied = this.#core.toolEvents(programId, events, this.#options.clock.now(), edgeTs);
+    const now = this.#options.clock.now();
+    const applied = this.#core.toolEvents(programId, events, now, edgeTs);
     // A program ready soon may be worth a reservation now, not at the next round.
     if (applied > 0) this.#planLoop?.request();
+    // The prediction moved: its contexts are kept until the new expected return.
+    if (applied > 0) this.#keepThroughToolWait(programId, now);
     return applied;
   }
 
@@ -316,9 +331,10 @@ export class Dispatcher {
   kvHints(programId: string, hints: readonly KvHint[]): number {
     let applied = 0;
     for (const hint of hints) {
-      if (hint.type !== "program_ended") continue;
-      // Nothing of the program will come back: TAO's reservation and predictions for it go.
+      this.#options.metrics.kvHints.inc({ type: hint.type });
+      // Nothing of the program will come back: TAO's reservation and predictions for it go, and its KV first.
       this.#core.programEnded(programId);
+      this.#retentionRelay.send(this.#retention.programEnded(programId));
       applied += 1;
     }
     return applied;
@@ -339,7 +355,9 @@ export class Dispatcher {
   updateEngines(readings: readonly EngineReading[]): void {
     const now = this.#options.clock.now();
     this.#noteHealth(now);
+    for (const reading of readings) if (!reading.healthy) this.#retention.engineLost(reading.id);
     this.#core.engineReadings(readings, now);
+    this.#retention.prune(now);
     this.pump();
   }
 
@@ -451,6 +469,7 @@ export class Dispatcher {
       this.#closed = true;
       for (const pending of this.#calls.values()) pending.attempt?.controller.abort(new Error("pool shutting down"));
     }
+    await this.#retentionRelay.settled();
     if (this.#calls.size === 0) return;
     await new Promise<void>((resolve) => {
       const done = () => {
@@ -487,6 +506,10 @@ export class Dispatcher {
       levels: this.#options.settings.queue.levels,
       model: slot.model,
     });
+    // An engine that takes retention hints learns which context the call's KV belongs to.
+    const tag = this.#retentionRelay.takesHints(engineId) ? contextTag(pending.context) : undefined;
+    if (tag !== undefined) body[KV_RETENTION_TAG_FIELD] = tag;
+    this.#retentionRelay.send(this.#retention.callStarted(pending.context, engineId, now));
     relayToEngine({
       engine: slot.target,
       callId: pending.call.callId,
@@ -895,7 +918,9 @@ export class Dispatcher {
 
   /** The attempt left the engine: its slot back in the core (once), counted by outcome. */
   #release(pending: PendingCall, engineId: string, outcome: CallOutcome, end: { serviceMs: number; outputTokens?: number }): void {
-    this.#core.attemptEnded(pending.call.callId, end, this.#options.clock.now());
+    const now = this.#options.clock.now();
+    this.#core.attemptEnded(pending.call.callId, end, now);
+    this.#retention.callEnded(pending.context, now);
     this.#options.metrics.calls.inc({ engine: engineId, outcome });
     this.#noteRoleSwitches();
   }
@@ -948,6 +973,7 @@ export class Dispatcher {
   #forget(pending: PendingCall, end?: RelayEnd): void {
     pending.detach();
     this.#calls.delete(pending.call.callId);
+    const now = this.#options.clock.now();
     this.#core.callLeft(
       pending.call.programId,
       {
@@ -956,9 +982,18 @@ export class Dispatcher {
         ...(end?.facts === undefined ? {} : { facts: end.facts }),
         promptTokensEstimate: pending.call.promptTokens,
       },
-      this.#options.clock.now(),
+      now,
     );
+    // The program's last call answered: it is in a tool wait, and its contexts are kept through it.
+    this.#keepThroughToolWait(pending.call.programId, now);
     if (this.#calls.size === 0) for (const done of [...this.#idle]) done();
+  }
+
+  /** Keeps the program's idle contexts until TAO's predicted return, when it predicts one. */
+  #keepThroughToolWait(programId: string, now: number): void {
+    const prediction = this.#core.signals.readiness.predictReadyAt(programId, now);
+    if (prediction.status !== "pending" || prediction.readyAt === undefined) return;
+    this.#retentionRelay.send(this.#retention.toolWait(programId, prediction.readyAt, now));
   }
 
   #retryAfter(): Record<string, string> {
