@@ -13,6 +13,7 @@ import type { ProgramSignals } from "../core/tao/tool-signals.js";
 import { type ChatCompletionRequest, requestedMaxTokens } from "../protocol/chat.js";
 import type { ForwardFields } from "../protocol/forward.js";
 import { estimatePromptTokens } from "../protocol/tokens.js";
+import type { KvHint } from "../protocol/kv-hints.js";
 import type { ToolEvent } from "../protocol/tool-events.js";
 import { CALL_ERROR_MESSAGES, callError, callErrorResponse } from "./call-errors.js";
 import type { EngineConfig } from "./config.js";
@@ -318,6 +319,21 @@ export class Dispatcher implements RoleSwitchTarget {
     const applied = this.#core.toolEvents(programId, events, this.#options.clock.now(), edgeTs);
     // A program ready soon may be worth a reservation now, not at the next round.
     if (applied > 0) this.#planLoop?.request();
+    return applied;
+  }
+
+  /**
+   * Applies a batch of the edge's KV hints about a program (verified by the caller).
+   * Returns how many were applied.
+   */
+  kvHints(programId: string, hints: readonly KvHint[]): number {
+    let applied = 0;
+    for (const hint of hints) {
+      if (hint.type !== "program_ended") continue;
+      // Nothing of the program will come back: TAO's reservation and predictions for it go.
+      this.#core.programEnded(programId);
+      applied += 1;
+    }
     return applied;
   }
 

@@ -56,6 +56,8 @@ export interface StartProcessOptions {
   stopTimeoutMs?: number;
   signal?: AbortSignal;
   onOutput?: (line: string) => void;
+  /** Writes a V8 CPU profile of the child into this directory when it exits (node --cpu-prof). */
+  cpuProfileDir?: string;
 }
 
 /** Spawns a child with the given script and args and an IPC channel; resolves on its ready message. */
@@ -128,8 +130,9 @@ export function startReportingProcess<Ready>(
 }
 
 function startServer<Ready>(spec: ServerSpec, readySchema: z.ZodType<Ready>, options: StartProcessOptions) {
+  const profile = options.cpuProfileDir === undefined ? [] : ["--cpu-prof", `--cpu-prof-dir=${options.cpuProfileDir}`];
   return startReportingProcess(
-    { args: ["--import", tsxLoader, childScript, JSON.stringify(spec)], name: spec.role },
+    { args: [...profile, "--import", tsxLoader, childScript, JSON.stringify(spec)], name: spec.role },
     readySchema,
     options,
   );
