@@ -82,13 +82,18 @@ export class KvBlockPool {
     return (this.rankOf[block] ?? EvictionRank.ordinary) as EvictionRank;
   }
 
-  /** Re-ranks a block; an unreferenced one moves to the back of the new rank's queue (evicted last of that rank). */
-  setRank(block: number, rank: EvictionRank): void {
+  /**
+   * Re-ranks a block. An unreferenced one moves to the back of the new rank's queue
+   * (evicted last of that rank), or to its front with `atFront` (evicted first).
+   */
+  setRank(block: number, rank: EvictionRank, atFront = false): void {
     if (this.rankOf[block] === rank) return;
     const free = this.refCount[block] === 0;
     if (free) this.unlink(block);
     this.rankOf[block] = rank;
-    if (free) this.append(block);
+    if (!free) return;
+    if (atFront) this.prepend(block);
+    else this.append(block);
   }
 
   /** The block holding `hash`, if it is cached. */
@@ -214,6 +219,17 @@ export class KvBlockPool {
     if (tail === NIL) this.heads[rank] = b;
     else this.next[tail] = b;
     this.tails[rank] = b;
+    this.free++;
+  }
+
+  private prepend(b: number): void {
+    const rank = this.rankOf[b] as number;
+    const head = this.heads[rank] as number;
+    this.prev[b] = NIL;
+    this.next[b] = head;
+    if (head === NIL) this.tails[rank] = b;
+    else this.prev[head] = b;
+    this.heads[rank] = b;
     this.free++;
   }
 

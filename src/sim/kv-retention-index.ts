@@ -180,16 +180,21 @@ export class KvRetentionIndex {
     context.action = action;
     const kept = this.keptTags;
     const dropped = this.droppedTags;
-    // Tail-first into the back of a queue, as a release does: a context loses its last blocks before its prefix.
-    // A keep that ends counts as a use: its blocks rank as the most recent ordinary ones, so a tool that runs a
-    // little past its prediction still finds them (at the front they would go before contexts nobody kept).
-    const blocks = [...context.blocks].reverse();
+    // A context loses its last blocks before its prefix. Into the back of a queue, tail-first, as a release
+    // does; a keep that ends counts as a use, so its blocks rank as the most recent ordinary ones (a tool a
+    // little past its prediction still finds them). Kept contexts go onto the front, prefix-first: the one
+    // kept last is evicted first among kept ones, as the one expected back last when tool waits are alike
+    // (Belady's choice; the oldest, LRU's, is the one expected back first).
+    const blocks = [...context.blocks];
+    const toFront = action === "keep";
+    if (!toFront) blocks.reverse();
     for (const b of blocks) {
       if (from === "keep") kept[b] = (kept[b] ?? 0) - 1;
       if (from === "drop") dropped[b] = (dropped[b] ?? 0) - 1;
       if (action === "keep") kept[b] = (kept[b] ?? 0) + 1;
       if (action === "drop") dropped[b] = (dropped[b] ?? 0) + 1;
-      this.pool.setRank(b, this.rankFor(b));
+      const rank = this.rankFor(b);
+      this.pool.setRank(b, rank, toFront && rank === EvictionRank.kept);
     }
   }
 

@@ -49,6 +49,16 @@ describe("branch-aware eviction order", () => {
     expect(evictionOrder()).toEqual([3, 2, 5, 4, 1, 0]);
   });
 
+  it("among kept contexts, the one kept last goes first (expected back last), its last block first", () => {
+    const { index, end, evictionOrder } = heldPool(6);
+    end("a", [0, 1]);
+    end("b", [2, 3]);
+    end(undefined, [4, 5]);
+    index.apply("a", { action: "keep", keep_ms: 1_000 }, 0);
+    index.apply("b", { action: "keep", keep_ms: 1_000 }, 10);
+    expect(evictionOrder()).toEqual([5, 4, 3, 2, 1, 0]);
+  });
+
   it("a keep that expires ranks by recency again, its end counting as a use", () => {
     const { index, end, evictionOrder } = heldPool(6);
     end("a", [0, 1]);
