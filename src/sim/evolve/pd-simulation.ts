@@ -1,4 +1,5 @@
 import { contextTag, type ContextRef, type EngineRetentionHint, RetentionPlanner } from "../../core/kv/retention-planner.js";
+import { MAX_KV_KEEP_MS } from "../../protocol/kv-retention.js";
 import { RatioRoleController, type RatioControllerSettings } from "../../core/roles/ratio-controller.js";
 import type { RoleCapacity, RoleController, RoleDemand, RoleEngineState, SplitRole } from "../../core/roles/roles.js";
 import { ThresholdRoleController, type ThresholdControllerSettings } from "../../core/roles/threshold-controller.js";
@@ -233,6 +234,24 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
     return last !== undefined && measure(last) <= measure(least) + slack ? last : least;
   };
 
+  /** Recent time per output token (ms, a moving average): how long a decode is expected to take. */
+  let tpotEstimateMs = 50;
+  /*
+   * Not in the core planner (yet): a disaggregated call's context is in use until its
+   * decode ends, but the prefill engine freed its blocks when the prefill did, so in a
+   * pool where every waiting context is kept it would be the one context evicted first
+   * there (bench:evolve measured 2.4× the recomputed tokens without this). Kept through
+   * the expected transfer and decode, ×1.5; the call's end then keeps it for the tool
+   * wait, or drops it.
+   */
+  const keepThroughDecode = (call: CallRun, transferMs: number) => {
+    const engine = call.program.lastEngine === undefined ? undefined : engineById.get(call.program.lastEngine);
+    if (planner === undefined || call.tag === undefined || engine === undefined) return;
+    const keepMs = Math.min(MAX_KV_KEEP_MS, Math.ceil(1.5 * (transferMs + call.record.outputTokens * tpotEstimateMs)));
+    engine.model.setRetention(call.tag, { action: "keep", keep_ms: keepMs }, now);
+    hintsSent++;
+  };
+
   const sendHints = (hints: readonly EngineRetentionHint[]) => {
     for (const { engineId, hint } of hints) {
       const { tag, ...signal } = hint;
@@ -315,10 +334,14 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
     if (event.type !== "finished") return;
     planner?.callEnded(call.context, now);
     if (part !== "d") call.record.computedPromptTokens += event.usage.promptTokens - event.usage.cachedTokens;
-    if (part !== "p" && event.timing.tpotMs !== undefined) window.tpots.push(event.timing.tpotMs);
+    if (part !== "p" && event.timing.tpotMs !== undefined) {
+      window.tpots.push(event.timing.tpotMs);
+      tpotEstimateMs += 0.05 * (event.timing.tpotMs - tpotEstimateMs);
+    }
     if (part === "p" && call.record.outputTokens > 1) {
       const ms = kvTransferMs(link, call.prompt.length, "engine");
       call.record.transferMs = ms;
+      keepThroughDecode(call, ms);
       toDecode.set(key, call.prompt.length);
       events.push(now + ms, { kind: "transferred", call });
       return;
