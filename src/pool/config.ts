@@ -25,6 +25,10 @@ import { type PlacementSettings, PlacementPolicyConfig, TaoConfig } from "./tao/
 
 const ENGINE_ID = /^[\w.:-]{1,64}$/;
 
+/** What an engine does with KV retention hints: takes Agentix's ("agentix") or none. */
+export const RETENTION_HINT_MODES = ["agentix", "none"] as const;
+export type RetentionHintMode = (typeof RETENTION_HINT_MODES)[number];
+
 /** KV capacity of an engine that states none (tokens); precedence: the engine's configured kvCapacityTokens, else its metrics', else this. */
 export { DEFAULT_KV_CAPACITY_TOKENS };
 
@@ -84,6 +88,14 @@ export const EngineConfig = z
       .max(NATIVE_APIS.length)
       .refine((apis) => new Set(apis).size === apis.length, { error: "nativeApis: each API once" })
       .default([]),
+    /**
+     * Whether the engine takes Agentix's KV retention hints (protocol/kv-retention.ts): each
+     * call's body tagged with its context, keep/normal/drop batches POSTed to its
+     * KV_RETENTION_PATH. "agentix": the simulated engine, or a real one behind a plugin that
+     * reads them; "none" (default): stock vLLM, SGLang and OpenAI-compatible servers have no
+     * per-request retention API (README "KV retention signals").
+     */
+    retentionHints: z.enum(RETENTION_HINT_MODES).default("none"),
     /**
      * Its role in disaggregated serving (issue 13): "mixed" (default) serves calls whole;
      * a "prefill" engine computes a call's prompt and hands its KV to a "decode" engine,
@@ -289,6 +301,15 @@ export const PoolConfig = z
     // Also beside other problems, so a config missing its keys says so at once.
     { when: (payload) => typeof payload.value === "object" && payload.value !== null },
   )
+  .superRefine(({ roles, engines }, ctx) => {
+    if (roles.controller === "off") return;
+    const split = engines.filter((engine) => engine.role !== "mixed");
+    if (!split.some((e) => e.role === "prefill") || !split.some((e) => e.role === "decode")) {
+      ctx.addIssue({ code: "custom", path: ["roles", "controller"], message: "a role controller moves engines between prefill and decode: give the pool prefill and decode engines" });
+    } else if (!split.some((e) => e.decodeCost !== undefined)) {
+      ctx.addIssue({ code: "custom", path: ["roles", "controller"], message: "a role controller prices demand by the engines' cost model: give the prefill and decode engines a profile or a decodeCost" });
+    }
+  })
   .transform((config, ctx) => {
     const replayWindowMs = config.replayWindowMs ?? 2 * config.timestampWindowMs;
     if (replayWindowMs < 2 * config.timestampWindowMs) {

@@ -14,6 +14,9 @@ import { type ChatCompletionRequest, requestedMaxTokens } from "../protocol/chat
 import type { ForwardFields } from "../protocol/forward.js";
 import { estimatePromptTokens } from "../protocol/tokens.js";
 import type { KvHint } from "../protocol/kv-hints.js";
+import { KV_RETENTION_TAG_FIELD } from "../protocol/kv-retention.js";
+import { type ContextRef, contextTag, RetentionPlanner } from "../core/kv/retention-planner.js";
+import { KvRetentionRelay } from "./kv-retention-relay.js";
 import type { ToolEvent } from "../protocol/tool-events.js";
 import { CALL_ERROR_MESSAGES, callError, callErrorResponse } from "./call-errors.js";
 import type { EngineConfig } from "./config.js";
@@ -28,6 +31,9 @@ import { type CountingEngine, countingEngine, countTokensOn, type TokenCount } f
 import type { CountTokensRequest } from "../protocol/messages.js";
 import { handoffOf, type KvTransferParams } from "../protocol/kv-transfer.js";
 import type { CallTokens } from "../core/admission.js";
+import type { RoleDemandMeter, RoleEngineReadings } from "../core/roles/role-demand-meter.js";
+import type { RoleEngineState, RoleSwitch } from "../core/roles/roles.js";
+import type { RoleSwitchTarget } from "./role-control.js";
 import { bootstrapRoom, hostOf, sglangBootstrapBody, vllmDecodeBody, vllmPrefillBody } from "./engines/split.js";
 
 /** How long an engine may take to count a prompt before the pool says it could not. */
@@ -65,6 +71,16 @@ export interface DispatcherOptions {
   placement?: PlacementSettings;
   /** Model names a call may ask for (pool config `models`); undefined: any. */
   models?: readonly string[] | undefined;
+  /** Measures split calls' prefill and decode demand for a role controller (role-control.ts); absent: nothing measured. */
+  roleMeter?: RoleDemandMeter | undefined;
+}
+
+/** An engine's role as the operator endpoint shows it. */
+export interface EngineRoleView {
+  id: string;
+  role: string;
+  switchingTo: string | undefined;
+  inFlight: number;
 }
 
 export interface CallSubmission {
@@ -95,6 +111,8 @@ type CallStage = "queued" | "running" | "done";
 
 interface PendingCall {
   call: QueuedCall;
+  /** The context its KV belongs to (program, thread, the edge's context generation). */
+  context: ContextRef;
   forms: CallForms;
   stream: boolean;
   signal: AbortSignal;
@@ -121,7 +139,7 @@ export interface ProgramInspection extends ProgramSignals {
 
 type RelayServiceOf = NonNullable<Parameters<typeof relayToEngine>[0]["serviceOf"]>;
 
-export class Dispatcher {
+export class Dispatcher implements RoleSwitchTarget {
   readonly #options: DispatcherOptions;
   readonly #core: PoolCore;
   readonly #slots = new Map<string, EngineSlot>();
@@ -136,6 +154,8 @@ export class Dispatcher {
   #lastHealthyAt: number;
   #closed = false;
   readonly #models: ReadonlySet<string> | undefined;
+  readonly #retention = new RetentionPlanner();
+  readonly #retentionRelay: KvRetentionRelay;
 
   constructor(options: DispatcherOptions) {
     this.#options = options;
@@ -175,6 +195,7 @@ export class Dispatcher {
       const target: EngineTarget = { id: engine.id, url: engine.url, apiKey: engine.apiKey, adapter: adapterFor(engine.kind) };
       this.#slots.set(engine.id, { target, model: engine.model, nativeApis: new Set(engine.nativeApis), bootstrapPort: engine.bootstrapPort });
     }
+    this.#retentionRelay = new KvRetentionRelay({ engines: options.engines, http: options.http, metrics });
     this.#lastHealthyAt = options.clock.now();
     if (this.#placement.policy === "tao") {
       this.#planLoop = new PlanLoop({
@@ -278,9 +299,13 @@ export class Dispatcher {
         code: "invalid_forward_headers",
       });
     }
+    const context: ContextRef = { programId: call.programId, threadId: call.threadId, generation: fields.generation };
+    // A newer generation than its thread's: the context it replaced may be evicted first.
+    this.#retentionRelay.send(this.#retention.callArrived(context, now));
     const onAbort = () => this.#clientGone(pending);
     const pending: PendingCall = {
       call,
+      context,
       forms,
       stream: request.stream === true,
       signal,
@@ -303,9 +328,12 @@ export class Dispatcher {
    * caller); `edgeTs` is the batch's signed timestamp. Returns how many were applied.
    */
   toolEvents(programId: string, events: readonly ToolEvent[], edgeTs: number): number {
-    const applied = this.#core.toolEvents(programId, events, this.#options.clock.now(), edgeTs);
+    const now = this.#options.clock.now();
+    const applied = this.#core.toolEvents(programId, events, now, edgeTs);
     // A program ready soon may be worth a reservation now, not at the next round.
     if (applied > 0) this.#planLoop?.request();
+    // The prediction moved: its contexts are kept until the new expected return.
+    if (applied > 0) this.#keepThroughToolWait(programId, now);
     return applied;
   }
 
@@ -316,9 +344,10 @@ export class Dispatcher {
   kvHints(programId: string, hints: readonly KvHint[]): number {
     let applied = 0;
     for (const hint of hints) {
-      if (hint.type !== "program_ended") continue;
-      // Nothing of the program will come back: TAO's reservation and predictions for it go.
+      this.#options.metrics.kvHints.inc({ type: hint.type });
+      // Nothing of the program will come back: TAO's reservation and predictions for it go, and its KV first.
       this.#core.programEnded(programId);
+      this.#retentionRelay.send(this.#retention.programEnded(programId));
       applied += 1;
     }
     return applied;
@@ -339,7 +368,9 @@ export class Dispatcher {
   updateEngines(readings: readonly EngineReading[]): void {
     const now = this.#options.clock.now();
     this.#noteHealth(now);
+    for (const reading of readings) if (!reading.healthy) this.#retention.engineLost(reading.id);
     this.#core.engineReadings(readings, now);
+    this.#retention.prune(now);
     this.pump();
   }
 
@@ -386,6 +417,45 @@ export class Dispatcher {
     const engine = countingEngine(engines);
     if (engine === undefined) return Promise.resolve({ ok: false, reason: "no healthy engine of this pool counts tokens" });
     return countTokensOn(engine, request, { http: this.#options.http, timeoutMs: TOKEN_COUNT_TIMEOUT_MS });
+  }
+
+  /** The engines as the role controller reads them. */
+  roleStates(): readonly RoleEngineState[] {
+    return this.#core.roleStates();
+  }
+
+  /** What the demand meter cannot see: the decode engines' KV and the calls waiting for prefill (issue 13). */
+  roleReadings(): RoleEngineReadings {
+    const core = this.#core;
+    let decodeKvTokens = 0;
+    let decodeKvUsage = 0;
+    let decodeEngines = 0;
+    let prefillQueue = core.queue.size;
+    for (const state of core.engines) {
+      const role = core.roles.role(state.id);
+      if (role === "decode") {
+        decodeKvTokens += state.kvUsage * core.kvCapacityTokens(state.id);
+        decodeKvUsage += state.kvUsage;
+        decodeEngines += 1;
+      } else if (role === "prefill") prefillQueue += state.waiting;
+    }
+    return { decodeKvTokens, prefillQueue, decodeKvUsage: decodeEngines === 0 ? 0 : decodeKvUsage / decodeEngines };
+  }
+
+  /** Starts a role switch: the engine drains (nothing new of either role), then flips; false when it cannot switch now. */
+  startRoleSwitch(roleSwitch: RoleSwitch): boolean {
+    if (this.#closed || !this.#core.startRoleSwitch(roleSwitch, this.#options.clock.now())) return false;
+    this.#options.metrics.roleSwitchesStarted.inc({ from: roleSwitch.from, to: roleSwitch.to });
+    console.info(`agentix pool: engine ${roleSwitch.engineId} switching ${roleSwitch.from} -> ${roleSwitch.to}: draining ${this.#core.engine(roleSwitch.engineId)?.inFlight ?? 0} call(s) (${roleSwitch.reason})`);
+    this.#noteRoleSwitches();
+    // A switch that finished at once may have opened room (a new decode or prefill engine).
+    this.pump();
+    return true;
+  }
+
+  /** Every engine's role now (the operator endpoint). */
+  engineRoles(): EngineRoleView[] {
+    return this.#core.roles.snapshot().map(({ id, role, switchingTo }) => ({ id, role, switchingTo, inFlight: this.#core.engine(id)?.inFlight ?? 0 }));
   }
 
   engineSnapshots(): EngineSnapshot[] {
@@ -451,6 +521,7 @@ export class Dispatcher {
       this.#closed = true;
       for (const pending of this.#calls.values()) pending.attempt?.controller.abort(new Error("pool shutting down"));
     }
+    await this.#retentionRelay.settled();
     if (this.#calls.size === 0) return;
     await new Promise<void>((resolve) => {
       const done = () => {
@@ -487,6 +558,10 @@ export class Dispatcher {
       levels: this.#options.settings.queue.levels,
       model: slot.model,
     });
+    // An engine that takes retention hints learns which context the call's KV belongs to.
+    const tag = this.#retentionRelay.takesHints(engineId) ? contextTag(pending.context) : undefined;
+    if (tag !== undefined) body[KV_RETENTION_TAG_FIELD] = tag;
+    this.#retentionRelay.send(this.#retention.callStarted(pending.context, engineId, now));
     relayToEngine({
       engine: slot.target,
       callId: pending.call.callId,
@@ -526,6 +601,7 @@ export class Dispatcher {
    * goes to the client.
    */
   #startKvTransferSplit(pending: PendingCall, prefillId: string, prefill: EngineSlot, now: number): void {
+    this.#options.roleMeter?.prefillQueued(pending.call.callId, pending.call.promptTokens, 0);
     const controller = new AbortController();
     pending.stage = "running";
     pending.attempt = { engineId: prefillId, controller };
@@ -581,6 +657,7 @@ export class Dispatcher {
       return;
     }
     metrics.splitHandoffs.inc({ outcome: handoff === undefined ? "no_kv_transfer_params" : "handed_off" });
+    this.#options.roleMeter?.decodeQueued(callId, pending.call.promptTokens);
     this.#startDecode(pending, decodeId, decode, form, vllmDecodeBody(this.#bodyFor(pending, decode, form), handoff), prefillServiceMs, handoff !== undefined);
   }
 
@@ -609,6 +686,7 @@ export class Dispatcher {
       },
     }).then(
       (start) => {
+        this.#options.roleMeter?.decodeStarted(pending.call.callId);
         if (start.kind !== "failed") return this.#attemptStarted(pending, decodeId, start, form);
         this.#decodeRefused(pending, decodeId, start);
         this.#recompute(pending, decodeId, start.reason);
@@ -628,6 +706,7 @@ export class Dispatcher {
    */
   #startBootstrapSplit(pending: PendingCall, prefillId: string, prefill: EngineSlot, now: number): void {
     const callId = pending.call.callId;
+    this.#options.roleMeter?.prefillQueued(callId, pending.call.promptTokens, 0);
     const form = formFor(pending.forms, NO_NATIVE_APIS);
     const decodeId = this.#core.placeDecode(pending.call, pending.failedEngines);
     const decode = decodeId === undefined ? undefined : this.#slots.get(decodeId);
@@ -730,6 +809,8 @@ export class Dispatcher {
     metrics.serviceSeconds.observe({ engine: engineId }, end.wallMs / 1000);
     const usage = end.facts?.usage;
     if (usage !== undefined) metrics.engineTokens.inc({ engine: engineId, kind: "prompt", outcome: end.outcome }, usage.promptTokens);
+    // Its first token is out when the prefill ends (a failed one is no longer backlog either).
+    this.#options.roleMeter?.prefillDone(pending.call.callId, end.outcome === "completed" ? this.#options.clock.now() - pending.call.enqueuedAt : undefined);
     this.#noteRoleSwitches();
   }
 
@@ -746,6 +827,10 @@ export class Dispatcher {
     metrics.serviceSeconds.observe({ engine: engineId }, end.wallMs / 1000);
     if (end.outcome === "completed") metrics.cacheObservations.inc({ engine: engineId, usage: usage ? "reported" : "estimated" });
     if (usage !== undefined) metrics.engineTokens.inc({ engine: engineId, kind: "completion", outcome: end.outcome }, usage.completionTokens);
+    if (usage !== undefined && usage.completionTokens > 0) {
+      const context = usage.promptTokens + usage.completionTokens / 2;
+      this.#options.roleMeter?.decoded(usage.completionTokens, context, end.wallMs / usage.completionTokens);
+    }
     if (end.outcome === "aborted" || end.outcome === "failed") {
       const work = usage === undefined ? "no usage reported" : `engine reported ${usage.completionTokens} completion tokens`;
       console.info(`agentix pool: call ${pending.call.callId} ${end.outcome} on decode engine ${engineId} after ${end.wallMs} ms; ${work}`);
@@ -895,7 +980,9 @@ export class Dispatcher {
 
   /** The attempt left the engine: its slot back in the core (once), counted by outcome. */
   #release(pending: PendingCall, engineId: string, outcome: CallOutcome, end: { serviceMs: number; outputTokens?: number }): void {
-    this.#core.attemptEnded(pending.call.callId, end, this.#options.clock.now());
+    const now = this.#options.clock.now();
+    this.#core.attemptEnded(pending.call.callId, end, now);
+    this.#retention.callEnded(pending.context, now);
     this.#options.metrics.calls.inc({ engine: engineId, outcome });
     this.#noteRoleSwitches();
   }
@@ -947,7 +1034,9 @@ export class Dispatcher {
   /** The call leaves the pool; `end` is its last attempt's, when one reached the engine. */
   #forget(pending: PendingCall, end?: RelayEnd): void {
     pending.detach();
+    this.#options.roleMeter?.forget(pending.call.callId);
     this.#calls.delete(pending.call.callId);
+    const now = this.#options.clock.now();
     this.#core.callLeft(
       pending.call.programId,
       {
@@ -956,9 +1045,18 @@ export class Dispatcher {
         ...(end?.facts === undefined ? {} : { facts: end.facts }),
         promptTokensEstimate: pending.call.promptTokens,
       },
-      this.#options.clock.now(),
+      now,
     );
+    // The program's last call answered: it is in a tool wait, and its contexts are kept through it.
+    this.#keepThroughToolWait(pending.call.programId, now);
     if (this.#calls.size === 0) for (const done of [...this.#idle]) done();
+  }
+
+  /** Keeps the program's idle contexts until TAO's predicted return, when it predicts one. */
+  #keepThroughToolWait(programId: string, now: number): void {
+    const prediction = this.#core.signals.readiness.predictReadyAt(programId, now);
+    if (prediction.status !== "pending" || prediction.readyAt === undefined) return;
+    this.#retentionRelay.send(this.#retention.toolWait(programId, prediction.readyAt, now));
   }
 
   #retryAfter(): Record<string, string> {
