@@ -125,6 +125,12 @@ export class RetentionPlanner {
     return hints;
   }
 
+  /** The engine holds the context too (a split call's decode engine, handed the prefill's KV). */
+  heldOn(ref: ContextRef, engineId: string): void {
+    const thread = this.#programs.get(ref.programId)?.threads.get(ref.threadId);
+    if (thread !== undefined && thread.generation === ref.generation) thread.engines.add(engineId);
+  }
+
   /** A dispatched call of the context ended (answered, failed or abandoned). */
   callEnded(ref: ContextRef, now: number): void {
     const program = this.#programs.get(ref.programId);

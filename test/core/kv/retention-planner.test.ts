@@ -99,6 +99,19 @@ describe("retention planner", () => {
     expect(planner.programEnded(P)).toEqual([]);
   });
 
+  it("a split call's decode engine holds the context too: keeps and drops reach it beside the prefill engine", () => {
+    const planner = new RetentionPlanner();
+    planner.callArrived(ref(), 0);
+    planner.callStarted(ref(), "prefill-1", 0);
+    planner.heldOn(ref(), "decode-1");
+    planner.callEnded(ref(), 1_000);
+    expect(planner.toolWait(P, 3_000, 1_000).map((h) => h.engineId)).toEqual(["prefill-1", "decode-1"]);
+    // An older generation's late decode adds nothing to the current one.
+    planner.callArrived(ref("main", 1), 2_000);
+    planner.heldOn(ref("main", 0), "decode-2");
+    expect(planner.programEnded(P)).toEqual([]);
+  });
+
   it("an engine that lost its cache is sent nothing more about what it held", () => {
     const planner = afterOneCall("e1");
     planner.engineLost("e1");
