@@ -49,6 +49,8 @@ export interface LocalStackOptions {
   log?: (line: string) => void;
   /** Lines wrangler prints (noisy; default dropped). */
   wranglerLog?: (line: string) => void;
+  /** More edge vars (wrangler dev --var), e.g. bench:edge's COUNT_IO and baseline switch. */
+  edgeVars?: Readonly<Record<string, string>>;
 }
 
 export const LocalCredentials = z.object({
@@ -307,6 +309,7 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
       POOL_SIGNING_KEYS: JSON.stringify(Object.fromEntries(signingKeys.map((key) => [key.id, key.secret]))),
       ADMIN_TOKEN: credentials.adminToken,
       ...(options.idleTtlMs ? { PROGRAM_IDLE_TTL_MS: String(options.idleTtlMs) } : {}),
+      ...options.edgeVars,
     };
     edge = startWrangler(
       [

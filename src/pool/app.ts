@@ -52,6 +52,7 @@ export type PoolHealthStatus = z.infer<typeof PoolHealthStatus>;
  * another's).
  *
  * Operator endpoints need `Authorization: Bearer <operatorToken>`: `GET /metrics`,
+ * `GET /roles` (each engine's prefill/decode/mixed role, the one it drains toward, the controller),
  * `GET /tao/*` (`/tao/programs/{id}`: what the readiness predictor and the
  * cache-credit ledger know about a program), and the detail of `GET /health` (queue,
  * engines). Without the token /health says only `{"status":"ok"|"degraded"}`, with
@@ -127,6 +128,13 @@ export function createPoolApp(deps: PoolAppDeps): Hono<ForwardedEnv> {
     const text = await metrics.registry.metrics();
     return c.body(text, 200, { "content-type": metrics.registry.contentType });
   });
+
+  app.get("/roles", requireOperator, (c) =>
+    c.json({
+      controller: config.roles.controller,
+      engines: dispatcher.engineRoles().map((engine) => ({ id: engine.id, role: engine.role, switching_to: engine.switchingTo ?? null, in_flight: engine.inFlight })),
+    }),
+  );
 
   app.get("/tao/programs/:programId", (c) => {
     const programId = c.req.param("programId");

@@ -301,6 +301,15 @@ export const PoolConfig = z
     // Also beside other problems, so a config missing its keys says so at once.
     { when: (payload) => typeof payload.value === "object" && payload.value !== null },
   )
+  .superRefine(({ roles, engines }, ctx) => {
+    if (roles.controller === "off") return;
+    const split = engines.filter((engine) => engine.role !== "mixed");
+    if (!split.some((e) => e.role === "prefill") || !split.some((e) => e.role === "decode")) {
+      ctx.addIssue({ code: "custom", path: ["roles", "controller"], message: "a role controller moves engines between prefill and decode: give the pool prefill and decode engines" });
+    } else if (!split.some((e) => e.decodeCost !== undefined)) {
+      ctx.addIssue({ code: "custom", path: ["roles", "controller"], message: "a role controller prices demand by the engines' cost model: give the prefill and decode engines a profile or a decodeCost" });
+    }
+  })
   .transform((config, ctx) => {
     const replayWindowMs = config.replayWindowMs ?? 2 * config.timestampWindowMs;
     if (replayWindowMs < 2 * config.timestampWindowMs) {

@@ -31,6 +31,9 @@ import { type CountingEngine, countingEngine, countTokensOn, type TokenCount } f
 import type { CountTokensRequest } from "../protocol/messages.js";
 import { handoffOf, type KvTransferParams } from "../protocol/kv-transfer.js";
 import type { CallTokens } from "../core/admission.js";
+import type { RoleDemandMeter, RoleEngineReadings } from "../core/roles/role-demand-meter.js";
+import type { RoleEngineState, RoleSwitch } from "../core/roles/roles.js";
+import type { RoleSwitchTarget } from "./role-control.js";
 import { bootstrapRoom, hostOf, sglangBootstrapBody, vllmDecodeBody, vllmPrefillBody } from "./engines/split.js";
 
 /** How long an engine may take to count a prompt before the pool says it could not. */
@@ -68,6 +71,16 @@ export interface DispatcherOptions {
   placement?: PlacementSettings;
   /** Model names a call may ask for (pool config `models`); undefined: any. */
   models?: readonly string[] | undefined;
+  /** Measures split calls' prefill and decode demand for a role controller (role-control.ts); absent: nothing measured. */
+  roleMeter?: RoleDemandMeter | undefined;
+}
+
+/** An engine's role as the operator endpoint shows it. */
+export interface EngineRoleView {
+  id: string;
+  role: string;
+  switchingTo: string | undefined;
+  inFlight: number;
 }
 
 export interface CallSubmission {
@@ -126,7 +139,7 @@ export interface ProgramInspection extends ProgramSignals {
 
 type RelayServiceOf = NonNullable<Parameters<typeof relayToEngine>[0]["serviceOf"]>;
 
-export class Dispatcher {
+export class Dispatcher implements RoleSwitchTarget {
   readonly #options: DispatcherOptions;
   readonly #core: PoolCore;
   readonly #slots = new Map<string, EngineSlot>();
@@ -406,6 +419,45 @@ export class Dispatcher {
     return countTokensOn(engine, request, { http: this.#options.http, timeoutMs: TOKEN_COUNT_TIMEOUT_MS });
   }
 
+  /** The engines as the role controller reads them. */
+  roleStates(): readonly RoleEngineState[] {
+    return this.#core.roleStates();
+  }
+
+  /** What the demand meter cannot see: the decode engines' KV and the calls waiting for prefill (issue 13). */
+  roleReadings(): RoleEngineReadings {
+    const core = this.#core;
+    let decodeKvTokens = 0;
+    let decodeKvUsage = 0;
+    let decodeEngines = 0;
+    let prefillQueue = core.queue.size;
+    for (const state of core.engines) {
+      const role = core.roles.role(state.id);
+      if (role === "decode") {
+        decodeKvTokens += state.kvUsage * core.kvCapacityTokens(state.id);
+        decodeKvUsage += state.kvUsage;
+        decodeEngines += 1;
+      } else if (role === "prefill") prefillQueue += state.waiting;
+    }
+    return { decodeKvTokens, prefillQueue, decodeKvUsage: decodeEngines === 0 ? 0 : decodeKvUsage / decodeEngines };
+  }
+
+  /** Starts a role switch: the engine drains (nothing new of either role), then flips; false when it cannot switch now. */
+  startRoleSwitch(roleSwitch: RoleSwitch): boolean {
+    if (this.#closed || !this.#core.startRoleSwitch(roleSwitch, this.#options.clock.now())) return false;
+    this.#options.metrics.roleSwitchesStarted.inc({ from: roleSwitch.from, to: roleSwitch.to });
+    console.info(`agentix pool: engine ${roleSwitch.engineId} switching ${roleSwitch.from} -> ${roleSwitch.to}: draining ${this.#core.engine(roleSwitch.engineId)?.inFlight ?? 0} call(s) (${roleSwitch.reason})`);
+    this.#noteRoleSwitches();
+    // A switch that finished at once may have opened room (a new decode or prefill engine).
+    this.pump();
+    return true;
+  }
+
+  /** Every engine's role now (the operator endpoint). */
+  engineRoles(): EngineRoleView[] {
+    return this.#core.roles.snapshot().map(({ id, role, switchingTo }) => ({ id, role, switchingTo, inFlight: this.#core.engine(id)?.inFlight ?? 0 }));
+  }
+
   engineSnapshots(): EngineSnapshot[] {
     return this.#core.engines.map((state) => ({
       ...state,
@@ -548,6 +600,7 @@ export class Dispatcher {
    * goes to the client.
    */
   #startKvTransferSplit(pending: PendingCall, prefillId: string, prefill: EngineSlot, now: number): void {
+    this.#options.roleMeter?.prefillQueued(pending.call.callId, pending.call.promptTokens, 0);
     const controller = new AbortController();
     pending.stage = "running";
     pending.attempt = { engineId: prefillId, controller };
@@ -603,6 +656,7 @@ export class Dispatcher {
       return;
     }
     metrics.splitHandoffs.inc({ outcome: handoff === undefined ? "no_kv_transfer_params" : "handed_off" });
+    this.#options.roleMeter?.decodeQueued(callId, pending.call.promptTokens);
     this.#startDecode(pending, decodeId, decode, form, vllmDecodeBody(this.#bodyFor(pending, decode, form), handoff), prefillServiceMs, handoff !== undefined);
   }
 
@@ -632,6 +686,7 @@ export class Dispatcher {
       },
     }).then(
       (start) => {
+        this.#options.roleMeter?.decodeStarted(pending.call.callId);
         if (start.kind !== "failed") return this.#attemptStarted(pending, decodeId, start, form);
         this.#decodeRefused(pending, decodeId, start);
         this.#recompute(pending, decodeId, start.reason);
@@ -651,6 +706,7 @@ export class Dispatcher {
    */
   #startBootstrapSplit(pending: PendingCall, prefillId: string, prefill: EngineSlot, now: number): void {
     const callId = pending.call.callId;
+    this.#options.roleMeter?.prefillQueued(callId, pending.call.promptTokens, 0);
     const form = formFor(pending.forms, NO_NATIVE_APIS);
     const decodeId = this.#core.placeDecode(pending.call, pending.failedEngines);
     const decode = decodeId === undefined ? undefined : this.#slots.get(decodeId);
@@ -754,6 +810,8 @@ export class Dispatcher {
     metrics.serviceSeconds.observe({ engine: engineId }, end.wallMs / 1000);
     const usage = end.facts?.usage;
     if (usage !== undefined) metrics.engineTokens.inc({ engine: engineId, kind: "prompt", outcome: end.outcome }, usage.promptTokens);
+    // Its first token is out when the prefill ends (a failed one is no longer backlog either).
+    this.#options.roleMeter?.prefillDone(pending.call.callId, end.outcome === "completed" ? this.#options.clock.now() - pending.call.enqueuedAt : undefined);
     this.#noteRoleSwitches();
   }
 
@@ -770,6 +828,10 @@ export class Dispatcher {
     metrics.serviceSeconds.observe({ engine: engineId }, end.wallMs / 1000);
     if (end.outcome === "completed") metrics.cacheObservations.inc({ engine: engineId, usage: usage ? "reported" : "estimated" });
     if (usage !== undefined) metrics.engineTokens.inc({ engine: engineId, kind: "completion", outcome: end.outcome }, usage.completionTokens);
+    if (usage !== undefined && usage.completionTokens > 0) {
+      const context = usage.promptTokens + usage.completionTokens / 2;
+      this.#options.roleMeter?.decoded(usage.completionTokens, context, end.wallMs / usage.completionTokens);
+    }
     if (end.outcome === "aborted" || end.outcome === "failed") {
       const work = usage === undefined ? "no usage reported" : `engine reported ${usage.completionTokens} completion tokens`;
       console.info(`agentix pool: call ${pending.call.callId} ${end.outcome} on decode engine ${engineId} after ${end.wallMs} ms; ${work}`);
@@ -973,6 +1035,7 @@ export class Dispatcher {
   /** The call leaves the pool; `end` is its last attempt's, when one reached the engine. */
   #forget(pending: PendingCall, end?: RelayEnd): void {
     pending.detach();
+    this.#options.roleMeter?.forget(pending.call.callId);
     this.#calls.delete(pending.call.callId);
     const now = this.#options.clock.now();
     this.#core.callLeft(

@@ -88,8 +88,8 @@ describe("pool config", () => {
     const split = parsePoolConfig({
       ...minimal,
       engines: [
-        { id: "p", url: "http://x", role: "prefill" },
-        { id: "d", url: "http://y", role: "decode" },
+        { id: "p", url: "http://x", role: "prefill", profile: "llama-3.1-8b-h100" },
+        { id: "d", url: "http://y", role: "decode", profile: "llama-3.1-8b-h100" },
       ],
       roles: { controller: "ratio", roundMs: 5_000 },
     });
@@ -133,6 +133,12 @@ describe("pool config", () => {
     ["a split across kinds", { ...minimal, engines: [{ id: "p", url: "http://x", role: "prefill" }, { id: "d", url: "http://y", kind: "sglang", role: "decode" }] }, /must be of one kind/],
     ["an unknown role", { ...minimal, engines: [{ id: "p", url: "http://x", role: "encode" }] }, /role/],
     ["an unknown role controller", { ...minimal, roles: { controller: "pid" } }, /controller/],
+    ["a role controller without split engines", { ...minimal, roles: { controller: "ratio" } }, /give the pool prefill and decode engines/],
+    [
+      "a role controller without a cost model",
+      { ...minimal, engines: [{ id: "p", url: "http://x", role: "prefill" }, { id: "d", url: "http://y", role: "decode" }], roles: { controller: "threshold" } },
+      /profile or a decodeCost/,
+    ],
   ])("rejects %s with a clear message", (_what, input, message) => {
     expect(() => parsePoolConfig(input)).toThrow(PoolConfigError);
     expect(() => parsePoolConfig(input)).toThrow(message);
