@@ -1,5 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { RetentionHintMode } from "../../src/pool/config.js";
 import { type PoolHandle, startPool } from "../../src/pool/server.js";
+import { renderPrompt, tokenize } from "../../src/protocol/tokens.js";
+import { LLAMA_31_8B_H100 } from "../../src/sim/profiles.js";
 import { DEFAULT_SIM_MODEL, type SimEngineHandle, startSimEngine } from "../../src/sim/engine-server.js";
 import { chatBody, metricValue, operatorGet, signedCall, signedKvHints, testConfig, waitFor } from "./helpers.js";
 
@@ -55,5 +58,56 @@ describe("KV retention signals with the simulated engine", () => {
     await waitFor(async () => (await engineApplied("drops")) === 2, "the engine applied the drop at the end");
     // The pool counted what the engine's answers said it applied: two keeps (one per call), two drops.
     await waitFor(async () => (await poolApplied()) === 4, "the pool counted four applied hints");
+  });
+});
+
+/*
+ * What the signals buy: a program in a tool wait keeps its context through a flood that
+ * evicts the context of a program that ended, where plain LRU evicts the waiting one
+ * (it is older). 40 blocks of 16 tokens (the simulated engine in real time, so the
+ * keep's duration means the same to pool and engine): two 154-token contexts cache 9
+ * blocks each, 22 stay free, and the flood needs 29.
+ */
+describe("KV retention under pressure: a waiting program's context survives, an ended one's goes first", () => {
+  const PROFILE = { ...LLAMA_31_8B_H100, name: "test-small", kvBlocks: 40, maxModelLen: 640 };
+  type Messages = { role: "user"; content: string }[];
+  const waiting: Messages = [{ role: "user", content: "a".repeat(600) }];
+  const ended: Messages = [{ role: "user", content: "u".repeat(600) }];
+  const flood: Messages = [{ role: "user", content: "z".repeat(1_800) }];
+  const blocksOf = (messages: Messages) => Math.floor(tokenize(renderPrompt({ messages })).length / 16);
+
+  async function run(mode: RetentionHintMode): Promise<number> {
+    const sim = await startSimEngine({ engineId: "sim-p", timeScale: 1, profile: PROFILE });
+    const front = await startPool(testConfig({ engines: [{ id: "sim-p", url: sim.url, retentionHints: mode, maxInFlight: 1 }] }));
+    try {
+      const call = async (program: string, messages: Messages) => {
+        const signed = await signedCall({ fields: { program }, body: chatBody({ model: DEFAULT_SIM_MODEL, max_tokens: 1, messages }) });
+        const res = await fetch(`${front.url}/v1/chat/completions`, { method: "POST", headers: signed.headers, body: signed.body });
+        expect(res.status).toBe(200);
+        await res.text();
+      };
+      await call("prog_waiting0001", waiting);
+      await call("prog_ended000001", ended);
+      const end = await signedKvHints({ fields: { program: "prog_ended000001" } });
+      expect((await fetch(`${front.url}/v1/kv-hints`, { method: "POST", headers: end.headers, body: end.body })).status).toBe(202);
+      if (mode === "agentix") {
+        // Both keeps (one per call) and the end's drop have reached the engine.
+        await waitFor(() => sim.model.stats().keepsApplied === 2 && sim.model.stats().dropsApplied === 1, "the hints applied");
+      }
+      await call("prog_flood000001", flood);
+      return sim.model.cachedPrefixTokens(tokenize(renderPrompt({ messages: waiting })));
+    } finally {
+      await front.close();
+      await sim.close();
+    }
+  }
+
+  it("with hints the waiting context is whole after the flood; with plain LRU it is not", async () => {
+    expect(blocksOf(waiting)).toBe(9);
+    expect(Math.ceil((tokenize(renderPrompt({ messages: flood })).length + 1) / 16)).toBe(29);
+    const withHints = await run("agentix");
+    const withoutHints = await run("none");
+    expect(withHints).toBe(9 * 16);
+    expect(withoutHints).toBeLessThan(9 * 16);
   });
 });
