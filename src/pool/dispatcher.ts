@@ -542,6 +542,8 @@ export class Dispatcher implements RoleSwitchTarget {
   }
 
   #start(pending: PendingCall, engineId: string, slot: EngineSlot, now: number): void {
+    // The engine (a split call's prefill engine) holds the call's context from now; its #release ends that.
+    this.#retentionRelay.send(this.#retention.callStarted(pending.context, engineId, now));
     const split = slot.target.adapter.split;
     if (split !== undefined && this.#core.roles.role(engineId) === "prefill") {
       if (split === "kv-transfer-params") this.#startKvTransferSplit(pending, engineId, slot, now);
@@ -552,16 +554,7 @@ export class Dispatcher implements RoleSwitchTarget {
     pending.stage = "running";
     pending.attempt = { engineId, controller };
     const form = formFor(pending.forms, slot.nativeApis);
-    const body = slot.target.adapter.buildBody(form.body, {
-      api: form.api,
-      level: pending.level,
-      levels: this.#options.settings.queue.levels,
-      model: slot.model,
-    });
-    // An engine that takes retention hints learns which context the call's KV belongs to.
-    const tag = this.#retentionRelay.takesHints(engineId) ? contextTag(pending.context) : undefined;
-    if (tag !== undefined) body[KV_RETENTION_TAG_FIELD] = tag;
-    this.#retentionRelay.send(this.#retention.callStarted(pending.context, engineId, now));
+    const body = this.#bodyFor(pending, slot, form);
     relayToEngine({
       engine: slot.target,
       callId: pending.call.callId,
@@ -588,9 +581,15 @@ export class Dispatcher implements RoleSwitchTarget {
     );
   }
 
-  /** The body an engine gets for the call in `form`: its adapter's fields (model, priority, usage options). */
+  /**
+   * The body an engine gets for the call in `form`: its adapter's fields (model, priority,
+   * usage options), and for an engine that takes retention hints the context its KV belongs to.
+   */
   #bodyFor(pending: PendingCall, slot: EngineSlot, form: EngineRequestForm): Record<string, unknown> {
-    return slot.target.adapter.buildBody(form.body, { api: form.api, level: pending.level, levels: this.#options.settings.queue.levels, model: slot.model });
+    const body = slot.target.adapter.buildBody(form.body, { api: form.api, level: pending.level, levels: this.#options.settings.queue.levels, model: slot.model });
+    const tag = this.#retentionRelay.takesHints(slot.target.id) ? contextTag(pending.context) : undefined;
+    if (tag !== undefined) body[KV_RETENTION_TAG_FIELD] = tag;
+    return body;
   }
 
   /**
@@ -666,6 +665,7 @@ export class Dispatcher implements RoleSwitchTarget {
     const controller = new AbortController();
     pending.attempt = { engineId: decodeId, controller };
     const now = this.#options.clock.now();
+    this.#retention.heldOn(pending.context, decodeId);
     relayToEngine({
       engine: decode.target,
       callId: pending.call.callId,
@@ -725,6 +725,7 @@ export class Dispatcher implements RoleSwitchTarget {
       decodeLeg.abort(call.signal.reason);
     });
     pending.attempt = { engineId: decodeId, controller: call };
+    this.#retention.heldOn(pending.context, decodeId);
     const bootstrap = { host: hostOf(prefill.target.url), port: prefill.bootstrapPort, room: bootstrapRoom() };
     let prefillEnd: RelayEnd | undefined;
     let decodeEnd: RelayEnd | undefined;
