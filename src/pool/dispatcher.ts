@@ -635,11 +635,20 @@ export class Dispatcher implements RoleSwitchTarget {
     }
     metrics.splitHandoffs.inc({ outcome: handoff === undefined ? "no_kv_transfer_params" : "handed_off" });
     this.#options.roleMeter?.decodeQueued(callId, pending.call.promptTokens);
-    this.#startDecode(pending, decodeId, decode, form, vllmDecodeBody(this.#bodyFor(pending, decode, form), handoff), prefillServiceMs, handoff !== undefined);
+    this.#startDecode(pending, prefillId, decodeId, decode, form, vllmDecodeBody(this.#bodyFor(pending, decode, form), handoff), prefillServiceMs, handoff !== undefined);
   }
 
   /** The decode of a split call; its answer is the client's. A failure before its first byte recomputes the call whole (#recompute). */
-  #startDecode(pending: PendingCall, decodeId: string, decode: EngineSlot, form: EngineRequestForm, body: Record<string, unknown>, prefillServiceMs: number, handedOff: boolean): void {
+  #startDecode(
+    pending: PendingCall,
+    prefillId: string,
+    decodeId: string,
+    decode: EngineSlot,
+    form: EngineRequestForm,
+    body: Record<string, unknown>,
+    prefillServiceMs: number,
+    handedOff: boolean,
+  ): void {
     const controller = new AbortController();
     pending.attempt = { engineId: decodeId, controller };
     const now = this.#options.clock.now();
@@ -651,6 +660,8 @@ export class Dispatcher implements RoleSwitchTarget {
       body,
       stream: pending.stream,
       queueMs: now - pending.call.enqueuedAt,
+      // The edge's affinity hint for the program's next call: its prefix is cached where it was prefilled.
+      statsEngineId: prefillId,
       dispatchedAt: now,
       signal: controller.signal,
       http: this.#options.http,
@@ -715,6 +726,7 @@ export class Dispatcher implements RoleSwitchTarget {
         body: sglangBootstrapBody(this.#bodyFor(pending, slot, form), bootstrap),
         stream: pending.stream,
         queueMs: now - pending.call.enqueuedAt,
+        statsEngineId: prefillId,
         dispatchedAt: now,
         signal,
         http: this.#options.http,

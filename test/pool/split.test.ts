@@ -96,11 +96,11 @@ describe("vLLM disaggregated calls (kv_transfer_params)", () => {
     expect(decode.calls).toHaveLength(1);
     expect(prefill.calls).toHaveLength(1);
 
-    // The client reads the decode engine's stream to its end, and the stats name the decode engine.
+    // The client reads the decode engine's stream to its end; the stats name the prefill engine (the edge's affinity hint: the prefix is cached there).
     expect(stream.some((e) => e.includes('"Hel"'))).toBe(true);
     expect(stream.some((e) => isDoneEvent(e))).toBe(true);
-    expect(stream.find((e) => e.startsWith(": agentix"))).toMatch(/"engine":"d1"/);
-    expect(answer.headers.get("x-agentix-engine")).toBe("d1");
+    expect(stream.find((e) => e.startsWith(": agentix"))).toMatch(/"engine":"p1"/);
+    expect(answer.headers.get("x-agentix-engine")).toBe("p1");
 
     await settled(p);
     const text = await metrics(p);
