@@ -253,6 +253,36 @@ describe("vLLM disaggregated calls (kv_transfer_params)", () => {
   });
 });
 
+describe("disaggregated calls under TAO placement and other APIs", () => {
+  it("places a call's prefill by TAO's plan on a prefill engine only, and answers a Messages call from the decode engine", async () => {
+    const prefill = await prefillEngine();
+    const decode = await decodeEngine();
+    const started = await startPool(
+      testConfig({
+        engines: [
+          { id: "d1", url: decode.url, role: "decode" },
+          { id: "p1", url: prefill.url, role: "prefill" },
+        ],
+        scheduling: { placement: "tao" },
+      }),
+    );
+    open.pools.push(started);
+    const answers = await Promise.all(Array.from({ length: 4 }, () => send(started, chatBody({ max_tokens: 8 }))));
+    expect(answers.map((a) => a.status)).toEqual([200, 200, 200, 200]);
+    expect(prefill.calls).toHaveLength(4);
+    expect(decode.calls).toHaveLength(4);
+    expect(decode.calls.every((c) => c.body.kv_transfer_params !== undefined)).toBe(true);
+
+    // A Messages call goes split as chat completions, and its answer comes back in Anthropic's shape.
+    const call = await signedCall({ path: "/v1/messages", body: { model: "test-model", max_tokens: 8, messages: [{ role: "user", content: "hi" }] } });
+    const messages = await fetch(`${started.url}/v1/messages`, { method: "POST", headers: call.headers, body: call.body });
+    expect(messages.status).toBe(200);
+    expect(((await messages.json()) as { type: string }).type).toBe("message");
+    expect(prefill.calls[4]!.body).toMatchObject({ max_tokens: 1, kv_transfer_params: { do_remote_decode: true } });
+    await settled(started);
+  });
+});
+
 describe("SGLang disaggregated calls (bootstrap)", () => {
   it("sends the same body with bootstrap host, port and room to the prefill and the decode engine at once; the decode's answer is the client's", async () => {
     const prefill = await engine({ behave: (call) => (call.body.stream === true ? { kind: "stream" } : { kind: "json" }), answer: () => ({ usage: { prompt: 50, completion: 1 } }) });
