@@ -51,6 +51,8 @@ export interface LocalStackOptions {
   log?: (line: string) => void;
   /** Lines wrangler prints (noisy; default dropped). */
   wranglerLog?: (line: string) => void;
+  /** More edge vars (wrangler dev --var), e.g. bench:edge's COUNT_IO and baseline switch. */
+  edgeVars?: Readonly<Record<string, string>>;
 }
 
 export const LocalCredentials = z.object({
@@ -257,6 +259,8 @@ async function startLocalPool(
           profile: DEFAULT_PROFILE,
           // They serve Messages and Responses as vLLM does: those calls go in their own API (pool tests cover the translated path).
           nativeApis: ["messages", "responses"],
+          // They take Agentix's KV retention hints (context tags, keep / normal / drop): stock engines do not.
+          retentionHints: "agentix",
         })),
         ...((options.prefillEngines ?? 0) > 0 ? { roles: { controller: options.roleController ?? "off" } } : {}),
       }),
@@ -309,6 +313,7 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
       POOL_SIGNING_KEYS: JSON.stringify(Object.fromEntries(signingKeys.map((key) => [key.id, key.secret]))),
       ADMIN_TOKEN: credentials.adminToken,
       ...(options.idleTtlMs ? { PROGRAM_IDLE_TTL_MS: String(options.idleTtlMs) } : {}),
+      ...options.edgeVars,
     };
     edge = startWrangler(
       [

@@ -25,6 +25,10 @@ import { type PlacementSettings, PlacementPolicyConfig, TaoConfig } from "./tao/
 
 const ENGINE_ID = /^[\w.:-]{1,64}$/;
 
+/** What an engine does with KV retention hints: takes Agentix's ("agentix") or none. */
+export const RETENTION_HINT_MODES = ["agentix", "none"] as const;
+export type RetentionHintMode = (typeof RETENTION_HINT_MODES)[number];
+
 /** KV capacity of an engine that states none (tokens); precedence: the engine's configured kvCapacityTokens, else its metrics', else this. */
 export { DEFAULT_KV_CAPACITY_TOKENS };
 
@@ -84,6 +88,14 @@ export const EngineConfig = z
       .max(NATIVE_APIS.length)
       .refine((apis) => new Set(apis).size === apis.length, { error: "nativeApis: each API once" })
       .default([]),
+    /**
+     * Whether the engine takes Agentix's KV retention hints (protocol/kv-retention.ts): each
+     * call's body tagged with its context, keep/normal/drop batches POSTed to its
+     * KV_RETENTION_PATH. "agentix": the simulated engine, or a real one behind a plugin that
+     * reads them; "none" (default): stock vLLM, SGLang and OpenAI-compatible servers have no
+     * per-request retention API (README "KV retention signals").
+     */
+    retentionHints: z.enum(RETENTION_HINT_MODES).default("none"),
     /**
      * Its role in disaggregated serving (issue 13): "mixed" (default) serves calls whole;
      * a "prefill" engine computes a call's prompt and hands its KV to a "decode" engine,

@@ -14,6 +14,9 @@ import { type ChatCompletionRequest, requestedMaxTokens } from "../protocol/chat
 import type { ForwardFields } from "../protocol/forward.js";
 import { estimatePromptTokens } from "../protocol/tokens.js";
 import type { KvHint } from "../protocol/kv-hints.js";
+import { KV_RETENTION_TAG_FIELD } from "../protocol/kv-retention.js";
+import { type ContextRef, contextTag, RetentionPlanner } from "../core/kv/retention-planner.js";
+import { KvRetentionRelay } from "./kv-retention-relay.js";
 import type { ToolEvent } from "../protocol/tool-events.js";
 import { CALL_ERROR_MESSAGES, callError, callErrorResponse } from "./call-errors.js";
 import type { EngineConfig } from "./config.js";
@@ -108,6 +111,8 @@ type CallStage = "queued" | "running" | "done";
 
 interface PendingCall {
   call: QueuedCall;
+  /** The context its KV belongs to (program, thread, the edge's context generation). */
+  context: ContextRef;
   forms: CallForms;
   stream: boolean;
   signal: AbortSignal;
@@ -149,6 +154,8 @@ export class Dispatcher implements RoleSwitchTarget {
   #lastHealthyAt: number;
   #closed = false;
   readonly #models: ReadonlySet<string> | undefined;
+  readonly #retention = new RetentionPlanner();
+  readonly #retentionRelay: KvRetentionRelay;
 
   constructor(options: DispatcherOptions) {
     this.#options = options;
@@ -188,6 +195,7 @@ export class Dispatcher implements RoleSwitchTarget {
       const target: EngineTarget = { id: engine.id, url: engine.url, apiKey: engine.apiKey, adapter: adapterFor(engine.kind) };
       this.#slots.set(engine.id, { target, model: engine.model, nativeApis: new Set(engine.nativeApis), bootstrapPort: engine.bootstrapPort });
     }
+    this.#retentionRelay = new KvRetentionRelay({ engines: options.engines, http: options.http, metrics });
     this.#lastHealthyAt = options.clock.now();
     if (this.#placement.policy === "tao") {
       this.#planLoop = new PlanLoop({
@@ -291,9 +299,13 @@ export class Dispatcher implements RoleSwitchTarget {
         code: "invalid_forward_headers",
       });
     }
+    const context: ContextRef = { programId: call.programId, threadId: call.threadId, generation: fields.generation };
+    // A newer generation than its thread's: the context it replaced may be evicted first.
+    this.#retentionRelay.send(this.#retention.callArrived(context, now));
     const onAbort = () => this.#clientGone(pending);
     const pending: PendingCall = {
       call,
+      context,
       forms,
       stream: request.stream === true,
       signal,
@@ -316,9 +328,12 @@ export class Dispatcher implements RoleSwitchTarget {
    * caller); `edgeTs` is the batch's signed timestamp. Returns how many were applied.
    */
   toolEvents(programId: string, events: readonly ToolEvent[], edgeTs: number): number {
-    const applied = this.#core.toolEvents(programId, events, this.#options.clock.now(), edgeTs);
+    const now = this.#options.clock.now();
+    const applied = this.#core.toolEvents(programId, events, now, edgeTs);
     // A program ready soon may be worth a reservation now, not at the next round.
     if (applied > 0) this.#planLoop?.request();
+    // The prediction moved: its contexts are kept until the new expected return.
+    if (applied > 0) this.#keepThroughToolWait(programId, now);
     return applied;
   }
 
@@ -329,9 +344,10 @@ export class Dispatcher implements RoleSwitchTarget {
   kvHints(programId: string, hints: readonly KvHint[]): number {
     let applied = 0;
     for (const hint of hints) {
-      if (hint.type !== "program_ended") continue;
-      // Nothing of the program will come back: TAO's reservation and predictions for it go.
+      this.#options.metrics.kvHints.inc({ type: hint.type });
+      // Nothing of the program will come back: TAO's reservation and predictions for it go, and its KV first.
       this.#core.programEnded(programId);
+      this.#retentionRelay.send(this.#retention.programEnded(programId));
       applied += 1;
     }
     return applied;
@@ -352,7 +368,9 @@ export class Dispatcher implements RoleSwitchTarget {
   updateEngines(readings: readonly EngineReading[]): void {
     const now = this.#options.clock.now();
     this.#noteHealth(now);
+    for (const reading of readings) if (!reading.healthy) this.#retention.engineLost(reading.id);
     this.#core.engineReadings(readings, now);
+    this.#retention.prune(now);
     this.pump();
   }
 
@@ -503,6 +521,7 @@ export class Dispatcher implements RoleSwitchTarget {
       this.#closed = true;
       for (const pending of this.#calls.values()) pending.attempt?.controller.abort(new Error("pool shutting down"));
     }
+    await this.#retentionRelay.settled();
     if (this.#calls.size === 0) return;
     await new Promise<void>((resolve) => {
       const done = () => {
@@ -539,6 +558,10 @@ export class Dispatcher implements RoleSwitchTarget {
       levels: this.#options.settings.queue.levels,
       model: slot.model,
     });
+    // An engine that takes retention hints learns which context the call's KV belongs to.
+    const tag = this.#retentionRelay.takesHints(engineId) ? contextTag(pending.context) : undefined;
+    if (tag !== undefined) body[KV_RETENTION_TAG_FIELD] = tag;
+    this.#retentionRelay.send(this.#retention.callStarted(pending.context, engineId, now));
     relayToEngine({
       engine: slot.target,
       callId: pending.call.callId,
@@ -969,7 +992,9 @@ export class Dispatcher implements RoleSwitchTarget {
 
   /** The attempt left the engine: its slot back in the core (once), counted by outcome. */
   #release(pending: PendingCall, engineId: string, outcome: CallOutcome, end: { serviceMs: number; outputTokens?: number }): void {
-    this.#core.attemptEnded(pending.call.callId, end, this.#options.clock.now());
+    const now = this.#options.clock.now();
+    this.#core.attemptEnded(pending.call.callId, end, now);
+    this.#retention.callEnded(pending.context, now);
     this.#options.metrics.calls.inc({ engine: engineId, outcome });
     this.#noteRoleSwitches();
   }
@@ -1023,6 +1048,7 @@ export class Dispatcher implements RoleSwitchTarget {
     pending.detach();
     this.#options.roleMeter?.forget(pending.call.callId);
     this.#calls.delete(pending.call.callId);
+    const now = this.#options.clock.now();
     this.#core.callLeft(
       pending.call.programId,
       {
@@ -1031,9 +1057,18 @@ export class Dispatcher implements RoleSwitchTarget {
         ...(end?.facts === undefined ? {} : { facts: end.facts }),
         promptTokensEstimate: pending.call.promptTokens,
       },
-      this.#options.clock.now(),
+      now,
     );
+    // The program's last call answered: it is in a tool wait, and its contexts are kept through it.
+    this.#keepThroughToolWait(pending.call.programId, now);
     if (this.#calls.size === 0) for (const done of [...this.#idle]) done();
+  }
+
+  /** Keeps the program's idle contexts until TAO's predicted return, when it predicts one. */
+  #keepThroughToolWait(programId: string, now: number): void {
+    const prediction = this.#core.signals.readiness.predictReadyAt(programId, now);
+    if (prediction.status !== "pending" || prediction.readyAt === undefined) return;
+    this.#retentionRelay.send(this.#retention.toolWait(programId, prediction.readyAt, now));
   }
 
   #retryAfter(): Record<string, string> {

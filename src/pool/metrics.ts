@@ -182,6 +182,25 @@ export class PoolMetrics {
     labelNames: ["type", "outcome"] as const,
     registers: [this.registry],
   });
+  // Branch-aware KV retention (core/kv/retention-planner.ts, kv-retention-relay.ts).
+  readonly kvRetentionHints = new Counter({
+    name: "agentix_pool_kv_retention_hints_total",
+    help: "KV retention hints the planner made, by engine, action (keep, normal, drop) and outcome: sent (the engine took the batch), unsupported (the engine is configured without retentionHints, or answered that it has no such route), failed (unreachable, or another error).",
+    labelNames: ["engine", "action", "outcome"] as const,
+    registers: [this.registry],
+  });
+  readonly kvRetentionApplied = new Counter({
+    name: "agentix_pool_kv_retention_hints_applied_total",
+    help: "KV retention hints an engine applied (it held blocks of the context), as its answers counted them.",
+    labelNames: ["engine"] as const,
+    registers: [this.registry],
+  });
+  readonly kvHints = new Counter({
+    name: "agentix_pool_kv_hints_total",
+    help: "KV hints received from the edge (POST /v1/kv-hints), by type.",
+    labelNames: ["type"] as const,
+    registers: [this.registry],
+  });
   readonly cacheObservations = new Counter({
     name: "agentix_pool_cache_observations_total",
     help: "Completed calls the cache-credit ledger observed, by engine and whether the engine reported usage.",

@@ -34,6 +34,13 @@ export const Header = {
   programSource: "x-agentix-program-source",
   /** Edge → client, on count_tokens: "engine" (an engine's tokenizer counted) or "estimate" (no pool could; the edge's estimate). */
   tokenCountSource: "x-agentix-token-count-source",
+  /**
+   * Edge → client, only with COUNT_IO=1 (bench:edge): the Durable Object calls, their
+   * sequential rounds and the D1 queries a call made before it reached a pool.
+   */
+  ioCounts: "x-agentix-io-counts",
+  /** Edge → operator, on the CSV usage export: every call settled before this instant (ISO 8601) is in it. */
+  dataAsOf: "x-agentix-data-as-of",
 } as const;
 
 export type HeaderName = (typeof Header)[keyof typeof Header];

@@ -5,6 +5,7 @@ import { HTTPException } from "hono/http-exception";
 import type { z } from "zod";
 import { requestedMaxTokens } from "../protocol/chat.js";
 import { invalidRequest, openAIError, openAIErrorResponse } from "../protocol/errors.js";
+import { KV_RETENTION_PATH, KV_RETENTION_TAG_FIELD, type KvRetentionAccepted, KvRetentionBatch } from "../protocol/kv-retention.js";
 import { randomToken } from "../protocol/ids.js";
 import { DONE_EVENT, dataEvent, formatEvent } from "../protocol/sse.js";
 import { CountTokensRequest, MessagesRequest } from "../protocol/messages.js";
@@ -123,6 +124,7 @@ export function createSimEngineApp(deps: SimEngineAppDeps): Hono<SimEnv> {
         minTokens: body.min_tokens ?? undefined,
         ignoreEos: body.ignore_eos ?? false,
         priority: body.priority ?? 0,
+        retentionTag: body[KV_RETENTION_TAG_FIELD] ?? undefined,
       },
       stream: body.stream === true,
       ...usageOptions(body.stream_options),
@@ -191,11 +193,21 @@ export function createSimEngineApp(deps: SimEngineAppDeps): Hono<SimEnv> {
         minTokens: body.min_tokens ?? undefined,
         ignoreEos: body.ignore_eos ?? false,
         priority: body.priority ?? 0,
+        retentionTag: body[KV_RETENTION_TAG_FIELD] ?? undefined,
       },
       stream: body.stream === true,
       ...usageOptions(body.stream_options),
       format: completionFormat({ id: `cmpl-${id}`, created: nowSeconds(), model: modelName }),
     });
+  });
+
+  // Agentix's KV retention hints (issue 13), in the engine's own clock: what a stock engine lacks.
+  app.post(KV_RETENTION_PATH, async (c) => {
+    const { hints } = parseBody(KvRetentionBatch, await readJson(c));
+    const now = driver.nowMs();
+    let applied = 0;
+    for (const { tag, ...signal } of hints) if (driver.model.setRetention(tag, signal, now)) applied++;
+    return c.json({ applied } satisfies KvRetentionAccepted);
   });
 
   /** vLLM rejects an unknown model and a priority without priority scheduling. */

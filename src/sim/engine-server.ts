@@ -6,6 +6,8 @@ import { createSimEngineApp } from "./engine-app.js";
 import { type FaultMode, FaultInjector } from "./engine-faults.js";
 import { createEngineMetrics } from "./engine-metrics.js";
 import { EngineModel } from "./engine-model.js";
+import type { HostKvTier } from "./host-kv-tier.js";
+import { NodeKvLedger } from "./node-kv-ledger.js";
 import { isEngineProfileName, type EngineProfile, type EngineProfileName } from "./profiles.js";
 import { KvHandoffs } from "./kv-handoff.js";
 import { KV_LINKS } from "./kv-links.js";
@@ -30,6 +32,10 @@ export interface SimEngineOptions {
   priorityScheduling?: boolean;
   maxNumSeqs?: number;
   maxBatchedTokens?: number;
+  /** The node's host KV tier, shared by the engines given the same one (issue 13). Default: none. */
+  hostTier?: HostKvTier;
+  /** What the node computed, shared likewise (recomputed-token counts). Default: the engine's own. */
+  nodeLedger?: NodeKvLedger;
   /**
    * Told when an HTTP request to a generation endpoint opens and when its response
    * closes (finished or dropped): lets tests count what truly reaches the engine.
@@ -58,6 +64,9 @@ export interface SimEngineHandle {
 
 export const DEFAULT_SIM_MODEL = "sim-llama-3.1-8b";
 
+/** Blocks an engine's own ledger remembers: 3.2M tokens of KV, a few MB of hashes. */
+const ENGINE_LEDGER_ENTRIES = 200_000;
+
 export async function startSimEngine(options: SimEngineOptions = {}): Promise<SimEngineHandle> {
   const host = options.host ?? "127.0.0.1";
   const modelName = options.model ?? DEFAULT_SIM_MODEL;
@@ -66,6 +75,8 @@ export async function startSimEngine(options: SimEngineOptions = {}): Promise<Si
     maxNumSeqs: options.maxNumSeqs,
     maxBatchedTokens: options.maxBatchedTokens,
     priorityScheduling: options.priorityScheduling,
+    hostTier: options.hostTier,
+    nodeLedger: options.nodeLedger ?? new NodeKvLedger(ENGINE_LEDGER_ENTRIES),
   });
   const metrics = createEngineMetrics(model, modelName);
   const driver = new RealTimeEngineDriver(model, {

@@ -10,6 +10,7 @@ import {
   type EngineServerSpec,
   PoolReady,
   type PoolServerSpec,
+  type RelaySourceServerSpec,
   type ServerSpec,
   STOP_MESSAGE,
 } from "./proxy-server-spec.js";
@@ -139,6 +140,10 @@ function startServer<Ready>(spec: ServerSpec, readySchema: z.ZodType<Ready>, opt
 }
 
 export const startEngineProcess = (spec: z.infer<typeof EngineServerSpec>, options: StartProcessOptions = {}) =>
+  startServer(spec, EngineReady, options);
+
+/** The relay benchmark's paced token source; it reports the same ready fields as the engine. */
+export const startRelaySourceProcess = (spec: z.infer<typeof RelaySourceServerSpec>, options: StartProcessOptions = {}) =>
   startServer(spec, EngineReady, options);
 
 export const startPoolProcess = (spec: z.infer<typeof PoolServerSpec>, options: StartProcessOptions = {}) =>

@@ -7,12 +7,16 @@ import { type Database, database } from "../db/client.js";
 import { type LedgerWrite, recordUsage, writeProgramSummary } from "../db/ledger.js";
 import type { Program, UsageRow } from "../db/schema.js";
 import { edgeConfig, type Env } from "../env.js";
+import { countedObjectD1 } from "../instrument/io-counts.js";
+import { ledgerFlushAt } from "../ledger/flush-schedule.js";
 import { tenantLimiter } from "../limiter/access.js";
 import { type CallRecord, type ProgramMeta, ProgramStore } from "./store.js";
 import { sendProgramEndedHints } from "./end-hints.js";
 import { ResponseStore } from "./response-store.js";
 import { TOOL_EVENTS_PER_MINUTE, ToolStore } from "./tool-store.js";
 import {
+  AbandonCallInput,
+  type AbandonCallResult,
   type BeginCallResult,
   BeginCallInput,
   CreateProgramInput,
@@ -67,13 +71,15 @@ export class ProgramSession extends DurableObject<Env> {
   /** The program row; undefined until create() ran in this object. */
   private meta: ProgramMeta | undefined;
   private alarmAt: number | null = null;
+  /** D1 batches that failed in a row, and when the last did: the ledger's retry backoff. */
+  private ledgerFailures = { count: 0, lastAt: 0 };
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
     this.store = new ProgramStore(ctx.storage.sql);
     this.tools = new ToolStore(ctx.storage.sql);
     this.responses = new ResponseStore(ctx.storage.sql);
-    this.db = database(env.DB);
+    this.db = database(countedObjectD1(env));
     void ctx.blockConcurrencyWhile(async () => {
       if (this.store.exists()) this.store.upgrade();
       this.meta = this.store.readMeta();
@@ -133,6 +139,36 @@ export class ProgramSession extends DurableObject<Env> {
     return result;
   }
 
+  // ------------------------------------------------ begin undone (call admission in parallel)
+
+  /**
+   * Takes back a begun call its tenant's limiter refused: the edge begins a call in
+   * parallel with its admission (one round trip instead of two) and undoes the begin on
+   * a refusal. A program with nothing else in it (the one the refused call would have
+   * started) is dropped entirely, so a refused call still leaves no program behind.
+   */
+  async abandonCall(raw: AbandonCallInput): Promise<AbandonCallResult> {
+    const parsed = AbandonCallInput.safeParse(raw);
+    if (!parsed.success) return { abandoned: false, reason: "invalid_input" };
+    const meta = this.meta;
+    if (!meta) return { abandoned: false, reason: "not_found" };
+    const call = this.store.call(parsed.data.callId);
+    if (!call) return { abandoned: false, reason: "unknown_call" };
+    if (call.status !== "in_flight") return { abandoned: false, reason: "not_in_flight" };
+    this.store.removeInFlightCall(call.callId);
+    const empty = parsed.data.createdByCall && meta.calls === 0 && this.store.callCount() === 0 && meta.status === "active";
+    if (!empty) {
+      await this.scheduleAlarm();
+      return { abandoned: true, programDropped: false };
+    }
+    // Never used: its D1 row was not written yet (that waits for a settle or the alarm), so nothing outside this object knows it.
+    await this.ctx.storage.deleteAlarm();
+    await this.ctx.storage.deleteAll();
+    this.meta = undefined;
+    this.alarmAt = null;
+    return { abandoned: true, programDropped: true };
+  }
+
   /** The call's part of beginCall, inside its transaction; a refusal throws BeginRefused to roll it back. */
   private startCall(
     input: z.output<typeof BeginCallInput>,
@@ -179,8 +215,9 @@ export class ProgramSession extends DurableObject<Env> {
 
   /**
    * Settles what a call used: service values, totals, affinity, and its usage
-   * row in D1. Idempotent on the call ID: a repeat changes nothing (it only
-   * retries the usage row if that write had failed).
+   * row, kept in this object's storage in the same transaction and sent to D1 by
+   * the alarm within LEDGER_FLUSH_MS (with the program's other pending rows, in
+   * one batch). Idempotent on the call ID: a repeat changes nothing.
    */
   async settleCall(raw: SettleCallInput): Promise<SettleCallResult> {
     const parsed = SettleCallInput.safeParse(raw);
@@ -190,11 +227,11 @@ export class ProgramSession extends DurableObject<Env> {
     const call = this.store.call(callId);
     if (!call) return { settled: false, reason: "unknown_call" };
     if (call.status !== "in_flight") {
-      if (!call.recorded) await this.flushToD1();
+      if (!call.recorded) await this.flushLedgerAtSettle();
       return { settled: false, reason: "already_settled" };
     }
     this.applySettle(call, outcome, { activity: true });
-    await this.flushToD1();
+    await this.flushLedgerAtSettle();
     await this.scheduleAlarm();
     return { settled: true };
   }
@@ -270,6 +307,10 @@ export class ProgramSession extends DurableObject<Env> {
     if (!meta) return;
     const now = Date.now();
     for (const call of this.store.inFlightStartedBy(now - this.reapAfterMs())) {
+      if (await this.beganWithoutAdmission(meta.tenantId, call.callId)) {
+        this.store.removeInFlightCall(call.callId);
+        continue;
+      }
       const reaped: Outcome = {
         status: "error",
         promptTokens: 0,
@@ -305,6 +346,26 @@ export class ProgramSession extends DurableObject<Env> {
     const current = this.requireMeta().pool;
     if (current !== "") pools.add(current);
     return [...pools];
+  }
+
+  /**
+   * A call begun alongside an admission that refused it, whose take-back (abandonCall)
+   * was lost: its limiter never leased it, so it is no call at all and leaves no ledger
+   * row. The limiter keeps every lease, closed ones included, longer than any call waits
+   * for the reaper. Unsure (the limiter did not answer): reaped as lost, as before.
+   */
+  private async beganWithoutAdmission(tenantId: string, callId: string): Promise<boolean> {
+    try {
+      return !(await tenantLimiter(this.env, tenantId).wasAdmitted({ callId }));
+    } catch (error) {
+      console.error(`ProgramSession: asking the limiter about ${callId} failed; reaping it as lost`, error);
+      return false;
+    }
+  }
+
+  /** LEDGER_FLUSH_MS 0: each row goes to D1 at its settle, as before batching. */
+  private async flushLedgerAtSettle(): Promise<void> {
+    if (edgeConfig(this.env).ledgerFlushMs === 0) await this.flushToD1();
   }
 
   /** How long after its start an unsettled call is reaped. */
@@ -356,8 +417,9 @@ export class ProgramSession extends DurableObject<Env> {
   /**
    * Pushes pending D1 writes in one batch (one round trip, one transaction, in
    * order): the program row first (usage rows reference it), then the usage
-   * rows. A failure is logged and left for the alarm to retry; every write is
-   * idempotent, so a retry cannot count twice.
+   * rows. Rows are marked recorded only once D1 answered, so an eviction between
+   * the two resends them (ON CONFLICT DO NOTHING on the call ID: never twice). A
+   * failure is logged and left for the alarm to retry with backoff.
    */
   private async flushToD1(): Promise<void> {
     try {
@@ -378,7 +440,9 @@ export class ProgramSession extends DurableObject<Env> {
         if (summary) this.summaryWritten(summary);
         if (this.requireMeta().status !== "active") this.store.cleanUp();
       });
+      this.ledgerFailures = { count: 0, lastAt: 0 };
     } catch (error) {
+      this.ledgerFailures = { count: this.ledgerFailures.count + 1, lastAt: Date.now() };
       console.error("ProgramSession: D1 write failed, will retry", error);
     }
   }
@@ -414,7 +478,8 @@ export class ProgramSession extends DurableObject<Env> {
   }
 
   /**
-   * One alarm for everything: idle expiry, the oldest lease, or a D1 retry.
+   * One alarm for everything: idle expiry, the oldest lease, the ledger's next
+   * batch (ledger/flush-schedule.ts), or a D1 retry.
    * It is only moved earlier (or deleted once nothing is left): every call
    * pushes the idle deadline later, and rewriting the alarm for that would
    * cost a storage write per begin and per settle. An alarm that fires early
@@ -426,7 +491,15 @@ export class ProgramSession extends DurableObject<Env> {
     if (meta.status === "active") deadlines.push(meta.lastActivityAt + edgeConfig(this.env).programIdleTtlMs);
     const oldest = this.store.oldestInFlightStart();
     if (oldest !== undefined) deadlines.push(oldest + this.reapAfterMs());
-    if (meta.summaryPending || this.store.unrecordedCalls().length > 0) deadlines.push(Date.now() + D1_RETRY_MS);
+    const oldestPendingAt = this.store.oldestUnrecordedFinish();
+    if (oldestPendingAt !== undefined) {
+      const { count, lastAt } = this.ledgerFailures;
+      deadlines.push(
+        ledgerFlushAt({ oldestPendingAt, flushMs: edgeConfig(this.env).ledgerFlushMs, failures: count, lastFailureAt: lastAt }),
+      );
+    } else if (meta.summaryPending) {
+      deadlines.push(Date.now() + D1_RETRY_MS);
+    }
     const next = deadlines.length > 0 ? Math.min(...deadlines) : null;
     if (next === null) {
       if (this.alarmAt === null) return;

@@ -367,6 +367,16 @@ export class ProgramStore {
     );
   }
 
+  /** Takes back a call that never ran (its admission was refused after its begin). */
+  removeInFlightCall(callId: string): void {
+    this.sql.exec("DELETE FROM calls WHERE call_id = ? AND status = 'in_flight'", callId);
+  }
+
+  /** Every call the program has, whatever its state. */
+  callCount(): number {
+    return this.sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM calls").one().n;
+  }
+
   markRecorded(callId: string): void {
     this.sql.exec("UPDATE calls SET recorded = 1 WHERE call_id = ?", callId);
   }
@@ -404,6 +414,14 @@ export class ProgramStore {
       .exec<CallRow>("SELECT * FROM calls WHERE status != 'in_flight' AND recorded = 0")
       .toArray()
       .map(toCall);
+  }
+
+  /** When the oldest settled call still waiting for D1 finished; undefined: none waits. */
+  oldestUnrecordedFinish(): number | undefined {
+    const row = this.sql
+      .exec<{ t: number | null }>("SELECT MIN(finished_at) AS t FROM calls WHERE status != 'in_flight' AND recorded = 0")
+      .one();
+    return row.t ?? undefined;
   }
 
   /** Drops what an ended program no longer needs: threads and settled, recorded calls. */

@@ -94,6 +94,21 @@ export type BeginCallResult =
   /** A caller bug (the input failed its schema): nothing was changed. */
   | { ok: false; error: "invalid_input"; detail: string };
 
+/**
+ * A begun call its tenant's limiter refused (beginCall ran in parallel with the
+ * admission): the call is taken back, and a program its begin created goes with it.
+ */
+export const AbandonCallInput = z.object({
+  callId: z.string().min(1),
+  /** The begin carried newProgram: the program goes too if it holds nothing else. */
+  createdByCall: z.boolean(),
+});
+export type AbandonCallInput = z.infer<typeof AbandonCallInput>;
+
+export type AbandonCallResult =
+  | { abandoned: true; programDropped: boolean }
+  | { abandoned: false; reason: "not_found" | "unknown_call" | "not_in_flight" | "invalid_input" };
+
 export type SettleCallResult =
   | { settled: true }
   | { settled: false; reason: "not_found" | "unknown_call" | "already_settled" }
