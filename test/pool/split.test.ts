@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from "vitest";
-import { isDoneEvent, SseEventSplitter } from "../../src/protocol/sse.js";
+import { eventObject, isDoneEvent, SseEventSplitter } from "../../src/protocol/sse.js";
 import { type PoolHandle, startPool } from "../../src/pool/server.js";
 import type { EngineConfig } from "../../src/pool/config.js";
 import { type FakeEngine, type FakeEngineOptions, startFakeEngine } from "./fake-engine.js";
@@ -102,6 +102,11 @@ describe("vLLM disaggregated calls (kv_transfer_params)", () => {
     expect(stream.find((e) => e.startsWith(": agentix"))).toMatch(/"engine":"p1"/);
     expect(answer.headers.get("x-agentix-engine")).toBe("p1");
 
+    // The client's usage: the prompt as the prefill engine ran it (none of it cached there), the output as the decode engine made it
+    // (which had said 48 of the prompt's 50 tokens were cached: they came as KV).
+    const usage = stream.map((e) => eventObject(e)?.usage).filter((u) => u !== undefined && u !== null).at(-1);
+    expect(usage).toMatchObject({ prompt_tokens: 50, completion_tokens: 7, total_tokens: 57, prompt_tokens_details: { cached_tokens: 0 } });
+
     await settled(p);
     const text = await metrics(p);
     // Billed once: the prompt as the prefill engine reported it, the output as the decode engine did.
@@ -123,8 +128,8 @@ describe("vLLM disaggregated calls (kv_transfer_params)", () => {
     ]);
     const answer = await send(p, chatBody({ max_tokens: 16 }));
     expect(answer.status).toBe(200);
-    const json = (await answer.json()) as { usage: { completion_tokens: number } };
-    expect(json.usage.completion_tokens).toBe(7);
+    const json = (await answer.json()) as { usage: Record<string, unknown> };
+    expect(json.usage).toMatchObject({ prompt_tokens: 50, completion_tokens: 7, prompt_tokens_details: { cached_tokens: 0 } });
     expect(decode.calls[0]!.body).toMatchObject({ max_tokens: 16, kv_transfer_params: HANDOFF });
     expect(decode.calls[0]!.body.stream).toBeUndefined();
     await settled(p);
@@ -140,6 +145,8 @@ describe("vLLM disaggregated calls (kv_transfer_params)", () => {
     const answer = await send(p, chatBody({ max_tokens: 16 }));
     expect(answer.status).toBe(200);
     expect(decode.calls[0]!.body).not.toHaveProperty("kv_transfer_params");
+    // The decode engine computed the prompt itself: its own usage is the bill.
+    expect(((await answer.json()) as { usage: Record<string, unknown> }).usage).toMatchObject({ prompt_tokens_details: { cached_tokens: 48 } });
     await settled(p);
     expect(metricValue(await metrics(p), 'agentix_pool_split_handoffs_total{outcome="no_kv_transfer_params"}')).toBe(1);
   });
