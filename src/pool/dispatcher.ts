@@ -34,6 +34,8 @@ import type { CallTokens } from "../core/admission.js";
 import type { RoleDemandMeter, RoleEngineReadings } from "../core/roles/role-demand-meter.js";
 import type { RoleEngineState, RoleSwitch } from "../core/roles/roles.js";
 import type { RoleSwitchTarget } from "./role-control.js";
+import { billPromptFromPrefill } from "./split-usage.js";
+import type { CallUsage } from "./call-facts.js";
 import { bootstrapRoom, hostOf, sglangBootstrapBody, vllmDecodeBody, vllmPrefillBody } from "./engines/split.js";
 
 /** How long an engine may take to count a prompt before the pool says it could not. */
@@ -633,14 +635,14 @@ export class Dispatcher implements RoleSwitchTarget {
           return this.#deliver(pending, prefillId, start.response, form);
         }
         const handoff = await start.response.json().then(handoffOf, () => undefined);
-        this.#prefilled(pending, prefillId, form, handoff, prefillEnd?.serviceMs ?? 0);
+        this.#prefilled(pending, prefillId, form, handoff, prefillEnd);
       },
       (error: unknown) => this.#relayThrew(pending, prefillId, error),
     );
   }
 
   /** The prefill engine answered: the decode goes to a decode engine with its handoff (or, without one, to compute the prompt itself). */
-  #prefilled(pending: PendingCall, prefillId: string, form: EngineRequestForm, handoff: KvTransferParams | undefined, prefillServiceMs: number): void {
+  #prefilled(pending: PendingCall, prefillId: string, form: EngineRequestForm, handoff: KvTransferParams | undefined, prefillEnd: RelayEnd | undefined): void {
     const { metrics } = this.#options;
     const callId = pending.call.callId;
     if (this.#closed || pending.signal.aborted) {
@@ -657,11 +659,23 @@ export class Dispatcher implements RoleSwitchTarget {
     }
     metrics.splitHandoffs.inc({ outcome: handoff === undefined ? "no_kv_transfer_params" : "handed_off" });
     this.#options.roleMeter?.decodeQueued(callId, pending.call.promptTokens);
-    this.#startDecode(pending, decodeId, decode, form, vllmDecodeBody(this.#bodyFor(pending, decode, form), handoff), prefillServiceMs, handoff !== undefined);
+    // With the KV handed over, the prompt is billed as the prefill engine ran it; without, the decode engine computed it and says so.
+    const prefillPrompt = handoff === undefined ? undefined : prefillEnd?.facts?.usage;
+    this.#startDecode(pending, prefillId, decodeId, decode, form, vllmDecodeBody(this.#bodyFor(pending, decode, form), handoff), prefillEnd?.serviceMs ?? 0, handoff !== undefined, prefillPrompt);
   }
 
   /** The decode of a split call; its answer is the client's. A failure before its first byte recomputes the call whole (#recompute). */
-  #startDecode(pending: PendingCall, decodeId: string, decode: EngineSlot, form: EngineRequestForm, body: Record<string, unknown>, prefillServiceMs: number, handedOff: boolean): void {
+  #startDecode(
+    pending: PendingCall,
+    prefillId: string,
+    decodeId: string,
+    decode: EngineSlot,
+    form: EngineRequestForm,
+    body: Record<string, unknown>,
+    prefillServiceMs: number,
+    handedOff: boolean,
+    prefillPrompt: CallUsage | undefined,
+  ): void {
     const controller = new AbortController();
     pending.attempt = { engineId: decodeId, controller };
     const now = this.#options.clock.now();
@@ -674,6 +688,8 @@ export class Dispatcher implements RoleSwitchTarget {
       body,
       stream: pending.stream,
       queueMs: now - pending.call.enqueuedAt,
+      // The edge's affinity hint for the program's next call: its prefix is cached where it was prefilled.
+      statsEngineId: prefillId,
       dispatchedAt: now,
       signal: controller.signal,
       http: this.#options.http,
@@ -687,6 +703,9 @@ export class Dispatcher implements RoleSwitchTarget {
     }).then(
       (start) => {
         this.#options.roleMeter?.decodeStarted(pending.call.callId);
+        if (start.kind === "response" && prefillPrompt !== undefined) {
+          return this.#attemptStarted(pending, decodeId, { kind: "response", response: billPromptFromPrefill(start.response, prefillPrompt) }, form);
+        }
         if (start.kind !== "failed") return this.#attemptStarted(pending, decodeId, start, form);
         this.#decodeRefused(pending, decodeId, start);
         this.#recompute(pending, decodeId, start.reason);
@@ -739,6 +758,7 @@ export class Dispatcher implements RoleSwitchTarget {
         body: sglangBootstrapBody(this.#bodyFor(pending, slot, form), bootstrap),
         stream: pending.stream,
         queueMs: now - pending.call.enqueuedAt,
+        statsEngineId: prefillId,
         dispatchedAt: now,
         signal,
         http: this.#options.http,
