@@ -7,7 +7,7 @@ import { RelayStreamReader, type StreamVerdict } from "./relay-stream-reader.js"
 /*
  * One level of the relay benchmark: N concurrent streams, each on its own connection,
  * started evenly over one token interval (so the source's ticks are spread as a real
- * engine's streams would be), each asking for `tokens` tokens. Every token's arrival
+ * engine's streams would be; `staggerMs` widens it), each asking for `tokens` tokens. Every token's arrival
  * at the client is counted in 1 ms buckets, so the delivered rate can be taken over
  * the steady window afterwards: from the moment every stream has its first token to
  * the moment the first stream has its last (all streams active, ramp up and down
@@ -25,6 +25,8 @@ export interface RelayLevelPlan {
   streams: number;
   tokens: number;
   intervalMs: number;
+  /** Streams start evenly over this long (default: one interval). */
+  staggerMs?: number;
   /** The whole level is cut off after this long; streams still open then fail. */
   deadlineMs: number;
   /** CPU readers of the processes whose share is reported (name → CPU ms so far). */
@@ -152,7 +154,7 @@ export async function runRelayLevel(plan: RelayLevelPlan): Promise<RelayLevelFig
   for (let index = 0; index < streams; index++) {
     const record: StreamRecord = { firstTokenMs: undefined, lastTokenMs: undefined, verdict: undefined };
     records.push(record);
-    const offset = Math.floor((index * intervalMs) / streams);
+    const offset = Math.floor((index * (plan.staggerMs ?? intervalMs)) / streams);
     starts.set(offset, [...(starts.get(offset) ?? []), record]);
   }
   await Promise.all(

@@ -48,6 +48,13 @@ const UNBOUNDED_KV_TOKENS = 1_000_000_000;
 /** Tokens per warm-up stream: enough to open and reuse every connection, short enough to take a moment. */
 const WARMUP_TOKENS = 2;
 
+/**
+ * The warm-up opens its connections 2 ms apart: 2,000 connects within one interval
+ * overflow the pool's accept queue (Node's default listen backlog, 511), and a
+ * connection left that long unaccepted was reset (ECONNRESET in a run at load 11).
+ */
+const WARMUP_CONNECT_SPACING_MS = 2;
+
 const loadNow = () => Math.round((os.loadavg()[0] ?? 0) * 100) / 100;
 
 export async function measureRelayThroughput(options: RelayBenchOptions, hooks: RelayHooks = {}): Promise<RelayBenchReport> {
@@ -107,7 +114,9 @@ export async function measureRelayThroughput(options: RelayBenchOptions, hooks: 
         streams,
         tokens,
         intervalMs: options.intervalMs,
-        deadlineMs: 3 * expectedMs + 30_000,
+        staggerMs: phase === "warmup" ? Math.max(options.intervalMs, streams * WARMUP_CONNECT_SPACING_MS) : options.intervalMs,
+        // Generous: a saturated pool takes many seconds just to start its streams; only a hang should hit this.
+        deadlineMs: 3 * expectedMs + 60_000,
         cpu,
         signal,
       });
