@@ -52,7 +52,10 @@ export interface RelayLevelFigures {
   offeredTokensPerSecond: number;
   /** Tokens per second at the client over the steady window (or the whole run when it had none); null if no token arrived. */
   deliveredTokensPerSecond: number | null;
-  /** Relative to the level's start; null when no moment had every stream active (then the rate is over the whole run). */
+  /**
+   * Relative to the level's start; null when every stream was active together for less
+   * than half a stream's length (then the rate is over the whole run, ramps included).
+   */
   steadyWindowMs: { from: number; to: number } | null;
   tokensReceived: number;
   /** Between consecutive tokens of a stream at the client; null without any. */
@@ -193,8 +196,9 @@ export async function runRelayLevel(plan: RelayLevelPlan): Promise<RelayLevelFig
   if (firsts.length === streams) {
     const from = Math.ceil(Math.max(...firsts));
     const to = Math.floor(Math.min(...lasts));
-    // Shorter than a few intervals, a window says nothing about a steady rate.
-    if (to - from >= 4 * intervalMs) window = { from, to };
+    // A short window says nothing about a steady rate: right after a stall, tokens held
+    // up arrive together and such a window can show more than the offered rate.
+    if (to - from >= Math.max(4 * intervalMs, ((tokens - 1) * intervalMs) / 2)) window = { from, to };
   }
   const span = window ?? (received > 0 ? { from: Math.floor(Math.min(...firsts)), to: Math.ceil(Math.max(...lasts)) } : { from: 0, to: 0 });
   let delivered: number | null = null;

@@ -2,7 +2,7 @@ import os from "node:os";
 import { randomToken } from "../../protocol/ids.js";
 import { chatRequestBody } from "./proxy-workload.js";
 import { startPoolProcess, startRelaySourceProcess } from "./proxy-server-process.js";
-import { ownCpuMs, processCpuMs } from "./relay-cpu.js";
+import { ownCpuMs, processCpuMs, processRunQueueWaitMs } from "./relay-cpu.js";
 import { type RelayLevelFigures, runRelayLevel } from "./relay-load.js";
 import type { RelayBenchOptions, RelayTargetName } from "./relay-options.js";
 import { directTarget, poolRelayTarget, type RelayTarget } from "./relay-targets.js";
@@ -93,6 +93,7 @@ export async function measureRelayThroughput(options: RelayBenchOptions, hooks: 
       );
       stops.push({ name: "pool", stop: pool.stop });
       cpu.pool = () => processCpuMs(pool.pid);
+      cpu.poolWait = () => processRunQueueWaitMs(pool.pid);
       targets.push(poolRelayTarget(pool.ready, signingKey, largest));
       log(`pool core: ${pool.ready.url} (engine kind openai, maxInFlight ${largest})`);
     }

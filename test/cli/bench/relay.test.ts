@@ -55,8 +55,10 @@ describe("relay benchmark against the token source and the pool", () => {
       expect(figures.ttftMs?.p50).toBeGreaterThan(0);
       expect(figures.cpuPercent.client).toBeTypeOf("number");
     }
-    // The pool's CPU is read from its own process.
-    expect(measured.find((r) => r.target === "pool")?.figures.cpuPercent.pool).toBeTypeOf("number");
+    // The pool's CPU and run-queue wait are read from its own process.
+    const poolCpu = measured.find((r) => r.target === "pool")?.figures.cpuPercent;
+    expect(poolCpu?.pool).toBeTypeOf("number");
+    expect(poolCpu?.poolWait).toBeTypeOf("number");
   });
 
   it("summarises every level with a figure and states the saturation verdicts", () => {
