@@ -23,6 +23,9 @@ export default defineConfig(async () => {
                   POOL_SIGNING_SECRET: "test-signing-secret",
                   // One status round an hour: tests run rounds themselves (the monitor's alarm would read the fake pools mid-test).
                   POOL_STATUS_INTERVAL_MS: "3600000",
+                  // Usage rows written at each settle, so tests read D1 after drain(); the batched
+                  // ledger's own tests (test/edge/ledger-batch.test.ts) turn batching on per object.
+                  LEDGER_FLUSH_MS: "0",
                 },
               },
             }),

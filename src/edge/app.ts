@@ -2,13 +2,15 @@ import { Hono } from "hono";
 import { HTTPException } from "hono/http-exception";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { openAIErrorResponse } from "../protocol/errors.js";
+import { Header } from "../protocol/headers.js";
 import type { EdgeEnv } from "./context.js";
 import { ConfigError } from "./env.js";
+import { countingIo, forwardedIoHeader } from "./instrument/io-counts.js";
 import { loadConfig } from "./middleware/config.js";
 import { anthropicShape } from "./middleware/anthropic-shape.js";
 import { tenantAuth } from "./middleware/tenant-auth.js";
 import { adminRoutes } from "./routes/admin.js";
-import { callRoutes } from "./routes/calls.js";
+import { callRoutes, isModelCall } from "./routes/calls.js";
 import { modelRoutes } from "./routes/models.js";
 import { openApiRoutes } from "./routes/openapi.js";
 import { programRoutes } from "./routes/programs.js";
@@ -29,7 +31,15 @@ export function createApp() {
   // Anthropic's clients get Anthropic's error shape, auth refusals included: before auth.
   app.use("/v1/messages", anthropicShape());
   app.use("/v1/messages/*", anthropicShape());
-  app.use("/v1/*", loadConfig(), tenantAuth());
+  // bench:edge only (COUNT_IO=1): what a call cost before it reached a pool.
+  app.use("/v1/*", async (c, next) => {
+    await next();
+    const counts = countingIo(c.env) ? forwardedIoHeader(c.env) : undefined;
+    if (counts === undefined) return;
+    c.res = new Response(c.res.body, c.res);
+    c.res.headers.set(Header.ioCounts, counts);
+  });
+  app.use("/v1/*", loadConfig(), tenantAuth({ verifiedAtAdmission: isModelCall }));
   app.route("/v1", callRoutes());
   app.route("/v1/models", modelRoutes());
   app.route("/v1/programs", programRoutes());

@@ -32,6 +32,12 @@ export interface Env {
   CALL_TIMEOUT_MS?: string;
   STREAM_STALL_MS?: string;
   POOL_IDLE_MS?: string;
+  /** How long a settled call's usage row may wait in its program's object before the batch to D1 (ms; 0: at settle). */
+  LEDGER_FLUSH_MS?: string;
+  /** "1": the call path before issue 14 (D1 auth per request, admission then begin), for bench:edge's baseline only. */
+  EDGE_BASELINE_HOT_PATH?: string;
+  /** "1": count Durable Object calls and D1 queries per request (bench:edge); see instrument/io-counts.ts. */
+  COUNT_IO?: string;
 }
 
 const positiveInt = z.coerce.number().int().positive();
@@ -83,6 +89,14 @@ export const EdgeConfig = z
     streamStallMs: positiveInt.default(10_000),
     /** A pool stream that sends nothing for this long mid-stream is treated as broken. */
     poolIdleMs: positiveInt.default(120_000),
+    /**
+     * Usage rows wait at most this long in their program's object before one batch takes
+     * them to D1 (ledger/flush-schedule.ts); 0 writes each at its settle. At most 10 s, so
+     * GET /v1/usage is never further behind than that while D1 answers.
+     */
+    ledgerFlushMs: z.coerce.number().int().nonnegative().max(10_000).default(5_000),
+    /** bench:edge's baseline: the pre-issue-14 call path (see EDGE_BASELINE_HOT_PATH). */
+    baselineHotPath: z.enum(["0", "1"]).default("0").transform((flag) => flag === "1"),
   })
   .transform(({ poolSigningKeys, poolSigningSecret, poolSigningKeyId, regionOrder, ...rest }) => ({
     ...rest,
@@ -129,6 +143,8 @@ const VAR_NAMES: Record<keyof z.input<typeof EdgeConfig>, string> = {
   callTimeoutMs: "CALL_TIMEOUT_MS",
   streamStallMs: "STREAM_STALL_MS",
   poolIdleMs: "POOL_IDLE_MS",
+  ledgerFlushMs: "LEDGER_FLUSH_MS",
+  baselineHotPath: "EDGE_BASELINE_HOT_PATH",
 };
 
 /** An empty var is an unset one (wrangler.toml cannot unset a var per environment). */
@@ -153,6 +169,8 @@ export function edgeConfig(env: Env): EdgeConfig {
     callTimeoutMs: env.CALL_TIMEOUT_MS,
     streamStallMs: env.STREAM_STALL_MS,
     poolIdleMs: env.POOL_IDLE_MS,
+    ledgerFlushMs: unlessEmpty(env.LEDGER_FLUSH_MS),
+    baselineHotPath: unlessEmpty(env.EDGE_BASELINE_HOT_PATH),
   });
   if (!parsed.success) {
     const problems = parsed.error.issues.map((issue) => {

@@ -15,10 +15,12 @@ export const Header = {
   waitMs: "x-agentix-wait-ms",
   engine: "x-agentix-engine",
   weight: "x-agentix-weight",
+  /** The thread's context generation: one more each time the program compacted or rewrote the thread's history (core/recognition/context-generation.ts). */
+  contextGeneration: "x-agentix-context-generation",
   ts: "x-agentix-ts",
   /** Which of the pool's signing keys made the signature (covered by it). */
   keyId: "x-agentix-key-id",
-  /** `v2=<hex HMAC-SHA256>` (src/protocol/signing.ts). */
+  /** `v3=<hex HMAC-SHA256>` (src/protocol/signing.ts). */
   signature: "x-agentix-signature",
   // Pool → edge, non-streaming (streaming carries them in the stats comment).
   queueMs: "x-agentix-queue-ms",
@@ -32,6 +34,13 @@ export const Header = {
   programSource: "x-agentix-program-source",
   /** Edge → client, on count_tokens: "engine" (an engine's tokenizer counted) or "estimate" (no pool could; the edge's estimate). */
   tokenCountSource: "x-agentix-token-count-source",
+  /**
+   * Edge → client, only with COUNT_IO=1 (bench:edge): the Durable Object calls, their
+   * sequential rounds and the D1 queries a call made before it reached a pool.
+   */
+  ioCounts: "x-agentix-io-counts",
+  /** Edge → operator, on the CSV usage export: every call settled before this instant (ISO 8601) is in it. */
+  dataAsOf: "x-agentix-data-as-of",
 } as const;
 
 export type HeaderName = (typeof Header)[keyof typeof Header];

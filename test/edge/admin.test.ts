@@ -71,7 +71,9 @@ describe("admin API", () => {
     });
     expect(keyRes.status).toBe(201);
     const key = (await keyRes.json()) as { id: string; key: string; prefix: string; name: string };
-    expect(key.key).toMatch(/^agx_[0-9A-Za-z]{40}$/);
+    // The key names its tenant, so the edge goes straight to the tenant's limiter.
+    expect(key.key).toBe(`${key.key.slice(0, 44)}_${created.id}`);
+    expect(key.key).toMatch(/^agx_[0-9A-Za-z]{40}_ten_[0-9A-Za-z]{16}$/);
     expect(key.prefix).toBe(key.key.slice(0, 12));
     expect(key.name).toBe("ci");
 

@@ -1,6 +1,6 @@
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { adminFetch, chat, drain, edge, expectOpenAIError, mockPool, newTenant, poolJson, tenantFetch } from "./support";
+import { adminFetch, chat, drain, edge, expectOpenAIError, frozenClock, mockPool, newTenant, poolJson, tenantFetch } from "./support";
 
 afterEach(() => {
   vi.restoreAllMocks();
@@ -49,6 +49,7 @@ describe("tenant authentication", () => {
   });
 
   it("records last_used_at after a request, at most once a minute", async () => {
+    const clock = frozenClock();
     const tenant = await newTenant();
     const lastUsed = async () =>
       (await env.DB.prepare("SELECT last_used_at FROM api_keys WHERE id = ?").bind(tenant.keyId).first<{
@@ -58,17 +59,16 @@ describe("tenant authentication", () => {
     await tenantFetch(tenant, "/v1/programs", { method: "POST" });
     await drain();
     const first = await lastUsed();
-    expect(first).toEqual(expect.any(Number));
+    expect(first).toBe(clock.now());
 
-    await env.DB.prepare("UPDATE api_keys SET last_used_at = ? WHERE id = ?").bind(Date.now() - 10_000, tenant.keyId).run();
+    clock.advance(10_000);
     await tenantFetch(tenant, "/v1/programs", { method: "POST" });
     await drain();
-    const recent = await lastUsed();
-    expect(Date.now() - (recent ?? 0)).toBeGreaterThanOrEqual(10_000); // untouched: used within the minute
+    expect(await lastUsed()).toBe(first); // untouched: used within the minute
 
-    await env.DB.prepare("UPDATE api_keys SET last_used_at = ? WHERE id = ?").bind(Date.now() - 120_000, tenant.keyId).run();
+    clock.advance(60_000);
     await tenantFetch(tenant, "/v1/programs", { method: "POST" });
     await drain();
-    expect(Date.now() - ((await lastUsed()) ?? 0)).toBeLessThan(60_000);
+    expect(await lastUsed()).toBe(clock.now());
   });
 });

@@ -238,14 +238,19 @@ describe("ProgramSession alarm", () => {
     const tenant = await newTenant();
     const programId = await newProgram(tenant);
     const session = programSession(env, tenant.id, programId);
+    // Admitted by its limiter (as every call the edge sends), then begun, then its edge vanishes.
+    const admitted = await tenantLimiter(env, tenant.id).admitCall({ callId: "call_lost", now: Date.now(), limits: await limitsOf(tenant), promptTokens: 5 });
+    expect(admitted.ok).toBe(true);
     await session.beginCall({ callId: "call_lost", thread: "main", model: "m", now: Date.now() });
+    // And one begun alongside an admission that refused it, whose take-back was lost: no call at all.
+    await session.beginCall({ callId: "call_never_admitted", thread: "main", model: "m", now: Date.now() });
     const CALL_LEASE_MS = edgeConfig(env).callTimeoutMs + CALL_REAP_GRACE_MS;
 
     // An in-flight call keeps an idle program from expiring until its lease runs out.
     advanceClock(IDLE_TTL_MS + 1_000);
     if (IDLE_TTL_MS + 1_000 < CALL_LEASE_MS) {
       expect(await runDurableObjectAlarm(session)).toBe(true);
-      expect(await programState(tenant, programId)).toMatchObject({ status: "active", in_flight: 1 });
+      expect(await programState(tenant, programId)).toMatchObject({ status: "active", in_flight: 2 });
     }
 
     vi.restoreAllMocks();

@@ -8,8 +8,18 @@ import { adjust, type Bucket, fullBucket, msUntil, msUntilFull, RATE_WINDOW_MS, 
 import { periodOf } from "../limits/period.js";
 import { decideOutputTokens } from "../limits/max-tokens.js";
 import type { TenantLimits } from "../limits/plan-limits.js";
+import { loadTenant } from "../auth/tenant-profile.js";
+import { countedObjectD1 } from "../instrument/io-counts.js";
+import type { AuthenticatedTenant } from "../context.js";
+import { AuthStore, type StoredProfile } from "./auth-store.js";
 import { type BucketName, LimiterStore } from "./store.js";
 import {
+  AuthenticateInput,
+  type AuthenticateResult,
+  type AuthRefusal,
+  type KeyCredential,
+  RefreshProfileInput,
+  type RefreshProfileResult,
   AdmitCallInput,
   AdmitProgramInput,
   type AdmitProgramResult,
@@ -24,6 +34,7 @@ import {
   ReleaseProgramInput,
   RenewLeaseInput,
   SettleLeaseInput,
+  WasAdmittedInput,
   type SettleLeaseResult,
 } from "./types.js";
 
@@ -56,6 +67,10 @@ const BUDGET_HELD_RETRY_MS = 1_000;
 const ACTIVE_PROGRAMS_RETRY_MS = 60_000;
 /** D1 binds at most 100 parameters a statement. */
 const D1_IN_CHUNK = 90;
+/** api_keys.last_used_at is a hint, not an audit log: it is refreshed at most this often. */
+export const LAST_USED_GRANULARITY_MS = 60_000;
+
+type ProfileLoad = { ok: true; stored: StoredProfile } | { ok: false; reason: "not_found" | "plan_missing"; planId?: string };
 
 interface Admission {
   now: number;
@@ -87,6 +102,12 @@ type Decision =
  */
 export class TenantLimiter extends DurableObject<Env> {
   private readonly store: LimiterStore;
+  private readonly auth: AuthStore;
+  /** The load of a profile this object does not hold yet, shared by the calls that wait for it. */
+  private firstLoad: Promise<ProfileLoad> | undefined;
+  /** Profile loads begun, and the latest whose answer was stored: an older answer arriving later is dropped. */
+  private loadsBegun = 0;
+  private loadApplied = 0;
   private alarmAt: number | null = null;
   /**
    * The limits row as this object last wrote or read it (it is the row's only
@@ -100,10 +121,35 @@ export class TenantLimiter extends DurableObject<Env> {
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
     this.store = new LimiterStore(ctx.storage.sql);
+    this.auth = new AuthStore(ctx.storage.sql);
     void ctx.blockConcurrencyWhile(async () => {
       this.store.initialise();
+      this.auth.initialise();
       this.alarmAt = await ctx.storage.getAlarm();
     });
+  }
+
+  /**
+   * Verifies a key of this object's tenant and answers the tenant's profile, from this
+   * object's storage: no D1 read, except the one-time load of a profile it does not hold.
+   * A wrong, revoked or unknown key: invalid_key.
+   */
+  async authenticate(raw: AuthenticateInput): Promise<AuthenticateResult> {
+    const { tenantId, keyHash, now } = AuthenticateInput.parse(raw);
+    const checked = await this.checkCredential({ tenantId, keyHash }, now);
+    if (!checked.ok) return checked;
+    return { ok: true, tenant: checked.tenant, version: checked.stored.version, keyUsed: checked.keyUsed };
+  }
+
+  /**
+   * Reloads the tenant's profile and keys from D1 (the admin API calls this after every
+   * change to the tenant, its plan or its keys, before it answers), so a revocation or a
+   * plan change applies from the tenant's next request.
+   */
+  async refreshProfile(raw: RefreshProfileInput): Promise<RefreshProfileResult> {
+    const { tenantId } = RefreshProfileInput.parse(raw);
+    const loaded = await this.loadProfile(tenantId);
+    return loaded.ok ? { ok: true, version: loaded.stored.version } : { ok: false, reason: loaded.reason };
   }
 
   /** Admits a call (and, with newProgramId, the program it starts), or says which limit refused it. */
@@ -111,9 +157,21 @@ export class TenantLimiter extends DurableObject<Env> {
     const parsed = AdmitCallInput.safeParse(raw);
     if (!parsed.success) return { ok: false, refusal: "invalid_input", detail: z.prettifyError(parsed.error) };
     const input = parsed.data;
+    let limits = input.limits;
+    let keyUsed: boolean | undefined;
+    if (input.auth) {
+      const checked = await this.checkCredential(input.auth, input.now);
+      if (!checked.ok) return checked;
+      if (checked.stored.version !== input.auth.profileVersion) {
+        return { ok: false, refusal: "profile_changed", tenant: checked.tenant, version: checked.stored.version };
+      }
+      limits = checked.stored.profile.limits;
+      keyUsed = checked.keyUsed;
+    }
+    if (!limits) return { ok: false, refusal: "invalid_input", detail: "no limits" };
     const admission: Admission = {
       now: input.now,
-      limits: input.limits,
+      limits,
       call: { callId: input.callId, promptTokens: input.promptTokens, maxTokens: input.maxTokens },
       ...(input.newProgramId ? { programId: input.newProgramId } : {}),
     };
@@ -123,6 +181,7 @@ export class TenantLimiter extends DurableObject<Env> {
     if (!decision.reservation) throw new Error("admitCall: an admitted call without a reservation");
     return {
       ok: true,
+      ...(keyUsed !== undefined ? { keyUsed } : {}),
       snapshot: decision.snapshot,
       leaseExpiresAt: input.now + LEASE_MS,
       maxTokens: decision.reservation.maxTokens,
@@ -214,6 +273,12 @@ export class TenantLimiter extends DurableObject<Env> {
     return result;
   }
 
+  /** Whether this object ever admitted the call (its lease is kept CLOSED_LEASE_RETENTION_MS after it closed). */
+  async wasAdmitted(raw: WasAdmittedInput): Promise<boolean> {
+    const { callId } = WasAdmittedInput.parse(raw);
+    return this.store.lease(callId) !== undefined;
+  }
+
   /** Extends an active lease to now + LEASE_MS; false when it is no longer active. */
   async renewLease(raw: RenewLeaseInput): Promise<boolean> {
     const { callId, now } = RenewLeaseInput.parse(raw);
@@ -251,6 +316,58 @@ export class TenantLimiter extends DurableObject<Env> {
 
   // ------------------------------------------------------------------ internals
 
+  /** The key checked against this object's copy of the tenant's keys (loaded once if it has none). */
+  private async checkCredential(
+    credential: KeyCredential,
+    now: number,
+  ): Promise<{ ok: true; stored: StoredProfile; tenant: AuthenticatedTenant; keyUsed: boolean } | AuthRefusal> {
+    let stored = this.auth.profile();
+    if (!stored) {
+      this.firstLoad ??= this.loadProfile(credential.tenantId).finally(() => {
+        this.firstLoad = undefined;
+      });
+      const loaded = await this.firstLoad;
+      if (!loaded.ok) {
+        if (loaded.reason === "plan_missing") return { ok: false, refusal: "plan_missing", planId: loaded.planId ?? "" };
+        return { ok: false, refusal: "invalid_key" };
+      }
+      stored = loaded.stored;
+    }
+    // The object is named by the tenant ID the key carries; a profile of another tenant here would be a routing bug.
+    if (stored.profile.id !== credential.tenantId) return { ok: false, refusal: "invalid_key" };
+    const key = this.auth.checkKey(credential.keyHash);
+    if (!key.ok) return { ok: false, refusal: "invalid_key" };
+    const keyUsed = key.lastUsedAt === null || now - key.lastUsedAt >= LAST_USED_GRANULARITY_MS;
+    if (keyUsed) this.auth.markUsed(credential.keyHash, now);
+    return { ok: true, stored, tenant: { ...stored.profile, keyId: key.keyId }, keyUsed };
+  }
+
+  /**
+   * Reads the profile and keys from D1 and stores them. Loads may overlap (an admin
+   * change during a first load): only an answer to a load begun after the last stored
+   * one is stored, so a read that began before a change cannot overwrite it.
+   */
+  private async loadProfile(tenantId: string): Promise<ProfileLoad> {
+    this.loadsBegun += 1;
+    const load = this.loadsBegun;
+    const loaded = await loadTenant(database(countedObjectD1(this.env)), tenantId);
+    if (!loaded.found) {
+      if ("planMissing" in loaded) {
+        console.error(`Tenant ${tenantId} is on plan "${loaded.planMissing}", which does not exist.`);
+        return { ok: false, reason: "plan_missing", planId: loaded.planMissing };
+      }
+      return { ok: false, reason: "not_found" };
+    }
+    const current = this.auth.profile();
+    if (load < this.loadApplied && current) return { ok: true, stored: current };
+    this.loadApplied = load;
+    const stored = this.ctx.storage.transactionSync(() => {
+      this.auth.writeKeys(loaded.keys);
+      return this.auth.writeProfile(loaded.profile);
+    });
+    return { ok: true, stored };
+  }
+
   /**
    * When only the active-programs limit refused, checks D1 for programs that
    * ended without telling this object (their release was lost) and tries again.
@@ -268,7 +385,7 @@ export class TenantLimiter extends DurableObject<Env> {
     const candidates = this.store.programsAdmittedBy(now - PROGRAM_GRACE_MS);
     if (candidates.length === 0) return false;
     this.lastReconcileAt = now;
-    const db = database(this.env.DB);
+    const db = database(countedObjectD1(this.env));
     const stillActive = new Set<string>();
     for (let i = 0; i < candidates.length; i += D1_IN_CHUNK) {
       const chunk = candidates.slice(i, i + D1_IN_CHUNK);

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import type { AuthenticatedTenant } from "../context.js";
 import { TenantLimits } from "../limits/plan-limits.js";
 
 /*
@@ -11,17 +12,36 @@ import { TenantLimits } from "../limits/plan-limits.js";
 const ms = z.number().finite().nonnegative();
 const id = z.string().min(1);
 
-export const AdmitCallInput = z.object({
+/** A key presented for the tenant this object is named by (the tenant ID names the object; the hash proves the key). */
+export const KeyCredential = z.object({ tenantId: id, keyHash: id });
+export type KeyCredential = z.infer<typeof KeyCredential>;
+
+export const AuthenticateInput = KeyCredential.extend({ now: ms });
+export type AuthenticateInput = z.infer<typeof AuthenticateInput>;
+
+export const RefreshProfileInput = z.object({ tenantId: id });
+export type RefreshProfileInput = z.infer<typeof RefreshProfileInput>;
+
+export const AdmitCallInput = z
+  .object({
   callId: id,
   now: ms,
-  limits: TenantLimits,
+  /** The limits to admit by, when the caller authenticated the tenant itself (tests, tools); else `auth`. */
+  limits: TenantLimits.optional(),
+  /**
+   * The key to verify in the same step, and the profile version the caller's checks used
+   * (its isolate's cached copy): a different version is refused as profile_changed,
+   * with the current profile, before anything is taken. The limits are then this object's own.
+   */
+  auth: KeyCredential.extend({ profileVersion: z.int().nonnegative() }).optional(),
   /** The prompt estimate (tokens). */
   promptTokens: z.int().nonnegative(),
   /** The completion limit the client asked for (max_completion_tokens ?? max_tokens); absent: none. */
   maxTokens: z.int().positive().optional(),
   /** Set when this call also starts a program: checked against maxActivePrograms. */
   newProgramId: id.optional(),
-});
+})
+  .refine((input) => (input.limits === undefined) !== (input.auth === undefined), "exactly one of limits and auth");
 export type AdmitCallInput = z.infer<typeof AdmitCallInput>;
 
 export const AdmitProgramInput = z.object({ programId: id, now: ms, limits: TenantLimits });
@@ -45,6 +65,9 @@ export const CancelLeaseInput = z.object({
 export type CancelLeaseInput = z.infer<typeof CancelLeaseInput>;
 
 export const RenewLeaseInput = z.object({ callId: id, now: ms });
+
+export const WasAdmittedInput = z.object({ callId: id });
+export type WasAdmittedInput = z.infer<typeof WasAdmittedInput>;
 export type RenewLeaseInput = z.infer<typeof RenewLeaseInput>;
 
 export const PeekInput = z.object({ now: ms, limits: TenantLimits });
@@ -117,9 +140,26 @@ export interface Refusal {
   fits?: number;
 }
 
+/** Why a key was not accepted: a wrong or revoked key, or an unknown tenant (all answered alike); a tenant whose plan row is missing. */
+export type AuthRefusal = { ok: false; refusal: "invalid_key" } | { ok: false; refusal: "plan_missing"; planId: string };
+
+export type AuthenticateResult =
+  | {
+      ok: true;
+      tenant: AuthenticatedTenant;
+      version: number;
+      /** The key's last use was over a minute ago: the caller refreshes api_keys.last_used_at. */
+      keyUsed: boolean;
+    }
+  | AuthRefusal;
+
+export type RefreshProfileResult = { ok: true; version: number } | { ok: false; reason: "not_found" | "plan_missing" };
+
 export type AdmitResult =
   | {
       ok: true;
+      /** With `auth`: the key's last use was over a minute ago (api_keys.last_used_at is due). */
+      keyUsed?: boolean;
       snapshot: LimiterSnapshot;
       leaseExpiresAt: number;
       /**
@@ -133,7 +173,10 @@ export type AdmitResult =
       reservedTokens: number;
     }
   | { ok: false; refusal: Refusal; snapshot: LimiterSnapshot }
-  | { ok: false; refusal: "invalid_input"; detail: string };
+  | { ok: false; refusal: "invalid_input"; detail: string }
+  | AuthRefusal
+  /** The caller checked the call against an older profile: nothing was taken; check again with this one. */
+  | { ok: false; refusal: "profile_changed"; tenant: AuthenticatedTenant; version: number };
 
 export type AdmitToolEventsResult =
   | { ok: true; remaining: number }

@@ -89,8 +89,15 @@ export const UsageFigures = z.object({
   service_ms: z.number().nonnegative().describe("Rounded to 0.001 ms."),
 });
 
+/** How far behind the ledger may be (usage/freshness.ts). */
+const LedgerFreshness = {
+  data_as_of: z.string().describe("ISO 8601: every call settled before this instant is counted (usage rows reach D1 in batches)."),
+  ledger_delay_ms: z.int().nonnegative().describe("The most a settled call's row waits before it is counted, while D1 answers (ms)."),
+};
+
 export const UsageReport = z.object({
   object: z.literal("list"),
+  ...LedgerFreshness,
   group_by: z.enum(["day", "program"]),
   from: z.string().describe("First day, inclusive (UTC), YYYY-MM-DD."),
   to: z.string().describe("Last day, inclusive (UTC), YYYY-MM-DD."),
@@ -116,6 +123,7 @@ export const UsageExportLine = UsageFigures.extend({
 export const UsageExport = z.object({
   object: z.literal("usage_export"),
   period: z.string().describe("YYYY-MM"),
+  ...LedgerFreshness,
   from: z.string().describe("ISO 8601: the period's start (UTC)."),
   to: z.string().describe("ISO 8601: the period's end (UTC), exclusive."),
   data: z.array(UsageExportLine).describe("One line per tenant, zeros included."),

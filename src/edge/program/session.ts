@@ -1,16 +1,22 @@
 import { DurableObject } from "cloudflare:workers";
 import { z } from "zod";
+import { FIRST_CONTEXT, nextThreadContext } from "../../core/recognition/context-generation.js";
 import { callStartValue, completeCall, type ProgramService } from "../../core/service.js";
 import { DEFAULT_THREAD } from "../../protocol/headers.js";
 import { type Database, database } from "../db/client.js";
 import { type LedgerWrite, recordUsage, writeProgramSummary } from "../db/ledger.js";
 import type { Program, UsageRow } from "../db/schema.js";
 import { edgeConfig, type Env } from "../env.js";
+import { countedObjectD1 } from "../instrument/io-counts.js";
+import { ledgerFlushAt } from "../ledger/flush-schedule.js";
 import { tenantLimiter } from "../limiter/access.js";
 import { type CallRecord, type ProgramMeta, ProgramStore } from "./store.js";
+import { sendProgramEndedHints } from "./end-hints.js";
 import { ResponseStore } from "./response-store.js";
 import { TOOL_EVENTS_PER_MINUTE, ToolStore } from "./tool-store.js";
 import {
+  AbandonCallInput,
+  type AbandonCallResult,
   type BeginCallResult,
   BeginCallInput,
   CreateProgramInput,
@@ -65,13 +71,15 @@ export class ProgramSession extends DurableObject<Env> {
   /** The program row; undefined until create() ran in this object. */
   private meta: ProgramMeta | undefined;
   private alarmAt: number | null = null;
+  /** D1 batches that failed in a row, and when the last did: the ledger's retry backoff. */
+  private ledgerFailures = { count: 0, lastAt: 0 };
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
     this.store = new ProgramStore(ctx.storage.sql);
     this.tools = new ToolStore(ctx.storage.sql);
     this.responses = new ResponseStore(ctx.storage.sql);
-    this.db = database(env.DB);
+    this.db = database(countedObjectD1(env));
     void ctx.blockConcurrencyWhile(async () => {
       if (this.store.exists()) this.store.upgrade();
       this.meta = this.store.readMeta();
@@ -131,6 +139,36 @@ export class ProgramSession extends DurableObject<Env> {
     return result;
   }
 
+  // ------------------------------------------------ begin undone (call admission in parallel)
+
+  /**
+   * Takes back a begun call its tenant's limiter refused: the edge begins a call in
+   * parallel with its admission (one round trip instead of two) and undoes the begin on
+   * a refusal. A program with nothing else in it (the one the refused call would have
+   * started) is dropped entirely, so a refused call still leaves no program behind.
+   */
+  async abandonCall(raw: AbandonCallInput): Promise<AbandonCallResult> {
+    const parsed = AbandonCallInput.safeParse(raw);
+    if (!parsed.success) return { abandoned: false, reason: "invalid_input" };
+    const meta = this.meta;
+    if (!meta) return { abandoned: false, reason: "not_found" };
+    const call = this.store.call(parsed.data.callId);
+    if (!call) return { abandoned: false, reason: "unknown_call" };
+    if (call.status !== "in_flight") return { abandoned: false, reason: "not_in_flight" };
+    this.store.removeInFlightCall(call.callId);
+    const empty = parsed.data.createdByCall && meta.calls === 0 && this.store.callCount() === 0 && meta.status === "active";
+    if (!empty) {
+      await this.scheduleAlarm();
+      return { abandoned: true, programDropped: false };
+    }
+    // Never used: its D1 row was not written yet (that waits for a settle or the alarm), so nothing outside this object knows it.
+    await this.ctx.storage.deleteAlarm();
+    await this.ctx.storage.deleteAll();
+    this.meta = undefined;
+    this.alarmAt = null;
+    return { abandoned: true, programDropped: true };
+  }
+
   /** The call's part of beginCall, inside its transaction; a refusal throws BeginRefused to roll it back. */
   private startCall(
     input: z.output<typeof BeginCallInput>,
@@ -141,11 +179,15 @@ export class ProgramSession extends DurableObject<Env> {
       new BeginRefused({ ok: false, error });
     if (this.store.call(input.callId)) throw refuse("duplicate_call");
     const existing = this.store.thread(input.thread);
+    const parent = input.parentThread === undefined ? undefined : this.store.thread(input.parentThread);
     if (input.parentThread !== undefined) {
-      if (!this.store.thread(input.parentThread)) throw refuse("unknown_parent");
+      if (!parent) throw refuse("unknown_parent");
       if (existing && existing.parent !== input.parentThread) throw refuse("parent_mismatch");
     }
     if (!existing) this.store.addThread(input.thread, input.parentThread ?? null, input.now);
+    // A new fork starts at its parent's context: what it sends is compared with the parent's last call.
+    const context = nextThreadContext(existing?.context ?? parent?.context ?? FIRST_CONTEXT, input.contextHashes);
+    if (input.contextHashes.length > 0) this.store.writeThreadContext(input.thread, context);
     // The agent calls the model again once the thread's tools returned.
     this.tools.endThreadRuns(input.thread);
     const startValueMs = callStartValue(serviceOf(meta));
@@ -167,13 +209,15 @@ export class ProgramSession extends DurableObject<Env> {
       engine: meta.engine,
       pool: meta.pool,
       startValueMs,
+      contextGeneration: context.generation,
     };
   }
 
   /**
    * Settles what a call used: service values, totals, affinity, and its usage
-   * row in D1. Idempotent on the call ID: a repeat changes nothing (it only
-   * retries the usage row if that write had failed).
+   * row, kept in this object's storage in the same transaction and sent to D1 by
+   * the alarm within LEDGER_FLUSH_MS (with the program's other pending rows, in
+   * one batch). Idempotent on the call ID: a repeat changes nothing.
    */
   async settleCall(raw: SettleCallInput): Promise<SettleCallResult> {
     const parsed = SettleCallInput.safeParse(raw);
@@ -183,11 +227,11 @@ export class ProgramSession extends DurableObject<Env> {
     const call = this.store.call(callId);
     if (!call) return { settled: false, reason: "unknown_call" };
     if (call.status !== "in_flight") {
-      if (!call.recorded) await this.flushToD1();
+      if (!call.recorded) await this.flushLedgerAtSettle();
       return { settled: false, reason: "already_settled" };
     }
     this.applySettle(call, outcome, { activity: true });
-    await this.flushToD1();
+    await this.flushLedgerAtSettle();
     await this.scheduleAlarm();
     return { settled: true };
   }
@@ -246,13 +290,15 @@ export class ProgramSession extends DurableObject<Env> {
   async end(raw: EndProgramInput): Promise<EndProgramResult> {
     const input = EndProgramInput.parse(raw);
     if (!this.meta) return { ok: false, error: "not_found" };
+    let servedBy: string[] = [];
     if (this.meta.status === "active") {
+      servedBy = this.servedPools();
       this.finish("ended", input.now);
       await this.flushToD1();
       await this.releaseProgramSlot();
       await this.scheduleAlarm();
     }
-    return { ok: true, state: this.snapshot(this.meta) };
+    return { ok: true, state: this.snapshot(this.meta), servedBy };
   }
 
   override async alarm(): Promise<void> {
@@ -261,6 +307,10 @@ export class ProgramSession extends DurableObject<Env> {
     if (!meta) return;
     const now = Date.now();
     for (const call of this.store.inFlightStartedBy(now - this.reapAfterMs())) {
+      if (await this.beganWithoutAdmission(meta.tenantId, call.callId)) {
+        this.store.removeInFlightCall(call.callId);
+        continue;
+      }
       const reaped: Outcome = {
         status: "error",
         promptTokens: 0,
@@ -278,10 +328,44 @@ export class ProgramSession extends DurableObject<Env> {
     const current = this.meta ?? meta;
     const expiring =
       current.status === "active" && this.store.inFlightCount() === 0 && now >= current.lastActivityAt + idleTtlMs;
+    const servedBy = expiring ? this.servedPools() : [];
     if (expiring) this.finish("expired", now);
     await this.flushToD1();
     if (expiring) await this.releaseProgramSlot();
     await this.scheduleAlarm();
+    // Its pools may evict its KV first; a hint, so after everything that must happen.
+    if (expiring) {
+      const ended = { tenantId: current.tenantId, programId: current.programId, reason: "expired" as const, pools: servedBy };
+      await sendProgramEndedHints(this.env, ended, (work) => this.ctx.waitUntil(work));
+    }
+  }
+
+  /** The pools that served the program: its calls' (kept until it ends) and its current one. */
+  private servedPools(): string[] {
+    const pools = new Set(this.store.servedPools());
+    const current = this.requireMeta().pool;
+    if (current !== "") pools.add(current);
+    return [...pools];
+  }
+
+  /**
+   * A call begun alongside an admission that refused it, whose take-back (abandonCall)
+   * was lost: its limiter never leased it, so it is no call at all and leaves no ledger
+   * row. The limiter keeps every lease, closed ones included, longer than any call waits
+   * for the reaper. Unsure (the limiter did not answer): reaped as lost, as before.
+   */
+  private async beganWithoutAdmission(tenantId: string, callId: string): Promise<boolean> {
+    try {
+      return !(await tenantLimiter(this.env, tenantId).wasAdmitted({ callId }));
+    } catch (error) {
+      console.error(`ProgramSession: asking the limiter about ${callId} failed; reaping it as lost`, error);
+      return false;
+    }
+  }
+
+  /** LEDGER_FLUSH_MS 0: each row goes to D1 at its settle, as before batching. */
+  private async flushLedgerAtSettle(): Promise<void> {
+    if (edgeConfig(this.env).ledgerFlushMs === 0) await this.flushToD1();
   }
 
   /** How long after its start an unsettled call is reaped. */
@@ -333,8 +417,9 @@ export class ProgramSession extends DurableObject<Env> {
   /**
    * Pushes pending D1 writes in one batch (one round trip, one transaction, in
    * order): the program row first (usage rows reference it), then the usage
-   * rows. A failure is logged and left for the alarm to retry; every write is
-   * idempotent, so a retry cannot count twice.
+   * rows. Rows are marked recorded only once D1 answered, so an eviction between
+   * the two resends them (ON CONFLICT DO NOTHING on the call ID: never twice). A
+   * failure is logged and left for the alarm to retry with backoff.
    */
   private async flushToD1(): Promise<void> {
     try {
@@ -355,7 +440,9 @@ export class ProgramSession extends DurableObject<Env> {
         if (summary) this.summaryWritten(summary);
         if (this.requireMeta().status !== "active") this.store.cleanUp();
       });
+      this.ledgerFailures = { count: 0, lastAt: 0 };
     } catch (error) {
+      this.ledgerFailures = { count: this.ledgerFailures.count + 1, lastAt: Date.now() };
       console.error("ProgramSession: D1 write failed, will retry", error);
     }
   }
@@ -391,7 +478,8 @@ export class ProgramSession extends DurableObject<Env> {
   }
 
   /**
-   * One alarm for everything: idle expiry, the oldest lease, or a D1 retry.
+   * One alarm for everything: idle expiry, the oldest lease, the ledger's next
+   * batch (ledger/flush-schedule.ts), or a D1 retry.
    * It is only moved earlier (or deleted once nothing is left): every call
    * pushes the idle deadline later, and rewriting the alarm for that would
    * cost a storage write per begin and per settle. An alarm that fires early
@@ -403,7 +491,15 @@ export class ProgramSession extends DurableObject<Env> {
     if (meta.status === "active") deadlines.push(meta.lastActivityAt + edgeConfig(this.env).programIdleTtlMs);
     const oldest = this.store.oldestInFlightStart();
     if (oldest !== undefined) deadlines.push(oldest + this.reapAfterMs());
-    if (meta.summaryPending || this.store.unrecordedCalls().length > 0) deadlines.push(Date.now() + D1_RETRY_MS);
+    const oldestPendingAt = this.store.oldestUnrecordedFinish();
+    if (oldestPendingAt !== undefined) {
+      const { count, lastAt } = this.ledgerFailures;
+      deadlines.push(
+        ledgerFlushAt({ oldestPendingAt, flushMs: edgeConfig(this.env).ledgerFlushMs, failures: count, lastFailureAt: lastAt }),
+      );
+    } else if (meta.summaryPending) {
+      deadlines.push(Date.now() + D1_RETRY_MS);
+    }
     const next = deadlines.length > 0 ? Math.min(...deadlines) : null;
     if (next === null) {
       if (this.alarmAt === null) return;

@@ -1,4 +1,6 @@
 import { type Context, Hono } from "hono";
+import { MAX_CONTEXT_MESSAGES } from "../../core/recognition/context-generation.js";
+import { prefixHashes } from "../../core/recognition/conversation-index.js";
 import { Header, type ProgramSource } from "../../protocol/headers.js";
 import { newCallId, newProgramId } from "../../protocol/ids.js";
 import type { CallApiSpec, ParsedCall } from "../apis/call-api.js";
@@ -7,6 +9,10 @@ import { completionsApi } from "../apis/completions.js";
 import { messagesApi } from "../apis/messages.js";
 import { responsesApi } from "../apis/responses.js";
 import { forwardToPool } from "../chat/pool-client.js";
+import { admitAndBegin } from "../chat/admission.js";
+import { noteForwarded } from "../instrument/io-counts.js";
+import { verifiedProfiles } from "../auth/isolate-cache.js";
+import { authRefused, noteKeyUsed, verifyWithLimiter } from "../middleware/tenant-auth.js";
 import { CallLifecycle } from "../chat/call-lifecycle.js";
 import { sendWithFailover } from "../chat/failover.js";
 import { retryIdempotent, SETTLE_RETRY_DELAYS_MS } from "../chat/idempotent-retry.js";
@@ -19,8 +25,7 @@ import { parseResponseId } from "../../protocol/response-ids.js";
 import { limiterMisuse, limitExceeded, tenantLimiter } from "../limiter/access.js";
 import { LEASE_RENEW_MS } from "../limiter/tenant-limiter.js";
 import { rateLimitHeadersOnResponse } from "../middleware/rate-limit-headers.js";
-import { beginRefusal, parseProgramId, programSession, threadFromHeaders } from "../program/access.js";
-import type { BeginCallResult } from "../program/types.js";
+import { beginRefusal, parseProgramId, programSession, type ThreadChoice, threadFromHeaders } from "../program/access.js";
 import { poolSnapshot } from "../pools/directory-cache.js";
 import { noteAnsweredLoad, poolsForModel, routeCall } from "../pools/routing.js";
 import { parsePoolLoad } from "../../protocol/pool-status.js";
@@ -62,10 +67,24 @@ export function callRoutes() {
   const calls = new Hono<EdgeEnv>();
   for (const [path, api] of CALL_APIS) {
     calls.use(path, rateLimitHeadersOnResponse({ anthropic: api.api === "messages" }));
-    calls.post(path, (c) => handleCall(c, api));
+    calls.post(path, async (c) => handleCall(c, api, { bytes: await readBodyWithin(c.req.raw, c.var.config.maxBodyBytes) }));
   }
   calls.post("/messages/count_tokens", (c) => countMessageTokens(c, clientContinent(c.req.raw)));
   return calls;
+}
+
+const CALL_PATHS: ReadonlySet<string> = new Set(CALL_APIS.map(([path]) => `/v1${path}`));
+
+/** A model call: its own admission verifies the caller's key (middleware/tenant-auth.ts). */
+export const isModelCall = (c: Context<EdgeEnv>): boolean => c.req.method === "POST" && CALL_PATHS.has(c.req.path);
+
+/** One go at a call: its body, and why it is tried again when it is. */
+interface CallAttempt {
+  bytes: Uint8Array;
+  /** The program its conversation pointed to refused it: it starts a new one, that program excluded. */
+  recognitionRetry?: { exclude: string };
+  /** Its checks ran on a profile that had changed: once only, then it is an error. */
+  profileRetry?: true;
 }
 
 /** The program a previous_response_id names, and the conversation up to that response; 404 when it is not stored. */
@@ -84,15 +103,29 @@ async function continuedConversation(c: Context<EdgeEnv>, responseId: string): P
   return { programId: named.programId, items: JSON.parse(found.itemsJson) as unknown[] };
 }
 
+/** What a call is, once checked and placed, before anything is taken for it. */
+interface PreparedCall {
+  allowed: ParsedCall;
+  snapshot: Awaited<ReturnType<typeof poolSnapshot>>;
+  eligible: ReturnType<typeof poolsForModel>;
+  conversation: string[];
+  recognized: Awaited<ReturnType<ReturnType<typeof programIndex>["recognizeCall"]>> | undefined;
+  linked: { programId: string; thread: string; parentThread?: string } | undefined;
+  existingProgramId: string | undefined;
+  programSource: ProgramSource;
+  thread: ThreadChoice;
+  continued: { programId: string; items: unknown[] } | undefined;
+}
+
 /**
- * One call of any API: checked, admitted (a reservation covering the prompt estimate
- * and the effective limit), begun in its program, sent to a pool (failover before the
- * first byte), relayed, and settled exactly once whichever way it ends.
+ * The call's checks and its program's identity: the body (only the API's fields and the
+ * plan's extensions pass), the model (some pool must serve it for this tenant), and the
+ * program it joins (header, previous_response_id, or the tenant's conversation index).
  */
-async function handleCall(c: Context<EdgeEnv>, api: CallApiSpec, again?: { parsed: ParsedCall; exclude: string }): Promise<Response> {
+async function prepareCall(c: Context<EdgeEnv>, api: CallApiSpec, attempt: CallAttempt): Promise<PreparedCall> {
   const { config, tenant } = c.var;
   // Everything the client sent is checked before any state is touched: only the API's fields and the plan's extensions pass.
-  const parsed = again?.parsed ?? api.parse(await readBodyWithin(c.req.raw, config.maxBodyBytes), tenant.allowedExtensions);
+  const parsed = api.parse(attempt.bytes, tenant.allowedExtensions);
   const choice = threadFromHeaders(c.req.raw.headers);
   const requestedProgram = c.req.header(Header.program);
   const headerProgramId = requestedProgram === undefined ? undefined : parseProgramId(requestedProgram, Header.program);
@@ -114,7 +147,7 @@ async function handleCall(c: Context<EdgeEnv>, api: CallApiSpec, again?: { parse
         model: allowed.model,
         messages: conversation,
         ...(sessionKey !== undefined ? { sessionKey } : {}),
-        ...(again !== undefined ? { exclude: again.exclude } : {}),
+        ...(attempt.recognitionRetry !== undefined ? { exclude: attempt.recognitionRetry.exclude } : {}),
         newProgramId: newProgramId(),
         now: Date.now(),
       })
@@ -122,7 +155,31 @@ async function handleCall(c: Context<EdgeEnv>, api: CallApiSpec, again?: { parse
   const linked = recognized !== undefined && recognized.how !== "new" ? recognized : undefined;
   const existingProgramId = headerProgramId ?? continued?.programId ?? linked?.programId;
   const programSource: ProgramSource = headerProgramId ? "header" : continued ? "previous_response_id" : (linked?.how ?? "new");
-  const thread = linked ? { thread: linked.thread, ...(linked.parentThread ? { parentThread: linked.parentThread } : {}) } : choice;
+  const thread: ThreadChoice = linked ? { thread: linked.thread, ...(linked.parentThread ? { parentThread: linked.parentThread } : {}) } : choice;
+  return { allowed, snapshot, eligible, conversation, recognized, linked, existingProgramId, programSource, thread, continued };
+}
+
+/**
+ * One call of any API: checked, admitted (a reservation covering the prompt estimate
+ * and the effective limit), begun in its program, sent to a pool (failover before the
+ * first byte), relayed, and settled exactly once whichever way it ends.
+ */
+async function handleCall(c: Context<EdgeEnv>, api: CallApiSpec, attempt: CallAttempt): Promise<Response> {
+  const { config, tenant, credential } = c.var;
+  // A refusal found before admission, on a profile the limiter has not confirmed for this
+  // request: the key is verified first (it may be revoked, the profile may have changed).
+  let prepared: PreparedCall;
+  try {
+    prepared = await prepareCall(c, api, attempt);
+  } catch (error) {
+    if (credential.verified) throw error;
+    await verifyWithLimiter(c, credential.tenantId, credential.keyHash);
+    if (c.var.credential.profileVersion !== credential.profileVersion && !attempt.profileRetry) {
+      return handleCall(c, api, { ...attempt, profileRetry: true });
+    }
+    throw error;
+  }
+  const { allowed, snapshot, eligible, conversation, recognized, linked, existingProgramId, programSource, thread, continued } = prepared;
 
   // Admission reserves: a request, the prompt estimate + the effective max tokens (decided by the limiter), a lease.
   const now = Date.now();
@@ -132,20 +189,60 @@ async function handleCall(c: Context<EdgeEnv>, api: CallApiSpec, again?: { parse
   const createdProgramId = existingProgramId === undefined ? programId : undefined;
   const promptEstimate = allowed.promptEstimate;
   const limiter = tenantLimiter(c.env, tenant.id);
-  const admitted = await limiter.admitCall({
-    callId,
-    now,
-    limits: tenant.limits,
-    promptTokens: promptEstimate,
-    ...(allowed.requestedMaxTokens !== undefined ? { maxTokens: allowed.requestedMaxTokens } : {}),
-    ...(createdProgramId ? { newProgramId: createdProgramId } : {}),
+  const session = programSession(c.env, tenant.id, programId);
+  const baseline = config.baselineHotPath;
+  // Admission (the limiter, which also verifies the key) and the begin (the program) at once: one round trip.
+  const outcome = await admitAndBegin({
+    tenantId: tenant.id,
+    limiter,
+    session,
+    sequential: baseline,
+    admit: {
+      callId,
+      now,
+      ...(baseline
+        ? { limits: tenant.limits }
+        : { auth: { tenantId: credential.tenantId, keyHash: credential.keyHash, profileVersion: credential.profileVersion } }),
+      promptTokens: promptEstimate,
+      ...(allowed.requestedMaxTokens !== undefined ? { maxTokens: allowed.requestedMaxTokens } : {}),
+      ...(createdProgramId ? { newProgramId: createdProgramId } : {}),
+    },
+    // A new program is created by its first call's beginCall; a refused call leaves none.
+    begin: {
+      ...(createdProgramId ? { newProgram: { tenantId: tenant.id, programId: createdProgramId } } : {}),
+      callId,
+      thread: thread.thread,
+      ...(thread.parentThread ? { parentThread: thread.parentThread } : {}),
+      model: allowed.model,
+      api: api.api,
+      contextHashes: conversation.length <= MAX_CONTEXT_MESSAGES ? prefixHashes(allowed.model, conversation) : [],
+      now,
+    },
   });
-  if (!admitted.ok) {
-    if (admitted.refusal === "invalid_input") throw limiterMisuse(admitted.detail);
-    c.set("rateLimit", admitted.snapshot);
-    throw limitExceeded(admitted.refusal, admitted.snapshot, allowed.maxTokensField);
+  if (outcome.kind === "admission_refused") {
+    const admitted = outcome.admitted;
+    switch (admitted.refusal) {
+      case "invalid_input":
+        throw limiterMisuse(admitted.detail);
+      case "invalid_key":
+      case "plan_missing":
+        verifiedProfiles.delete(credential.keyHash);
+        throw authRefused(admitted);
+      case "profile_changed":
+        // Checked against an older copy of the tenant's profile: again, on the current one.
+        verifiedProfiles.set(credential.keyHash, { tenant: admitted.tenant, version: admitted.version });
+        c.set("tenant", admitted.tenant);
+        c.set("credential", { ...credential, profileVersion: admitted.version, verified: true });
+        if (attempt.profileRetry) throw openAIError(503, "Your account's settings changed during the request; retry.", { code: "profile_changed" });
+        return handleCall(c, api, { ...attempt, profileRetry: true });
+      default:
+        c.set("rateLimit", admitted.snapshot);
+        throw limitExceeded(admitted.refusal, admitted.snapshot, allowed.maxTokensField);
+    }
   }
+  const admitted = outcome.admitted;
   c.set("rateLimit", admitted.snapshot);
+  if (admitted.keyUsed) noteKeyUsed(c, tenant.keyId, now);
   // The bytes signed and sent to the pool: the allowed fields, with the limit the reservation covers.
   const body = allowed.forwardBody(admitted.maxTokens);
 
@@ -162,31 +259,20 @@ async function handleCall(c: Context<EdgeEnv>, api: CallApiSpec, again?: { parse
       console.error(`cancelling the lease of ${callId} failed; it expires on its own`, error);
     }
   };
-  // A new program is created by its first call's beginCall, in one round trip; a refused call creates nothing.
-  const session = programSession(c.env, tenant.id, programId);
-  let begun: BeginCallResult;
-  try {
-    begun = await session.beginCall({
-      ...(createdProgramId ? { newProgram: { tenantId: tenant.id, programId: createdProgramId } } : {}),
-      callId,
-      thread: thread.thread,
-      ...(thread.parentThread ? { parentThread: thread.parentThread } : {}),
-      model: allowed.model,
-      api: api.api,
-      now,
-    });
-  } catch (error) {
+  if (outcome.kind === "begin_failed") {
     await cancelAdmission(createdProgramId);
-    throw error;
+    throw outcome.error;
   }
-  if (!begun.ok) {
+  if (outcome.kind === "begin_refused") {
     await cancelAdmission(createdProgramId);
+    const refused = outcome.begun.error;
     // A program its conversation pointed to that has ended (or lost the thread forked from): the call starts a new one.
-    if (linked !== undefined && again === undefined && RECOGNITION_FALLBACK.has(begun.error)) {
-      return handleCall(c, api, { parsed, exclude: linked.programId });
+    if (linked !== undefined && attempt.recognitionRetry === undefined && RECOGNITION_FALLBACK.has(refused)) {
+      return handleCall(c, api, { ...attempt, recognitionRetry: { exclude: linked.programId } });
     }
-    throw beginRefusal(begun.error, programId, thread);
+    throw beginRefusal(refused, programId, thread);
   }
+  const begun = outcome.begun;
   /**
    * What the index learns from the call's end: its reply (from onFinished) links the call
    * that continues it; a failure (no reply, from the settle) makes a resend a retry.
@@ -291,6 +377,7 @@ async function handleCall(c: Context<EdgeEnv>, api: CallApiSpec, again?: { parse
     const sent = await sendWithFailover({
       pools: route.pools,
       beforeAttempt: (target) => {
+        noteForwarded(c.env);
         call.pool = target.id;
       },
       send: (target) =>
@@ -309,6 +396,7 @@ async function handleCall(c: Context<EdgeEnv>, api: CallApiSpec, again?: { parse
             // Engine IDs are a pool's own: on another pool the program's engine means nothing.
             engine: target.id === begun.pool ? begun.engine : "",
             weight: tenant.weight,
+            generation: begun.contextGeneration,
             ts: Date.now(),
           },
           body,

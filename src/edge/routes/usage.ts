@@ -5,6 +5,7 @@ import type { EdgeEnv } from "../context.js";
 import { database } from "../db/client.js";
 import { DAY_MS, dayKeyOf, parseDay, periodOf } from "../limits/period.js";
 import { figuresView } from "../usage/figures.js";
+import { ledgerFreshness } from "../usage/freshness.js";
 import { tenantUsage } from "../usage/queries.js";
 
 /** A longer range would be a full-ledger scan for one tenant; ask for it in pieces. */
@@ -60,6 +61,7 @@ export function usageRoutes() {
     const { groups, totals } = await tenantUsage(database(c.env.DB), c.var.tenant.id, { fromMs, toMs }, groupBy);
     return c.json({
       object: "list" as const,
+      ...ledgerFreshness(c.var.config, Date.now()),
       group_by: groupBy,
       from: dayKeyOf(fromMs),
       to: dayKeyOf(toMs - DAY_MS),

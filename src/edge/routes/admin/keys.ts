@@ -6,6 +6,7 @@ import type { EdgeEnv } from "../../context.js";
 import { database } from "../../db/client.js";
 import { type ApiKey, apiKeys, tenants } from "../../db/schema.js";
 import { readJsonBody } from "../../http/body.js";
+import { refreshTenantProfiles } from "../../auth/push.js";
 import { newApiKey } from "../../keys.js";
 import { ADMIN_BODY_BYTES, CreateKeyBody } from "./bodies.js";
 import { tenantNotFound } from "./tenants.js";
@@ -14,7 +15,8 @@ import { keyView } from "./views.js";
 /**
  * API keys. A tenant may hold several active keys (rotate by creating the new
  * one, moving clients, then revoking the old). Revocation applies from the
- * next request: auth reads D1 every time, there is no key cache.
+ * next request: the tenant's limiter, which checks every key, reloads the tenant's keys
+ * before the answer (auth/push.ts).
  */
 export function keyRoutes() {
   const routes = new Hono<EdgeEnv>();
@@ -25,7 +27,7 @@ export function keyRoutes() {
     const db = database(c.env.DB);
     const tenant = await db.select({ id: tenants.id }).from(tenants).where(eq(tenants.id, tenantId)).get();
     if (!tenant) throw tenantNotFound(tenantId);
-    const secret = await newApiKey();
+    const secret = await newApiKey(tenantId);
     const row: ApiKey = {
       id: newKeyId(),
       tenantId,
@@ -37,6 +39,7 @@ export function keyRoutes() {
       lastUsedAt: null,
     };
     await db.insert(apiKeys).values(row);
+    await refreshTenantProfiles(c.env, [tenantId]);
     // The only time the key itself is ever shown.
     return c.json({ ...keyView(row), key: secret.key }, 201);
   });
@@ -64,6 +67,7 @@ export function keyRoutes() {
       .where(and(eq(apiKeys.id, keyId), isNull(apiKeys.revokedAt)));
     const row = await db.select().from(apiKeys).where(eq(apiKeys.id, keyId)).get();
     if (!row) throw openAIError(404, `API key ${keyId} not found.`, { code: "api_key_not_found", param: "key_id" });
+    await refreshTenantProfiles(c.env, [row.tenantId]);
     return c.json(keyView(row));
   });
 

@@ -4,6 +4,7 @@ import { openAIError } from "../../../protocol/errors.js";
 import type { EdgeEnv } from "../../context.js";
 import { database } from "../../db/client.js";
 import { type Plan, plans } from "../../db/schema.js";
+import { refreshTenantProfiles, tenantsOnPlan } from "../../auth/push.js";
 import { readJsonBody } from "../../http/body.js";
 import { ADMIN_BODY_BYTES, CreatePlanBody, UpdatePlanBody } from "./bodies.js";
 import { planView } from "./views.js";
@@ -83,6 +84,7 @@ export function planRoutes() {
       .returning();
     const plan = updated[0];
     if (!plan) throw planNotFound(id);
+    await refreshTenantProfiles(c.env, await tenantsOnPlan(database(c.env.DB), id));
     return c.json(planView(plan));
   });
 

@@ -5,6 +5,7 @@ import { newTenantId } from "../../../protocol/ids.js";
 import type { EdgeEnv } from "../../context.js";
 import { type Database, database } from "../../db/client.js";
 import { DEFAULT_PLAN_ID, plans, type Tenant, tenants } from "../../db/schema.js";
+import { refreshTenantProfiles } from "../../auth/push.js";
 import { readJsonBody } from "../../http/body.js";
 import { ADMIN_BODY_BYTES, CreateTenantBody, TenantOverridesBody, UpdateTenantBody } from "./bodies.js";
 import { tenantView } from "./views.js";
@@ -29,8 +30,8 @@ async function tenantWithPlan(db: Database, id: string) {
 
 /**
  * Tenants: create, list, read, update (name, weight multiplier, plan) and
- * per-tenant limit overrides. Changes apply from the tenant's next request
- * (auth reads the plan from D1 every time).
+ * per-tenant limit overrides. Changes apply from the tenant's next request: its
+ * limiter reloads its profile before the answer (auth/push.ts).
  */
 export function tenantRoutes() {
   const routes = new Hono<EdgeEnv>();
@@ -57,6 +58,7 @@ export function tenantRoutes() {
       programInference: true,
     };
     await db.insert(tenants).values(tenant);
+    await refreshTenantProfiles(c.env, [tenant.id]);
     return c.json(tenantView(tenant, plan), 201);
   });
 
@@ -87,6 +89,7 @@ export function tenantRoutes() {
       .where(eq(tenants.id, id))
       .returning({ id: tenants.id });
     if (updated.length === 0) throw tenantNotFound(id);
+    await refreshTenantProfiles(c.env, [id]);
     return c.json(await tenantWithPlan(db, id));
   });
 
@@ -110,6 +113,7 @@ export function tenantRoutes() {
       .where(eq(tenants.id, id))
       .returning({ id: tenants.id });
     if (updated.length === 0) throw tenantNotFound(id);
+    await refreshTenantProfiles(c.env, [id]);
     return c.json(await tenantWithPlan(db, id));
   });
 

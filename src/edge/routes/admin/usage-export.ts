@@ -5,7 +5,9 @@ import type { EdgeEnv } from "../../context.js";
 import { database } from "../../db/client.js";
 import { parsePeriod } from "../../limits/period.js";
 import { csvLine } from "../../usage/csv.js";
+import { Header } from "../../../protocol/headers.js";
 import { figuresView } from "../../usage/figures.js";
+import { ledgerFreshness } from "../../usage/freshness.js";
 import { periodUsage } from "../../usage/queries.js";
 
 /** GET /admin/usage/export's query (the OpenAPI document is generated from it). */
@@ -51,6 +53,7 @@ export function usageExportRoutes() {
     if (!parsed.success) throw invalidRequest(parsed.error);
     const { period } = parsed.data;
     const { tenants, totals } = await periodUsage(database(c.env.DB), period);
+    const freshness = ledgerFreshness(c.var.config, Date.now());
     const lines = tenants.map((t) => ({ tenant_id: t.tenantId, tenant_name: t.tenantName, plan: t.planId, ...figuresView(t) }));
     const totalsView = figuresView(totals);
 
@@ -58,6 +61,7 @@ export function usageExportRoutes() {
       return c.json({
         object: "usage_export" as const,
         period: period.key,
+        ...freshness,
         from: new Date(period.startMs).toISOString(),
         to: new Date(period.endMs).toISOString(),
         data: lines,
@@ -81,6 +85,7 @@ export function usageExportRoutes() {
     return c.body(csv, 200, {
       "content-type": "text/csv; charset=utf-8",
       "content-disposition": `attachment; filename="agentix-usage-${period.key}.csv"`,
+      [Header.dataAsOf]: freshness.data_as_of,
     });
   });
 

@@ -1,0 +1,27 @@
+/*
+ * When a program's pending usage rows go to D1. Rows wait where they were settled (the
+ * program's Durable Object storage, which survives eviction) and leave in one batch, so a
+ * program making several calls within the window costs D1 one write for all of them.
+ */
+
+/** First retry after a failed batch; each further failure doubles it, up to LEDGER_RETRY_MAX_MS. */
+export const LEDGER_RETRY_FIRST_MS = 2_000;
+/** A D1 outage is retried at least this often by every program holding rows. */
+export const LEDGER_RETRY_MAX_MS = 30_000;
+
+export interface LedgerBacklog {
+  /** When the oldest pending row's call finished. */
+  oldestPendingAt: number;
+  /** LEDGER_FLUSH_MS: how long a row may wait while D1 answers. */
+  flushMs: number;
+  /** Batches that failed in a row since the last one that went through (in memory: an evicted object starts over). */
+  failures: number;
+  lastFailureAt: number;
+}
+
+/** The time the next batch is due. */
+export function ledgerFlushAt(backlog: LedgerBacklog): number {
+  if (backlog.failures === 0) return backlog.oldestPendingAt + backlog.flushMs;
+  const backoff = Math.min(LEDGER_RETRY_MAX_MS, LEDGER_RETRY_FIRST_MS * 2 ** (backlog.failures - 1));
+  return backlog.lastFailureAt + backoff;
+}

@@ -1,0 +1,84 @@
+import { type TenantKey, TenantProfile } from "../auth/tenant-profile.js";
+
+/*
+ * What a TenantLimiter holds to authenticate its tenant's calls (its own SQLite, next
+ * to the buckets and leases): the tenant's profile (plan limits with overrides, weight,
+ * extensions, model access) and the SHA-256 of each of its keys. Loaded from D1 by the
+ * object itself (tenant-limiter.ts); every method is synchronous, so a caller composes
+ * them into one transaction.
+ */
+
+const SCHEMA = `
+CREATE TABLE IF NOT EXISTS tenant_profile (
+  id INTEGER PRIMARY KEY CHECK (id = 1),
+  json TEXT NOT NULL,
+  version INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS tenant_keys (
+  key_hash TEXT PRIMARY KEY,
+  key_id TEXT NOT NULL,
+  revoked_at INTEGER,
+  last_used_at INTEGER
+);
+`;
+
+export interface StoredProfile {
+  profile: TenantProfile;
+  /** Bumped whenever the profile changes: an isolate's cached copy names the version it is. */
+  version: number;
+}
+
+export type KeyCheck = { ok: true; keyId: string; lastUsedAt: number | null } | { ok: false };
+
+export class AuthStore {
+  constructor(private readonly sql: SqlStorage) {}
+
+  initialise(): void {
+    this.sql.exec(SCHEMA);
+  }
+
+  profile(): StoredProfile | undefined {
+    const row = this.sql.exec<{ json: string; version: number }>("SELECT json, version FROM tenant_profile WHERE id = 1").toArray()[0];
+    if (!row) return undefined;
+    const parsed = TenantProfile.safeParse(JSON.parse(row.json));
+    return parsed.success ? { profile: parsed.data, version: row.version } : undefined;
+  }
+
+  /** Stores the profile; the version moves only when it changed. */
+  writeProfile(profile: TenantProfile): StoredProfile {
+    const json = JSON.stringify(profile);
+    const current = this.sql.exec<{ json: string; version: number }>("SELECT json, version FROM tenant_profile WHERE id = 1").toArray()[0];
+    if (current?.json === json) return { profile, version: current.version };
+    const version = (current?.version ?? 0) + 1;
+    this.sql.exec("INSERT OR REPLACE INTO tenant_profile (id, json, version) VALUES (1, ?, ?)", json, version);
+    return { profile, version };
+  }
+
+  /** Adds keys and their revocations; a revocation is never undone (the earliest time stays). */
+  writeKeys(keys: readonly TenantKey[]): void {
+    for (const key of keys) {
+      this.sql.exec(
+        `INSERT INTO tenant_keys (key_hash, key_id, revoked_at) VALUES (?, ?, ?)
+         ON CONFLICT (key_hash) DO UPDATE SET revoked_at = COALESCE(MIN(revoked_at, excluded.revoked_at), revoked_at, excluded.revoked_at)`,
+        key.hash,
+        key.id,
+        key.revokedAt,
+      );
+    }
+  }
+
+  checkKey(keyHash: string): KeyCheck {
+    const row = this.sql
+      .exec<{ key_id: string; revoked_at: number | null; last_used_at: number | null }>(
+        "SELECT key_id, revoked_at, last_used_at FROM tenant_keys WHERE key_hash = ?",
+        keyHash,
+      )
+      .toArray()[0];
+    if (!row || row.revoked_at !== null) return { ok: false };
+    return { ok: true, keyId: row.key_id, lastUsedAt: row.last_used_at };
+  }
+
+  markUsed(keyHash: string, at: number): void {
+    this.sql.exec("UPDATE tenant_keys SET last_used_at = ? WHERE key_hash = ?", at, keyHash);
+  }
+}

@@ -1,0 +1,165 @@
+import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
+import { env } from "cloudflare:workers";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { LEDGER_RETRY_FIRST_MS } from "../../src/edge/ledger/flush-schedule";
+import { programSession } from "../../src/edge/program/access";
+import type { SettleCallInput } from "../../src/edge/program/types";
+import { edgeConfig } from "../../src/edge/env";
+import { ALARM_SLACK_MS, ledgerFreshness } from "../../src/edge/usage/freshness";
+import { adminFetch, newTenant, programRow, tenantFetch, usageRows } from "./support";
+
+/*
+ * The batched ledger: usage rows wait in their program's object and reach D1 in one
+ * batch within LEDGER_FLUSH_MS. The test config writes rows at each settle
+ * (LEDGER_FLUSH_MS 0) for the other tests; here each object gets batching turned on.
+ */
+
+const FLUSH_MS = 5_000;
+
+afterEach(() => {
+  vi.restoreAllMocks();
+});
+
+type Session = ReturnType<typeof programSession>;
+type BatchSpy = { batch: (...args: unknown[]) => Promise<unknown> };
+
+/** Turns batching on in this object (its env is what the object reads LEDGER_FLUSH_MS from). */
+async function batching(session: Session): Promise<void> {
+  await runInDurableObject(session, (instance) => {
+    Reflect.set(instance, "env", { ...env, LEDGER_FLUSH_MS: String(FLUSH_MS) });
+  });
+}
+
+/** A spy on the object's D1 batches (every ledger write goes through one). */
+async function batches(session: Session) {
+  return runInDurableObject(session, (instance) => vi.spyOn(Reflect.get(instance, "db") as BatchSpy, "batch"));
+}
+
+const alarmOf = (session: Session) => runInDurableObject(session, (_instance, state) => state.storage.getAlarm());
+
+function settlement(callId: string, finishedAt: number, over: Partial<SettleCallInput> = {}): SettleCallInput {
+  return {
+    callId,
+    status: "ok",
+    promptTokens: 10,
+    cachedTokens: 2,
+    completionTokens: 5,
+    usageSource: "engine",
+    serviceMs: 100,
+    queueMs: 3,
+    engine: "e1",
+    finishedAt,
+    ...over,
+  };
+}
+
+/** A new program with `calls` calls begun and settled, its rows pending. */
+async function programWithSettledCalls(calls: number) {
+  const tenant = await newTenant();
+  const programId = `prog_Batch${crypto.randomUUID().replaceAll("-", "").slice(0, 20)}`;
+  const session = programSession(env, tenant.id, programId);
+  await batching(session);
+  const started = Date.now();
+  const callIds: string[] = [];
+  for (let i = 0; i < calls; i++) {
+    const callId = `call_batch_${i}_${programId.slice(-6)}`;
+    callIds.push(callId);
+    const begun = await session.beginCall({
+      ...(i === 0 ? { newProgram: { tenantId: tenant.id, programId } } : {}),
+      callId,
+      thread: "main",
+      model: "m",
+      now: started,
+    });
+    expect(begun.ok).toBe(true);
+    expect(await session.settleCall(settlement(callId, started + i))).toEqual({ settled: true });
+  }
+  return { tenant, programId, session, started, callIds };
+}
+
+describe("the batched ledger", () => {
+  it("keeps settled rows in the program's object and sends them to D1 in one batch within LEDGER_FLUSH_MS", async () => {
+    const { programId, session, started } = await programWithSettledCalls(3);
+    // Nothing reached D1 at the settles: neither the program row nor a usage row.
+    expect(await usageRows(programId)).toEqual([]);
+    expect(await programRow(programId)).toBeNull();
+    const due = await alarmOf(session);
+    expect(due).not.toBeNull();
+    expect(due!).toBeLessThanOrEqual(started + FLUSH_MS);
+
+    const spy = await batches(session);
+    expect(await runDurableObjectAlarm(session)).toBe(true);
+    expect(spy).toHaveBeenCalledTimes(1);
+    expect(await usageRows(programId)).toHaveLength(3);
+    expect(await programRow(programId)).toMatchObject({ status: "active", calls: 3, prompt_tokens: 30 });
+  });
+
+  it("loses nothing when the object restarts between the settle and the batch", async () => {
+    const { tenant, programId, session: before, callIds } = await programWithSettledCalls(2);
+    // The object is thrown away (as an eviction or a crash would): only its storage remains.
+    await expect(runInDurableObject(before, (_instance, state) => state.abort("restart"))).rejects.toThrow();
+    expect(await usageRows(programId)).toEqual([]);
+    const session = programSession(env, tenant.id, programId);
+
+    expect(await runDurableObjectAlarm(session)).toBe(true);
+    const rows = await usageRows(programId);
+    expect(rows.map((row) => row.call_id).sort()).toEqual([...callIds].sort());
+    // Another alarm, and a repeated settle, write nothing more.
+    await runDurableObjectAlarm(session);
+    expect(await session.settleCall(settlement(callIds[0]!, Date.now()))).toMatchObject({ settled: false, reason: "already_settled" });
+    await runDurableObjectAlarm(session);
+    expect(await usageRows(programId)).toHaveLength(2);
+  });
+
+  it("retries a batch D1 refused, with backoff, and writes each row exactly once", async () => {
+    const { programId, session } = await programWithSettledCalls(2);
+    const spy = await batches(session);
+    spy.mockRejectedValueOnce(new Error("D1_ERROR: database unavailable"));
+    const failedAt = Date.now();
+    expect(await runDurableObjectAlarm(session)).toBe(true);
+    expect(await usageRows(programId)).toEqual([]);
+    // The retry is armed: after the first backoff, not at the full flush delay.
+    const retry = await alarmOf(session);
+    expect(retry).not.toBeNull();
+    expect(retry!).toBeGreaterThanOrEqual(failedAt + LEDGER_RETRY_FIRST_MS);
+    expect(retry!).toBeLessThan(Date.now() + LEDGER_RETRY_FIRST_MS + 1_000);
+
+    expect(await runDurableObjectAlarm(session)).toBe(true);
+    expect(await usageRows(programId)).toHaveLength(2);
+    expect(spy).toHaveBeenCalledTimes(2);
+    await runDurableObjectAlarm(session);
+    expect(await usageRows(programId)).toHaveLength(2);
+  });
+
+  it("counts a call settled twice once, in D1 and in the program's totals", async () => {
+    const { programId, session, callIds, started } = await programWithSettledCalls(1);
+    const again = settlement(callIds[0]!, started + 50, { promptTokens: 999, completionTokens: 999 });
+    expect(await session.settleCall(again)).toMatchObject({ settled: false, reason: "already_settled" });
+    expect(await runDurableObjectAlarm(session)).toBe(true);
+    // The same settle once more after the batch went out.
+    expect(await session.settleCall(again)).toMatchObject({ settled: false, reason: "already_settled" });
+    await runDurableObjectAlarm(session);
+    const rows = await usageRows(programId);
+    expect(rows).toEqual([expect.objectContaining({ call_id: callIds[0], prompt_tokens: 10, completion_tokens: 5 })]);
+    expect(await programRow(programId)).toMatchObject({ calls: 1, prompt_tokens: 10 });
+  });
+});
+
+describe("the ledger's freshness", () => {
+  it("is stated by GET /v1/usage and the export: rows wait at most LEDGER_FLUSH_MS and the alarm's slack", async () => {
+    const tenant = await newTenant();
+    const before = Date.now();
+    const usage = (await (await tenantFetch(tenant, "/v1/usage")).json()) as { data_as_of: string; ledger_delay_ms: number };
+    // The test config writes rows at each settle: nothing is behind.
+    expect(usage.ledger_delay_ms).toBe(0);
+    expect(Date.parse(usage.data_as_of)).toBeGreaterThanOrEqual(before);
+    const exported = (await (await adminFetch(`/admin/usage/export?period=${new Date().toISOString().slice(0, 7)}`)).json()) as {
+      data_as_of: string;
+      ledger_delay_ms: number;
+    };
+    expect(exported).toMatchObject({ ledger_delay_ms: 0 });
+
+    const batched = ledgerFreshness({ ...edgeConfig(env), ledgerFlushMs: FLUSH_MS }, before);
+    expect(batched).toEqual({ data_as_of: new Date(before - FLUSH_MS - ALARM_SLACK_MS).toISOString(), ledger_delay_ms: FLUSH_MS + ALARM_SLACK_MS });
+  });
+});
