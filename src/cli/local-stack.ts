@@ -36,6 +36,11 @@ export interface LocalStackOptions {
   engines: number;
   /** Model time per real time of the simulated engines (1 = real time). */
   timeScale: number;
+  /**
+   * Engines of each pool that start as prefill engines, the rest decode (disaggregated
+   * serving, issue 13); 0 or unset: every engine mixed.
+   */
+  prefillEngines?: number;
   /** Per-engine buffer the pool keeps (calls sent to one engine at once). */
   engineMaxInFlight?: number;
   idleTtlMs?: number;
@@ -202,6 +207,12 @@ async function ensureDevTenant(edgeUrl: string, credentials: LocalCredentials): 
   return { tenantId: tenant.id, devKey: key.key };
 }
 
+/** Engine `index`'s role in a pool whose first `prefill` engines prefill: mixed when none do. */
+function roleOf(index: number, prefill: number): "mixed" | "prefill" | "decode" {
+  if (prefill <= 0) return "mixed";
+  return index < prefill ? "prefill" : "decode";
+}
+
 /** One pool in `region` with its own engines and key, listening on `port` (0: any). */
 async function startLocalPool(
   options: LocalStackOptions,
@@ -236,15 +247,18 @@ async function startLocalPool(
         operatorToken,
         // Tenants may name only the model the simulated engines serve (no other model or adapter passes through).
         models: [DEFAULT_SIM_MODEL],
-        engines: engines.map((e) => ({
+        engines: engines.map((e, i) => ({
           id: e.engineId,
           url: e.url,
           kind: "vllm",
+          role: roleOf(i, options.prefillEngines ?? 0),
           maxInFlight: options.engineMaxInFlight ?? 8,
           // The simulated engines run the default profile: admission projects their KV and step time from it.
           profile: DEFAULT_PROFILE,
           // They serve Messages and Responses as vLLM does: those calls go in their own API (pool tests cover the translated path).
           nativeApis: ["messages", "responses"],
+          // They take Agentix's KV retention hints (context tags, keep / normal / drop): stock engines do not.
+          retentionHints: "agentix",
         })),
       }),
     );
@@ -258,6 +272,8 @@ async function startLocalPool(
 export async function startLocalStack(options: LocalStackOptions): Promise<LocalStack> {
   const log = options.log ?? (() => {});
   const poolCount = options.pools ?? 2;
+  const prefill = options.prefillEngines ?? 0;
+  if (prefill > 0 && prefill >= options.engines) throw new Error(`${prefill} prefill engines of ${options.engines} leave none to decode: give fewer prefill engines or more engines`);
   if (!(Number.isInteger(poolCount) && poolCount >= 1 && poolCount <= LOCAL_REGIONS.length)) {
     throw new RangeError(`pools must be a whole number from 1 to ${LOCAL_REGIONS.length}, got ${poolCount}`);
   }

@@ -10,6 +10,8 @@ const USAGE = `agentix start [options]   start the whole stack on this machine
   --pools N         pools, one per region: us-east, eu-west, ap-southeast, us-west (default 2)
   --engines N       simulated engines per pool (default 3)
   --time-scale X    simulated model time per real time (default 1 = real time)
+  --prefill N       disaggregated pools: the first N engines of each prefill, the rest decode
+                    (default 0: every engine mixed; env AGENTIX_PREFILL_ENGINES)
   --state-dir DIR   local D1, Durable Objects and dev credentials (default .agentix)
   --verbose         show wrangler's output`;
 
@@ -17,6 +19,13 @@ function positiveNumber(name: string, raw: string | undefined, fallback: number)
   if (raw === undefined) return fallback;
   const value = Number(raw);
   if (!Number.isFinite(value) || value <= 0) throw new Error(`--${name} must be a positive number, got "${raw}"`);
+  return value;
+}
+
+function nonNegativeInteger(name: string, raw: string | undefined, fallback: number): number {
+  if (raw === undefined || raw === "") return fallback;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < 0) throw new Error(`--${name} must be a whole number >= 0, got "${raw}"`);
   return value;
 }
 
@@ -64,6 +73,7 @@ export async function runStart(argv: string[], root: string): Promise<void> {
       pools: { type: "string" },
       engines: { type: "string" },
       "time-scale": { type: "string" },
+      prefill: { type: "string" },
       "state-dir": { type: "string" },
       verbose: { type: "boolean", default: false },
       help: { type: "boolean", short: "h", default: false },
@@ -82,6 +92,7 @@ export async function runStart(argv: string[], root: string): Promise<void> {
     pools: positiveNumber("pools", values.pools, 2),
     engines: positiveNumber("engines", values.engines, 3),
     timeScale: positiveNumber("time-scale", values["time-scale"], 1),
+    prefillEngines: nonNegativeInteger("prefill", values.prefill ?? process.env.AGENTIX_PREFILL_ENGINES, 0),
     log: (line) => console.log(`[agentix] ${line}`),
     ...(values.verbose ? { wranglerLog: (line: string) => console.log(`[wrangler] ${line}`) } : {}),
   });

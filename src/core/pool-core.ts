@@ -8,6 +8,9 @@ import { DEFAULT_ADMISSION_SETTINGS, DEFAULT_KV_CAPACITY_TOKENS } from "./settin
 import { DEFAULT_TAO_SETTINGS, type TaoPlacementSettings, type TaoSettings } from "./tao/settings.js";
 import { TaoPlacement, type TaoPlacementHooks, type TaoPlacementStats } from "./tao/tao-placement.js";
 import { type CallEnd, ToolSignals, type ToolSignalsHooks } from "./tao/tool-signals.js";
+import { pickDecodeEngine } from "./roles/decode-placement.js";
+import { EngineRoleBook, type RoleSwitchDone } from "./roles/engine-roles.js";
+import type { EngineRole, RoleEngineState, RoleSwitch } from "./roles/roles.js";
 
 /*
  * One pool core: everything the pool decides about calls, and nothing it does with
@@ -28,6 +31,10 @@ import { type CallEnd, ToolSignals, type ToolSignalsHooks } from "./tao/tool-sig
  * - the tool signals (tao/tool-signals.ts: readiness predictor, cache credit), fed in
  *   every placement mode.
  *
+ * - the engines' roles (roles/engine-roles.ts): a new call goes to an engine that
+ *   prefills (prefill or mixed); a disaggregated call's decode is placed on a decode
+ *   engine (placeDecode) and released by decodeEnded; a role switch drains the engine.
+ *
  * A call's life here: enqueue → (pump hands it to an engine) → attemptEnded, repeated
  * by a driver that retries (route / requeue), and callLeft once when the call leaves
  * the pool whichever way. Every slot handed out is given back exactly once: a dispatch
@@ -44,6 +51,8 @@ export interface PoolCoreEngine {
   capacityTokens?: number | undefined;
   /** The engine's cost terms, for the step-time rule; undefined: no step-time rule. */
   costModel?: DecodeCostModel | undefined;
+  /** Default "mixed": prefills and decodes its own calls. */
+  role?: EngineRole | undefined;
 }
 
 export type PoolPlacement = { policy: "routing" } | { policy: "tao"; settings: TaoPlacementSettings };
@@ -116,6 +125,9 @@ export class PoolCore {
   readonly #prefixes: PrefixMatcher<QueuedCall> | undefined;
   readonly #cursor: RoundRobinCursor = { next: 0 };
   readonly #sent = new Map<string, SentAttempt>();
+  /** Disaggregated calls' decodes, by call ID. */
+  readonly #decodes = new Map<string, SentAttempt>();
+  readonly roles: EngineRoleBook;
   #lastPruneAt = Number.NEGATIVE_INFINITY;
 
   constructor(options: PoolCoreOptions) {
@@ -133,6 +145,7 @@ export class PoolCore {
       this.#byId.set(engine.id, state);
       if (engine.capacityTokens !== undefined) this.#configuredCapacity.add(engine.id);
     }
+    this.roles = new EngineRoleBook(options.engines.map((engine) => ({ id: engine.id, role: engine.role ?? "mixed" })));
     this.kv = new Admission(
       options.settings.admission ?? DEFAULT_ADMISSION_SETTINGS,
       options.engines.map((engine) => ({ id: engine.id, capacityTokens: engine.capacityTokens, costModel: engine.costModel })),
@@ -184,12 +197,12 @@ export class PoolCore {
   pump(now: number, options: { plan?: boolean } = {}): PumpResult {
     const tao = this.#tao;
     if (tao !== undefined) {
-      const round = tao.round(this.queue, this.engines, now, options.plan === true);
+      const round = tao.round(this.queue, this.#placeable(), now, options.plan === true);
       // With admission, the calls TAO routed itself were charged to the account as they went; planned and reserved ones are charged here.
       for (const dispatch of round.dispatches) this.#record(dispatch, this.#admission === undefined || dispatch.reason === "tao-plan" || dispatch.reason === "tao-reserved");
       return { dispatches: round.dispatches, held: undefined, heldPrograms: round.held, needsPlan: round.needsPlan, wakeAt: round.wakeAt };
     }
-    const round = takeDispatches(this.queue, this.engines, now, this.settings, {
+    const round = takeDispatches(this.queue, this.#placeable(), now, this.settings, {
       cursor: this.#cursor,
       prefixes: this.#prefixes,
       admission: this.#gate ? this.kv : undefined,
@@ -216,7 +229,7 @@ export class PoolCore {
    */
   route(call: QueuedCall, excluded: ReadonlySet<string>, now: number): Dispatch | undefined {
     // Under either placement a retry goes through admission's account when admission is on.
-    const candidates = this.engines.filter((engine) => !excluded.has(engine.id));
+    const candidates = this.#placeable().filter((engine) => !excluded.has(engine.id));
     const choice = pickAdmittedEngine(call, candidates, this.settings, this.#admission, this.#cursor);
     if (choice === undefined) return undefined;
     choice.engine.inFlight += 1;
@@ -238,6 +251,77 @@ export class PoolCore {
     this.kv.finished(sent.engineId, callId, end.outputTokens);
     this.#tao?.callEnded();
     this.queue.chargeTenant(sent.call.tenantId, end.serviceMs, now);
+    this.roles.callsDrained(sent.engineId, engine?.inFlight ?? 0, now);
+  }
+
+  /**
+   * A disaggregated call's prefill is done: places its decode on the decode engine with
+   * the most KV room (roles/decode-placement.ts), not in `excluded`; records it (slot,
+   * KV account). Undefined when no decode engine is healthy.
+   */
+  placeDecode(call: QueuedCall, excluded: ReadonlySet<string>): string | undefined {
+    if (this.#decodes.has(call.callId)) return undefined;
+    const candidates = this.engines
+      .filter((engine) => !excluded.has(engine.id) && this.roles.takesDecodes(engine.id))
+      .map((engine) => ({ engine, capacityTokens: this.kvCapacityTokens(engine.id), projectedTokens: this.kv.projectedKvTokens(engine.id) }));
+    const engine = pickDecodeEngine(candidates);
+    if (engine === undefined) return undefined;
+    engine.inFlight += 1;
+    this.kv.sent(engine.id, call);
+    this.#decodes.set(call.callId, { engineId: engine.id, call });
+    return engine.id;
+  }
+
+  /** The decode left its engine: slot and KV back (once), its service charged. */
+  decodeEnded(callId: string, end: AttemptEnd, now: number): void {
+    const sent = this.#decodes.get(callId);
+    if (sent === undefined) return;
+    this.#decodes.delete(callId);
+    const engine = this.#byId.get(sent.engineId);
+    if (engine !== undefined) engine.inFlight = Math.max(0, engine.inFlight - 1);
+    this.kv.finished(sent.engineId, callId, end.outputTokens);
+    this.queue.chargeTenant(sent.call.tenantId, end.serviceMs, now);
+    this.roles.callsDrained(sent.engineId, engine?.inFlight ?? 0, now);
+  }
+
+  /**
+   * A disaggregated call whose decode failed before anything reached the client, sent
+   * again whole: to a mixed engine that admits it, else to a decode engine (which, with
+   * no KV handed to it, prefills the call itself); not to `excluded`. Recorded as the
+   * call's attempt. Undefined when none takes it now.
+   */
+  routeRecompute(call: QueuedCall, excluded: ReadonlySet<string>): Dispatch | undefined {
+    const open = this.engines.filter((engine) => !excluded.has(engine.id) && !this.roles.switching(engine.id));
+    const mixed = open.filter((engine) => this.roles.role(engine.id) === "mixed");
+    const decode = open.filter((engine) => this.roles.role(engine.id) === "decode");
+    const choice =
+      pickAdmittedEngine(call, mixed, this.settings, this.#admission, this.#cursor) ?? pickAdmittedEngine(call, decode, this.settings, this.#admission, this.#cursor);
+    if (choice === undefined) return undefined;
+    choice.engine.inFlight += 1;
+    const dispatch: Dispatch = { call, engineId: choice.engine.id, level: 0, promoted: false, reason: choice.reason };
+    this.#record(dispatch, true);
+    return dispatch;
+  }
+
+  /** The engine a call's decode runs on; undefined when none does. */
+  decodingOn(callId: string): string | undefined {
+    return this.#decodes.get(callId)?.engineId;
+  }
+
+  /** Starts draining an engine toward another role (the role controller's switch); false when it cannot switch now. */
+  startRoleSwitch(roleSwitch: RoleSwitch, now: number): boolean {
+    const engine = this.#byId.get(roleSwitch.engineId);
+    return engine !== undefined && this.roles.startSwitch(roleSwitch, engine.inFlight, now);
+  }
+
+  /** The engines as a role controller reads them (load: calls on each). */
+  roleStates(): RoleEngineState[] {
+    return this.roles.states((id) => this.#byId.get(id)?.inFlight ?? 0);
+  }
+
+  /** Role switches that finished (the engine drained) since the last call. */
+  takeFinishedRoleSwitches(): RoleSwitchDone[] {
+    return this.roles.takeFinished();
   }
 
   /** The engine an attempt of the call is running on; undefined when none is. */
@@ -312,6 +396,11 @@ export class PoolCore {
   /** TAO's figures; undefined under routing. */
   taoStats(): TaoPlacementStats | undefined {
     return this.#tao?.stats();
+  }
+
+  /** The engines a new call may go to: all of them unless roles say otherwise (the same array then, so nothing changes for a mixed pool). */
+  #placeable(): EngineState[] {
+    return this.roles.split ? this.engines.filter((engine) => this.roles.takesNewCalls(engine.id)) : this.engines;
   }
 
   #record(dispatch: Dispatch, chargeAccount: boolean): void {

@@ -7,6 +7,7 @@ import { PROGRAM_ID } from "../protocol/ids.js";
 import { POOL_PATHS, type PoolPath } from "../protocol/signing.js";
 import { formatPoolLoad, type PoolStatus } from "../protocol/pool-status.js";
 import { Header } from "../protocol/headers.js";
+import type { KvHintsAccepted } from "../protocol/kv-hints.js";
 import type { ToolEventsAccepted } from "../protocol/tool-events.js";
 import type { CountTokensResponse } from "../protocol/messages.js";
 import type { PoolConfig } from "./config.js";
@@ -22,12 +23,13 @@ import {
   MESSAGES_SHAPE,
   RESPONSES_SHAPE,
   verifyForwardedCall,
+  verifyForwardedKvHints,
   verifyForwardedTokenCount,
   verifyForwardedToolEvents,
   verifyStatusRequest,
 } from "./verify-forward.js";
 
-/** A forwarded event batch is at most 64 small events; this bounds what is read before the MAC is checked. */
+/** A forwarded event (or KV-hint) batch is at most 64 small events; this bounds what is read before the MAC is checked. */
 const MAX_EVENT_BODY_BYTES = 4 * 1024 * 1024;
 
 export interface PoolAppDeps {
@@ -45,10 +47,12 @@ export type PoolHealthStatus = z.infer<typeof PoolHealthStatus>;
  * The pool's HTTP surface. `POST /v1/chat/completions` takes only calls the edge
  * signed, `POST /v1/events` only tool-event batches it signed, `GET /v1/status` (the
  * pool's load, health and models, for the edge's pool choice) only status requests it
+ * signed, `POST /v1/kv-hints` (a program ended: its KV may go first) only hint batches it
  * signed (same checks; each a replay set of its own, so a flood of one cannot fill
  * another's).
  *
  * Operator endpoints need `Authorization: Bearer <operatorToken>`: `GET /metrics`,
+ * `GET /roles` (each engine's prefill/decode/mixed role, the one it drains toward, the controller),
  * `GET /tao/*` (`/tao/programs/{id}`: what the readiness predictor and the
  * cache-credit ledger know about a program), and the detail of `GET /health` (queue,
  * engines). Without the token /health says only `{"status":"ok"|"degraded"}`, with
@@ -125,6 +129,13 @@ export function createPoolApp(deps: PoolAppDeps): Hono<ForwardedEnv> {
     return c.body(text, 200, { "content-type": metrics.registry.contentType });
   });
 
+  app.get("/roles", requireOperator, (c) =>
+    c.json({
+      controller: config.roles.controller,
+      engines: dispatcher.engineRoles().map((engine) => ({ id: engine.id, role: engine.role, switching_to: engine.switchingTo ?? null, in_flight: engine.inFlight })),
+    }),
+  );
+
   app.get("/tao/programs/:programId", (c) => {
     const programId = c.req.param("programId");
     if (!PROGRAM_ID.test(programId)) throw openAIError(400, `Invalid program ID: ${programId.slice(0, 80)}`, { code: "invalid_program_id", param: "program_id" });
@@ -156,6 +167,16 @@ export function createPoolApp(deps: PoolAppDeps): Hono<ForwardedEnv> {
     (c) => {
       const { fields, batch } = c.get("toolEvents");
       const accepted: ToolEventsAccepted = { accepted: dispatcher.toolEvents(fields.program, batch.events, fields.ts) };
+      return c.json(accepted, 202);
+    },
+  );
+
+  app.post(
+    POOL_PATHS.kvHints,
+    verifyForwardedKvHints(verifyOptions(POOL_PATHS.kvHints, Math.min(config.maxBodyBytes, MAX_EVENT_BODY_BYTES))),
+    (c) => {
+      const { fields, batch } = c.get("kvHints");
+      const accepted: KvHintsAccepted = { accepted: dispatcher.kvHints(fields.program, batch.hints) };
       return c.json(accepted, 202);
     },
   );

@@ -8,7 +8,8 @@ import type { RoutingSettings } from "../core/routing.js";
 import { DEFAULT_DISPATCH_SETTINGS, DEFAULT_KV_CAPACITY_TOKENS } from "../core/settings.js";
 import { DEFAULT_SIGNING_KEY_ID, SigningKey, SigningSecret } from "../protocol/signing.js";
 import { decodeCostOf, ENGINE_PROFILES, isEngineProfileName } from "../sim/profiles.js";
-import { adapterFor, ENGINE_KINDS } from "./engines/index.js";
+import { ENGINE_ROLES } from "../core/roles/roles.js";
+import { adapterFor, ENGINE_KINDS, SPLIT_ENGINE_KINDS } from "./engines/index.js";
 import { NATIVE_APIS } from "./engine-request.js";
 import { type PlacementSettings, PlacementPolicyConfig, TaoConfig } from "./tao/config.js";
 
@@ -23,6 +24,10 @@ import { type PlacementSettings, PlacementPolicyConfig, TaoConfig } from "./tao/
  */
 
 const ENGINE_ID = /^[\w.:-]{1,64}$/;
+
+/** What an engine does with KV retention hints: takes Agentix's ("agentix") or none. */
+export const RETENTION_HINT_MODES = ["agentix", "none"] as const;
+export type RetentionHintMode = (typeof RETENTION_HINT_MODES)[number];
 
 /** KV capacity of an engine that states none (tokens); precedence: the engine's configured kvCapacityTokens, else its metrics', else this. */
 export { DEFAULT_KV_CAPACITY_TOKENS };
@@ -83,9 +88,30 @@ export const EngineConfig = z
       .max(NATIVE_APIS.length)
       .refine((apis) => new Set(apis).size === apis.length, { error: "nativeApis: each API once" })
       .default([]),
+    /**
+     * Whether the engine takes Agentix's KV retention hints (protocol/kv-retention.ts): each
+     * call's body tagged with its context, keep/normal/drop batches POSTed to its
+     * KV_RETENTION_PATH. "agentix": the simulated engine, or a real one behind a plugin that
+     * reads them; "none" (default): stock vLLM, SGLang and OpenAI-compatible servers have no
+     * per-request retention API (README "KV retention signals").
+     */
+    retentionHints: z.enum(RETENTION_HINT_MODES).default("none"),
+    /**
+     * Its role in disaggregated serving (issue 13): "mixed" (default) serves calls whole;
+     * a "prefill" engine computes a call's prompt and hands its KV to a "decode" engine,
+     * which generates the answer. Only vLLM (KV connector, kv_transfer_params) and SGLang
+     * (PD mode, bootstrap) split a call.
+     */
+    role: z.enum(ENGINE_ROLES).default("mixed"),
+    /** SGLang's --disaggregation-bootstrap-port of a prefill engine (SGLang's default 8998). */
+    bootstrapPort: z.int().min(1).max(65_535).default(8998),
   })
   .refine((engine) => engine.profile === undefined || engine.decodeCost === undefined, {
     error: "give an engine a profile or a decodeCost, not both",
+  })
+  .refine((engine) => engine.role === "mixed" || SPLIT_ENGINE_KINDS.includes(engine.kind), {
+    error: `only ${SPLIT_ENGINE_KINDS.join(" and ")} engines can take a prefill or decode role`,
+    path: ["role"],
   })
   .transform((engine) => {
     const adapter = adapterFor(engine.kind);
@@ -172,6 +198,18 @@ function admissionSettings(overrides: z.output<typeof AdmissionOverrides>): Admi
   return { ...defaults, ...Object.fromEntries(Object.entries(given).filter(([, value]) => value !== undefined)) };
 }
 
+/** The role controller: "off" (default) keeps the configured roles; "ratio" (Agentix's) or "threshold" (the Dynamo-like baseline) moves engines. */
+const RolesConfig = z
+  .strictObject({
+    controller: z.enum(["off", "ratio", "threshold"]).default("off"),
+    /** How often the controller looks at the demand (ms). */
+    roundMs: z.int().min(100).max(600_000).default(10_000),
+    /** No switch within this long of the last (ms); the controller's own default when unset. */
+    cooldownMs: z.int().min(0).max(3_600_000).optional(),
+  })
+  .prefault({});
+export type RolesConfig = z.output<typeof RolesConfig>;
+
 const DEFAULT_TIMESTAMP_WINDOW_MS = 30_000;
 
 /** One key, or two while a secret rotates: the edge signs with either, the pool accepts both. */
@@ -215,8 +253,16 @@ export const PoolConfig = z
     engines: z
       .array(EngineConfig)
       .min(1, "at least one engine is required")
-      .refine((engines) => new Set(engines.map((e) => e.id)).size === engines.length, "engine ids must be unique"),
+      .refine((engines) => new Set(engines.map((e) => e.id)).size === engines.length, "engine ids must be unique")
+      .refine((engines) => !engines.some((e) => e.role === "prefill") || engines.some((e) => e.role === "decode"), "a pool with prefill engines needs at least one decode engine")
+      .refine((engines) => !engines.some((e) => e.role === "decode") || engines.some((e) => e.role !== "decode"), "a pool with decode engines needs a prefill or mixed engine to start calls on")
+      .refine(
+        (engines) => new Set(engines.filter((e) => e.role !== "mixed").map((e) => e.kind)).size <= 1,
+        "prefill and decode engines must be of one kind (vLLM's kv_transfer_params and SGLang's bootstrap do not meet)",
+      ),
     scheduling: SchedulingConfig,
+    /** Live role switches (issue 13): which controller of src/core/roles moves engines between prefill and decode. */
+    roles: RolesConfig,
     /** Period of the /health and /metrics probe of every engine. */
     metricsIntervalMs: z.int().min(10).default(500),
     /**
@@ -255,6 +301,15 @@ export const PoolConfig = z
     // Also beside other problems, so a config missing its keys says so at once.
     { when: (payload) => typeof payload.value === "object" && payload.value !== null },
   )
+  .superRefine(({ roles, engines }, ctx) => {
+    if (roles.controller === "off") return;
+    const split = engines.filter((engine) => engine.role !== "mixed");
+    if (!split.some((e) => e.role === "prefill") || !split.some((e) => e.role === "decode")) {
+      ctx.addIssue({ code: "custom", path: ["roles", "controller"], message: "a role controller moves engines between prefill and decode: give the pool prefill and decode engines" });
+    } else if (!split.some((e) => e.decodeCost !== undefined)) {
+      ctx.addIssue({ code: "custom", path: ["roles", "controller"], message: "a role controller prices demand by the engines' cost model: give the prefill and decode engines a profile or a decodeCost" });
+    }
+  })
   .transform((config, ctx) => {
     const replayWindowMs = config.replayWindowMs ?? 2 * config.timestampWindowMs;
     if (replayWindowMs < 2 * config.timestampWindowMs) {

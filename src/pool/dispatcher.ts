@@ -13,6 +13,10 @@ import type { ProgramSignals } from "../core/tao/tool-signals.js";
 import { type ChatCompletionRequest, requestedMaxTokens } from "../protocol/chat.js";
 import type { ForwardFields } from "../protocol/forward.js";
 import { estimatePromptTokens } from "../protocol/tokens.js";
+import type { KvHint } from "../protocol/kv-hints.js";
+import { KV_RETENTION_TAG_FIELD } from "../protocol/kv-retention.js";
+import { type ContextRef, contextTag, RetentionPlanner } from "../core/kv/retention-planner.js";
+import { KvRetentionRelay } from "./kv-retention-relay.js";
 import type { ToolEvent } from "../protocol/tool-events.js";
 import { CALL_ERROR_MESSAGES, callError, callErrorResponse } from "./call-errors.js";
 import type { EngineConfig } from "./config.js";
@@ -25,6 +29,12 @@ import { type PlacementSettings, TaoConfig } from "./tao/config.js";
 import { PlanLoop } from "./tao/plan-loop.js";
 import { type CountingEngine, countingEngine, countTokensOn, type TokenCount } from "./token-count.js";
 import type { CountTokensRequest } from "../protocol/messages.js";
+import { handoffOf, type KvTransferParams } from "../protocol/kv-transfer.js";
+import type { CallTokens } from "../core/admission.js";
+import type { RoleDemandMeter, RoleEngineReadings } from "../core/roles/role-demand-meter.js";
+import type { RoleEngineState, RoleSwitch } from "../core/roles/roles.js";
+import type { RoleSwitchTarget } from "./role-control.js";
+import { bootstrapRoom, hostOf, sglangBootstrapBody, vllmDecodeBody, vllmPrefillBody } from "./engines/split.js";
 
 /** How long an engine may take to count a prompt before the pool says it could not. */
 const TOKEN_COUNT_TIMEOUT_MS = 5_000;
@@ -61,6 +71,16 @@ export interface DispatcherOptions {
   placement?: PlacementSettings;
   /** Model names a call may ask for (pool config `models`); undefined: any. */
   models?: readonly string[] | undefined;
+  /** Measures split calls' prefill and decode demand for a role controller (role-control.ts); absent: nothing measured. */
+  roleMeter?: RoleDemandMeter | undefined;
+}
+
+/** An engine's role as the operator endpoint shows it. */
+export interface EngineRoleView {
+  id: string;
+  role: string;
+  switchingTo: string | undefined;
+  inFlight: number;
 }
 
 export interface CallSubmission {
@@ -77,12 +97,22 @@ interface EngineSlot {
   target: EngineTarget;
   model: string | undefined;
   nativeApis: ReadonlySet<CallApi>;
+  /** SGLang's bootstrap port of the engine as a prefill engine. */
+  bootstrapPort: number;
 }
+
+/** A split call goes as chat completions (or completions): the APIs whose requests carry kv_transfer_params and bootstrap fields. */
+const NO_NATIVE_APIS: ReadonlySet<CallApi> = new Set();
+
+/** A decode's tokens as its engine ran them: the prompt arrived as KV, so it counts as cached (what the decode computed of it is small). */
+const handedOffTokens = (usage: CallTokens | undefined): CallTokens | undefined => (usage === undefined ? undefined : { ...usage, cachedTokens: usage.promptTokens });
 
 type CallStage = "queued" | "running" | "done";
 
 interface PendingCall {
   call: QueuedCall;
+  /** The context its KV belongs to (program, thread, the edge's context generation). */
+  context: ContextRef;
   forms: CallForms;
   stream: boolean;
   signal: AbortSignal;
@@ -107,7 +137,9 @@ export interface ProgramInspection extends ProgramSignals {
   placement: PlacementSettings["policy"];
 }
 
-export class Dispatcher {
+type RelayServiceOf = NonNullable<Parameters<typeof relayToEngine>[0]["serviceOf"]>;
+
+export class Dispatcher implements RoleSwitchTarget {
   readonly #options: DispatcherOptions;
   readonly #core: PoolCore;
   readonly #slots = new Map<string, EngineSlot>();
@@ -122,6 +154,8 @@ export class Dispatcher {
   #lastHealthyAt: number;
   #closed = false;
   readonly #models: ReadonlySet<string> | undefined;
+  readonly #retention = new RetentionPlanner();
+  readonly #retentionRelay: KvRetentionRelay;
 
   constructor(options: DispatcherOptions) {
     this.#options = options;
@@ -136,6 +170,7 @@ export class Dispatcher {
         maxInFlight: engine.maxInFlight,
         capacityTokens: engine.kvCapacityTokens,
         costModel: engine.decodeCost,
+        role: engine.role,
       })),
       placement: this.#placement.policy === "tao" ? { policy: "tao", settings: tao } : { policy: "routing" },
       signals: tao.tao,
@@ -158,8 +193,9 @@ export class Dispatcher {
     });
     for (const engine of options.engines) {
       const target: EngineTarget = { id: engine.id, url: engine.url, apiKey: engine.apiKey, adapter: adapterFor(engine.kind) };
-      this.#slots.set(engine.id, { target, model: engine.model, nativeApis: new Set(engine.nativeApis) });
+      this.#slots.set(engine.id, { target, model: engine.model, nativeApis: new Set(engine.nativeApis), bootstrapPort: engine.bootstrapPort });
     }
+    this.#retentionRelay = new KvRetentionRelay({ engines: options.engines, http: options.http, metrics });
     this.#lastHealthyAt = options.clock.now();
     if (this.#placement.policy === "tao") {
       this.#planLoop = new PlanLoop({
@@ -183,6 +219,7 @@ export class Dispatcher {
       },
       cacheRetention: () => core.engines.map((state) => ({ engine: state.id, retention: core.signals.credits.retention(state.id) })),
       holdReason: () => (core.queue.size > 0 ? this.#held : undefined),
+      engineRoles: () => core.roles.snapshot().map(({ id, role, switchingTo }) => ({ engine: id, role, switchingTo })),
       admissionProjections: () =>
         core.engines.map((state) => ({
           engine: state.id,
@@ -262,9 +299,13 @@ export class Dispatcher {
         code: "invalid_forward_headers",
       });
     }
+    const context: ContextRef = { programId: call.programId, threadId: call.threadId, generation: fields.generation };
+    // A newer generation than its thread's: the context it replaced may be evicted first.
+    this.#retentionRelay.send(this.#retention.callArrived(context, now));
     const onAbort = () => this.#clientGone(pending);
     const pending: PendingCall = {
       call,
+      context,
       forms,
       stream: request.stream === true,
       signal,
@@ -287,9 +328,28 @@ export class Dispatcher {
    * caller); `edgeTs` is the batch's signed timestamp. Returns how many were applied.
    */
   toolEvents(programId: string, events: readonly ToolEvent[], edgeTs: number): number {
-    const applied = this.#core.toolEvents(programId, events, this.#options.clock.now(), edgeTs);
+    const now = this.#options.clock.now();
+    const applied = this.#core.toolEvents(programId, events, now, edgeTs);
     // A program ready soon may be worth a reservation now, not at the next round.
     if (applied > 0) this.#planLoop?.request();
+    // The prediction moved: its contexts are kept until the new expected return.
+    if (applied > 0) this.#keepThroughToolWait(programId, now);
+    return applied;
+  }
+
+  /**
+   * Applies a batch of the edge's KV hints about a program (verified by the caller).
+   * Returns how many were applied.
+   */
+  kvHints(programId: string, hints: readonly KvHint[]): number {
+    let applied = 0;
+    for (const hint of hints) {
+      this.#options.metrics.kvHints.inc({ type: hint.type });
+      // Nothing of the program will come back: TAO's reservation and predictions for it go, and its KV first.
+      this.#core.programEnded(programId);
+      this.#retentionRelay.send(this.#retention.programEnded(programId));
+      applied += 1;
+    }
     return applied;
   }
 
@@ -308,7 +368,9 @@ export class Dispatcher {
   updateEngines(readings: readonly EngineReading[]): void {
     const now = this.#options.clock.now();
     this.#noteHealth(now);
+    for (const reading of readings) if (!reading.healthy) this.#retention.engineLost(reading.id);
     this.#core.engineReadings(readings, now);
+    this.#retention.prune(now);
     this.pump();
   }
 
@@ -355,6 +417,45 @@ export class Dispatcher {
     const engine = countingEngine(engines);
     if (engine === undefined) return Promise.resolve({ ok: false, reason: "no healthy engine of this pool counts tokens" });
     return countTokensOn(engine, request, { http: this.#options.http, timeoutMs: TOKEN_COUNT_TIMEOUT_MS });
+  }
+
+  /** The engines as the role controller reads them. */
+  roleStates(): readonly RoleEngineState[] {
+    return this.#core.roleStates();
+  }
+
+  /** What the demand meter cannot see: the decode engines' KV and the calls waiting for prefill (issue 13). */
+  roleReadings(): RoleEngineReadings {
+    const core = this.#core;
+    let decodeKvTokens = 0;
+    let decodeKvUsage = 0;
+    let decodeEngines = 0;
+    let prefillQueue = core.queue.size;
+    for (const state of core.engines) {
+      const role = core.roles.role(state.id);
+      if (role === "decode") {
+        decodeKvTokens += state.kvUsage * core.kvCapacityTokens(state.id);
+        decodeKvUsage += state.kvUsage;
+        decodeEngines += 1;
+      } else if (role === "prefill") prefillQueue += state.waiting;
+    }
+    return { decodeKvTokens, prefillQueue, decodeKvUsage: decodeEngines === 0 ? 0 : decodeKvUsage / decodeEngines };
+  }
+
+  /** Starts a role switch: the engine drains (nothing new of either role), then flips; false when it cannot switch now. */
+  startRoleSwitch(roleSwitch: RoleSwitch): boolean {
+    if (this.#closed || !this.#core.startRoleSwitch(roleSwitch, this.#options.clock.now())) return false;
+    this.#options.metrics.roleSwitchesStarted.inc({ from: roleSwitch.from, to: roleSwitch.to });
+    console.info(`agentix pool: engine ${roleSwitch.engineId} switching ${roleSwitch.from} -> ${roleSwitch.to}: draining ${this.#core.engine(roleSwitch.engineId)?.inFlight ?? 0} call(s) (${roleSwitch.reason})`);
+    this.#noteRoleSwitches();
+    // A switch that finished at once may have opened room (a new decode or prefill engine).
+    this.pump();
+    return true;
+  }
+
+  /** Every engine's role now (the operator endpoint). */
+  engineRoles(): EngineRoleView[] {
+    return this.#core.roles.snapshot().map(({ id, role, switchingTo }) => ({ id, role, switchingTo, inFlight: this.#core.engine(id)?.inFlight ?? 0 }));
   }
 
   engineSnapshots(): EngineSnapshot[] {
@@ -420,6 +521,7 @@ export class Dispatcher {
       this.#closed = true;
       for (const pending of this.#calls.values()) pending.attempt?.controller.abort(new Error("pool shutting down"));
     }
+    await this.#retentionRelay.settled();
     if (this.#calls.size === 0) return;
     await new Promise<void>((resolve) => {
       const done = () => {
@@ -440,6 +542,12 @@ export class Dispatcher {
   }
 
   #start(pending: PendingCall, engineId: string, slot: EngineSlot, now: number): void {
+    const split = slot.target.adapter.split;
+    if (split !== undefined && this.#core.roles.role(engineId) === "prefill") {
+      if (split === "kv-transfer-params") this.#startKvTransferSplit(pending, engineId, slot, now);
+      else this.#startBootstrapSplit(pending, engineId, slot, now);
+      return;
+    }
     const controller = new AbortController();
     pending.stage = "running";
     pending.attempt = { engineId, controller };
@@ -450,6 +558,10 @@ export class Dispatcher {
       levels: this.#options.settings.queue.levels,
       model: slot.model,
     });
+    // An engine that takes retention hints learns which context the call's KV belongs to.
+    const tag = this.#retentionRelay.takesHints(engineId) ? contextTag(pending.context) : undefined;
+    if (tag !== undefined) body[KV_RETENTION_TAG_FIELD] = tag;
+    this.#retentionRelay.send(this.#retention.callStarted(pending.context, engineId, now));
     relayToEngine({
       engine: slot.target,
       callId: pending.call.callId,
@@ -474,6 +586,334 @@ export class Dispatcher {
         this.pump();
       },
     );
+  }
+
+  /** The body an engine gets for the call in `form`: its adapter's fields (model, priority, usage options). */
+  #bodyFor(pending: PendingCall, slot: EngineSlot, form: EngineRequestForm): Record<string, unknown> {
+    return slot.target.adapter.buildBody(form.body, { api: form.api, level: pending.level, levels: this.#options.settings.queue.levels, model: slot.model });
+  }
+
+  /**
+   * vLLM's two steps (engines/split.ts): the prefill engine computes the prompt
+   * (max_tokens 1, not streamed) and answers where its KV is; then the decode engine is
+   * sent the call with that handoff and its answer is the client's. A prefill that
+   * fails before its first byte is retried as any attempt; a 4xx is the request's and
+   * goes to the client.
+   */
+  #startKvTransferSplit(pending: PendingCall, prefillId: string, prefill: EngineSlot, now: number): void {
+    this.#options.roleMeter?.prefillQueued(pending.call.callId, pending.call.promptTokens, 0);
+    const controller = new AbortController();
+    pending.stage = "running";
+    pending.attempt = { engineId: prefillId, controller };
+    const callId = pending.call.callId;
+    const form = formFor(pending.forms, NO_NATIVE_APIS);
+    let prefillEnd: RelayEnd | undefined;
+    relayToEngine({
+      engine: prefill.target,
+      callId,
+      api: form.api,
+      path: form.path,
+      body: vllmPrefillBody(this.#bodyFor(pending, prefill, form)),
+      stream: false,
+      queueMs: now - pending.call.enqueuedAt,
+      dispatchedAt: now,
+      signal: controller.signal,
+      http: this.#options.http,
+      clock: this.#options.clock,
+      serviceOf: (wallMs, facts) => this.#core.serviceMs(prefillId, wallMs, facts?.usage),
+      onEnd: (end) => {
+        prefillEnd = end;
+        this.#prefillEnded(pending, prefillId, end);
+      },
+    }).then(
+      async (start) => {
+        if (start.kind !== "response") return this.#attemptStarted(pending, prefillId, start, form);
+        if (!start.response.ok) {
+          // The request's fault (or a body that broke off): that answer is the call's.
+          this.#closeSplitCall(pending, prefillEnd);
+          return this.#deliver(pending, prefillId, start.response, form);
+        }
+        const handoff = await start.response.json().then(handoffOf, () => undefined);
+        this.#prefilled(pending, prefillId, form, handoff, prefillEnd?.serviceMs ?? 0);
+      },
+      (error: unknown) => this.#relayThrew(pending, prefillId, error),
+    );
+  }
+
+  /** The prefill engine answered: the decode goes to a decode engine with its handoff (or, without one, to compute the prompt itself). */
+  #prefilled(pending: PendingCall, prefillId: string, form: EngineRequestForm, handoff: KvTransferParams | undefined, prefillServiceMs: number): void {
+    const { metrics } = this.#options;
+    const callId = pending.call.callId;
+    if (this.#closed || pending.signal.aborted) {
+      this.#finish(pending, this.#closed ? shuttingDownResponse(callId, this.#retryAfter()) : clientClosedResponse(callId));
+      return;
+    }
+    if (handoff === undefined) console.warn(`agentix pool: call ${callId}: prefill engine ${prefillId} answered without kv_transfer_params; the decode engine computes the prompt`);
+    const decodeId = this.#core.placeDecode(pending.call, pending.failedEngines);
+    const decode = decodeId === undefined ? undefined : this.#slots.get(decodeId);
+    if (decodeId === undefined || decode === undefined) {
+      metrics.splitHandoffs.inc({ outcome: "no_decode_engine" });
+      this.#recompute(pending, prefillId, "no decode engine is healthy");
+      return;
+    }
+    metrics.splitHandoffs.inc({ outcome: handoff === undefined ? "no_kv_transfer_params" : "handed_off" });
+    this.#options.roleMeter?.decodeQueued(callId, pending.call.promptTokens);
+    this.#startDecode(pending, decodeId, decode, form, vllmDecodeBody(this.#bodyFor(pending, decode, form), handoff), prefillServiceMs, handoff !== undefined);
+  }
+
+  /** The decode of a split call; its answer is the client's. A failure before its first byte recomputes the call whole (#recompute). */
+  #startDecode(pending: PendingCall, decodeId: string, decode: EngineSlot, form: EngineRequestForm, body: Record<string, unknown>, prefillServiceMs: number, handedOff: boolean): void {
+    const controller = new AbortController();
+    pending.attempt = { engineId: decodeId, controller };
+    const now = this.#options.clock.now();
+    relayToEngine({
+      engine: decode.target,
+      callId: pending.call.callId,
+      api: form.api,
+      path: form.path,
+      body,
+      stream: pending.stream,
+      queueMs: now - pending.call.enqueuedAt,
+      dispatchedAt: now,
+      signal: controller.signal,
+      http: this.#options.http,
+      clock: this.#options.clock,
+      // The call's service is both legs': the prefill's, and the decode's with the prompt it was handed.
+      serviceOf: (wallMs, facts) => prefillServiceMs + this.#core.serviceMs(decodeId, wallMs, handedOff ? handedOffTokens(facts?.usage) : facts?.usage),
+      onEnd: (end) => {
+        this.#decodeEnded(pending, decodeId, end);
+        this.#closeSplitCall(pending, end);
+      },
+    }).then(
+      (start) => {
+        this.#options.roleMeter?.decodeStarted(pending.call.callId);
+        if (start.kind !== "failed") return this.#attemptStarted(pending, decodeId, start, form);
+        this.#decodeRefused(pending, decodeId, start);
+        this.#recompute(pending, decodeId, start.reason);
+        this.pump();
+      },
+      (error: unknown) => this.#relayThrew(pending, decodeId, error),
+    );
+  }
+
+  /**
+   * SGLang's PD mode (engines/split.ts): the same body with the bootstrap fields to the
+   * prefill and the decode engine at once, as its proxy does; the decode's answer is the
+   * client's and the prefill's is read to its end (its usage is the prompt's). A prefill
+   * that does not start fails the attempt (the decode would wait for KV that never
+   * comes) and is retried as any attempt; a decode that does not start recomputes the
+   * call whole.
+   */
+  #startBootstrapSplit(pending: PendingCall, prefillId: string, prefill: EngineSlot, now: number): void {
+    const callId = pending.call.callId;
+    this.#options.roleMeter?.prefillQueued(callId, pending.call.promptTokens, 0);
+    const form = formFor(pending.forms, NO_NATIVE_APIS);
+    const decodeId = this.#core.placeDecode(pending.call, pending.failedEngines);
+    const decode = decodeId === undefined ? undefined : this.#slots.get(decodeId);
+    pending.stage = "running";
+    if (decodeId === undefined || decode === undefined) {
+      this.#release(pending, prefillId, "engine_error", { serviceMs: 0 });
+      this.#options.metrics.splitHandoffs.inc({ outcome: "no_decode_engine" });
+      this.#recompute(pending, prefillId, "no decode engine is healthy");
+      return;
+    }
+    const call = new AbortController();
+    const prefillLeg = new AbortController();
+    const decodeLeg = new AbortController();
+    call.signal.addEventListener("abort", () => {
+      prefillLeg.abort(call.signal.reason);
+      decodeLeg.abort(call.signal.reason);
+    });
+    pending.attempt = { engineId: decodeId, controller: call };
+    const bootstrap = { host: hostOf(prefill.target.url), port: prefill.bootstrapPort, room: bootstrapRoom() };
+    let prefillEnd: RelayEnd | undefined;
+    let decodeEnd: RelayEnd | undefined;
+    let delivered = false;
+    const relay = (engineId: string, slot: EngineSlot, signal: AbortSignal, onEnd: (end: RelayEnd) => void, serviceOf: RelayServiceOf) =>
+      relayToEngine({
+        engine: slot.target,
+        callId,
+        api: form.api,
+        path: form.path,
+        body: sglangBootstrapBody(this.#bodyFor(pending, slot, form), bootstrap),
+        stream: pending.stream,
+        queueMs: now - pending.call.enqueuedAt,
+        dispatchedAt: now,
+        signal,
+        http: this.#options.http,
+        clock: this.#options.clock,
+        serviceOf,
+        onEnd,
+      });
+    const prefillStart = relay(
+      prefillId,
+      prefill,
+      prefillLeg.signal,
+      (end) => {
+        prefillEnd = end;
+        this.#prefillEnded(pending, prefillId, end);
+      },
+      (wallMs, facts) => this.#core.serviceMs(prefillId, wallMs, facts?.usage),
+    );
+    const decodeStart = relay(
+      decodeId,
+      decode,
+      decodeLeg.signal,
+      (end) => {
+        decodeEnd = end;
+        this.#decodeEnded(pending, decodeId, end);
+        if (delivered) this.#closeSplitCall(pending, end);
+      },
+      (wallMs, facts) => (prefillEnd?.serviceMs ?? 0) + this.#core.serviceMs(decodeId, wallMs, handedOffTokens(facts?.usage)),
+    );
+    /** A leg's answer nobody reads: cancelled, so its relay ends (and gives its slot back). */
+    const drop = (start: RelayStart) => {
+      if (start.kind === "response") void start.response.body?.cancel().catch(() => undefined);
+    };
+    Promise.all([prefillStart, decodeStart]).then(
+      ([p, d]) => {
+        if (p.kind !== "response" || !p.response.ok) {
+          decodeLeg.abort(new Error("the prefill leg did not start"));
+          drop(d);
+          if (d.kind === "failed") this.#core.decodeEnded(callId, { serviceMs: 0 }, this.#options.clock.now());
+          if (p.kind === "response") {
+            // The request's fault: that answer is the call's.
+            delivered = true;
+            this.#closeSplitCall(pending, prefillEnd);
+            return this.#deliver(pending, prefillId, p.response, form);
+          }
+          return this.#attemptStarted(pending, prefillId, p, form);
+        }
+        if (d.kind === "failed") {
+          drop(p);
+          this.#decodeRefused(pending, decodeId, d);
+          this.#recompute(pending, decodeId, d.reason);
+          this.pump();
+          return;
+        }
+        // The prefill's answer is not the client's; read to its end, it gives back the prefill slot with the prompt's usage.
+        if (p.kind === "response") void p.response.arrayBuffer().catch(() => undefined);
+        this.#options.metrics.splitHandoffs.inc({ outcome: "handed_off" });
+        delivered = true;
+        if (decodeEnd !== undefined) this.#closeSplitCall(pending, decodeEnd);
+        return this.#attemptStarted(pending, decodeId, d, form);
+      },
+      (error: unknown) => this.#relayThrew(pending, prefillId, error),
+    );
+  }
+
+  /** A split call's prefill left its engine: the slot back, what it computed counted (its one token is not the call's output). */
+  #prefillEnded(pending: PendingCall, engineId: string, end: RelayEnd): void {
+    const { metrics } = this.#options;
+    this.#release(pending, engineId, end.outcome, { serviceMs: end.serviceMs });
+    metrics.serviceSeconds.observe({ engine: engineId }, end.wallMs / 1000);
+    const usage = end.facts?.usage;
+    if (usage !== undefined) metrics.engineTokens.inc({ engine: engineId, kind: "prompt", outcome: end.outcome }, usage.promptTokens);
+    // Its first token is out when the prefill ends (a failed one is no longer backlog either).
+    this.#options.roleMeter?.prefillDone(pending.call.callId, end.outcome === "completed" ? this.#options.clock.now() - pending.call.enqueuedAt : undefined);
+    this.#noteRoleSwitches();
+  }
+
+  /** A split call's decode left its engine: the slot back, its output counted (its prompt was the prefill's). */
+  #decodeEnded(pending: PendingCall, engineId: string, end: RelayEnd): void {
+    const { metrics, clock } = this.#options;
+    const usage = end.facts?.usage;
+    this.#core.decodeEnded(
+      pending.call.callId,
+      { serviceMs: end.serviceMs, ...(end.outcome === "completed" && usage !== undefined ? { outputTokens: usage.completionTokens } : {}) },
+      clock.now(),
+    );
+    metrics.calls.inc({ engine: engineId, outcome: end.outcome });
+    metrics.serviceSeconds.observe({ engine: engineId }, end.wallMs / 1000);
+    if (end.outcome === "completed") metrics.cacheObservations.inc({ engine: engineId, usage: usage ? "reported" : "estimated" });
+    if (usage !== undefined) metrics.engineTokens.inc({ engine: engineId, kind: "completion", outcome: end.outcome }, usage.completionTokens);
+    if (usage !== undefined && usage.completionTokens > 0) {
+      const context = usage.promptTokens + usage.completionTokens / 2;
+      this.#options.roleMeter?.decoded(usage.completionTokens, context, end.wallMs / usage.completionTokens);
+    }
+    if (end.outcome === "aborted" || end.outcome === "failed") {
+      const work = usage === undefined ? "no usage reported" : `engine reported ${usage.completionTokens} completion tokens`;
+      console.info(`agentix pool: call ${pending.call.callId} ${end.outcome} on decode engine ${engineId} after ${end.wallMs} ms; ${work}`);
+    }
+    this.#noteRoleSwitches();
+  }
+
+  /** The decode engine failed before its first byte: its slot back, the engine noted as failed for this call. */
+  #decodeRefused(pending: PendingCall, decodeId: string, start: Extract<RelayStart, { kind: "failed" }>): void {
+    const { metrics, clock } = this.#options;
+    console.warn(`agentix pool: call ${pending.call.callId}: decode engine ${decodeId} failed before its first byte: ${start.reason}`);
+    this.#core.decodeEnded(pending.call.callId, { serviceMs: 0 }, clock.now());
+    metrics.calls.inc({ engine: decodeId, outcome: "engine_error" });
+    metrics.splitHandoffs.inc({ outcome: "decode_failed" });
+    pending.failedEngines.add(decodeId);
+    if (start.connectionFailed) {
+      this.#core.engineDown(decodeId);
+      this.#options.onEngineDown?.(decodeId);
+    }
+    this.#noteRoleSwitches();
+  }
+
+  /**
+   * Nothing of a split call reached the client and its decode cannot go on: it is sent
+   * again whole (counted as a retry), to a mixed engine, else a decode engine that
+   * computes the prompt itself; with none free now it waits in the queue at its place
+   * (and is split again). No retries left: it fails.
+   */
+  #recompute(pending: PendingCall, engineId: string, reason: string): void {
+    const callId = pending.call.callId;
+    if (this.#closed) return this.#finish(pending, shuttingDownResponse(callId, this.#retryAfter()));
+    if (pending.signal.aborted) return this.#finish(pending, clientClosedResponse(callId));
+    if (pending.retriesLeft <= 0) {
+      console.error(`agentix pool: call ${callId}: its decode could not go on and no retries are left; last: ${reason}`);
+      return this.#finish(pending, callErrorResponse(502, CALL_ERROR_MESSAGES.engine_unavailable, callId, { code: "engine_unavailable" }));
+    }
+    pending.retriesLeft -= 1;
+    this.#options.metrics.retries.inc({ engine: engineId });
+    const dispatch = this.#core.routeRecompute(pending.call, pending.failedEngines);
+    const slot = dispatch && this.#slots.get(dispatch.engineId);
+    if (dispatch && slot) {
+      this.#options.metrics.dispatches.inc({ engine: dispatch.engineId, reason: dispatch.reason });
+      this.#start(pending, dispatch.engineId, slot, this.#options.clock.now());
+      return;
+    }
+    pending.stage = "queued";
+    pending.attempt = undefined;
+    this.#core.requeue(pending.call);
+  }
+
+  /** The split call is over (its answer delivered, or given up): it leaves the pool once. */
+  #closeSplitCall(pending: PendingCall, end: RelayEnd | undefined): void {
+    if (!this.#calls.has(pending.call.callId)) return;
+    pending.stage = "done";
+    this.#forget(pending, end);
+    this.pump();
+  }
+
+  /** An engine's answer to the client, in the call's API. */
+  #deliver(pending: PendingCall, engineId: string, response: Response, form: EngineRequestForm): void {
+    const callId = pending.call.callId;
+    if (form.answer === undefined) return pending.resolve(response);
+    form.answer(response).then(pending.resolve, (error: unknown) => {
+      console.error(`agentix pool: call ${callId}: the answer from engine ${engineId} could not be put in the call's API`, error);
+      pending.resolve(callErrorResponse(502, CALL_ERROR_MESSAGES.engine_response_error, callId, { code: "engine_response_error" }));
+    });
+  }
+
+  /** relayToEngine handles its own failures; this is a bug guard, not a path. */
+  #relayThrew(pending: PendingCall, engineId: string, error: unknown): void {
+    console.error(`agentix pool: call ${pending.call.callId}: relay to engine ${engineId} threw`, error);
+    this.#core.decodeEnded(pending.call.callId, { serviceMs: 0 }, this.#options.clock.now());
+    if (pending.stage !== "done") this.#release(pending, engineId, "failed", { serviceMs: 0 });
+    this.#finish(pending, callErrorResponse(500, CALL_ERROR_MESSAGES.internal_error, pending.call.callId, { code: "internal_error" }));
+    this.pump();
+  }
+
+  /** Role switches whose engine drained since the last look: logged once each and counted. */
+  #noteRoleSwitches(): void {
+    for (const done of this.#core.takeFinishedRoleSwitches()) {
+      this.#options.metrics.roleSwitches.inc({ from: done.from, to: done.to });
+      console.info(`agentix pool: engine ${done.engineId} switched ${done.from} -> ${done.to} (drained; ${done.reason})`);
+    }
   }
 
   #attemptEnded(pending: PendingCall, engine: string, end: RelayEnd): void {
@@ -540,8 +980,11 @@ export class Dispatcher {
 
   /** The attempt left the engine: its slot back in the core (once), counted by outcome. */
   #release(pending: PendingCall, engineId: string, outcome: CallOutcome, end: { serviceMs: number; outputTokens?: number }): void {
-    this.#core.attemptEnded(pending.call.callId, end, this.#options.clock.now());
+    const now = this.#options.clock.now();
+    this.#core.attemptEnded(pending.call.callId, end, now);
+    this.#retention.callEnded(pending.context, now);
     this.#options.metrics.calls.inc({ engine: engineId, outcome });
+    this.#noteRoleSwitches();
   }
 
   #retry(pending: PendingCall): void {
@@ -591,7 +1034,9 @@ export class Dispatcher {
   /** The call leaves the pool; `end` is its last attempt's, when one reached the engine. */
   #forget(pending: PendingCall, end?: RelayEnd): void {
     pending.detach();
+    this.#options.roleMeter?.forget(pending.call.callId);
     this.#calls.delete(pending.call.callId);
+    const now = this.#options.clock.now();
     this.#core.callLeft(
       pending.call.programId,
       {
@@ -600,9 +1045,18 @@ export class Dispatcher {
         ...(end?.facts === undefined ? {} : { facts: end.facts }),
         promptTokensEstimate: pending.call.promptTokens,
       },
-      this.#options.clock.now(),
+      now,
     );
+    // The program's last call answered: it is in a tool wait, and its contexts are kept through it.
+    this.#keepThroughToolWait(pending.call.programId, now);
     if (this.#calls.size === 0) for (const done of [...this.#idle]) done();
+  }
+
+  /** Keeps the program's idle contexts until TAO's predicted return, when it predicts one. */
+  #keepThroughToolWait(programId: string, now: number): void {
+    const prediction = this.#core.signals.readiness.predictReadyAt(programId, now);
+    if (prediction.status !== "pending" || prediction.readyAt === undefined) return;
+    this.#retentionRelay.send(this.#retention.toolWait(programId, prediction.readyAt, now));
   }
 
   #retryAfter(): Record<string, string> {

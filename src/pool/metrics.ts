@@ -27,6 +27,8 @@ export interface PoolStateSource {
   cacheRetention?(): readonly { engine: string; retention: number }[];
   /** Why the queue is held now (the last pump left calls waiting), or undefined. */
   holdReason?(): string | undefined;
+  /** Each engine's role and the one it drains toward, if switching (issue 13). */
+  engineRoles?(): readonly { engine: string; role: string; switchingTo: string | undefined }[];
   /** Admission's projection per engine (absent without admission). */
   admissionProjections?(): readonly { engine: string; kvTokens: number; stepMs: number | undefined }[];
 }
@@ -44,6 +46,17 @@ export type RejectReason =
   | "queue_full"
   | "no_healthy_engine"
   | "shutting_down";
+
+/** How a disaggregated call's handoff from its prefill engine to a decode engine went. */
+export type SplitHandoffOutcome =
+  /** The prefill engine said where its KV is; the decode engine was sent it. */
+  | "handed_off"
+  /** It answered without kv_transfer_params: the decode engine computed the prompt itself. */
+  | "no_kv_transfer_params"
+  /** The decode engine failed before its first byte: the call was sent again whole (or failed, with no retries left). */
+  | "decode_failed"
+  /** No decode engine was healthy: the call was sent again whole. */
+  | "no_decode_engine";
 
 export type CallOutcome = "completed" | "client_error" | "engine_error" | "aborted" | "failed";
 
@@ -169,6 +182,25 @@ export class PoolMetrics {
     labelNames: ["type", "outcome"] as const,
     registers: [this.registry],
   });
+  // Branch-aware KV retention (core/kv/retention-planner.ts, kv-retention-relay.ts).
+  readonly kvRetentionHints = new Counter({
+    name: "agentix_pool_kv_retention_hints_total",
+    help: "KV retention hints the planner made, by engine, action (keep, normal, drop) and outcome: sent (the engine took the batch), unsupported (the engine is configured without retentionHints, or answered that it has no such route), failed (unreachable, or another error).",
+    labelNames: ["engine", "action", "outcome"] as const,
+    registers: [this.registry],
+  });
+  readonly kvRetentionApplied = new Counter({
+    name: "agentix_pool_kv_retention_hints_applied_total",
+    help: "KV retention hints an engine applied (it held blocks of the context), as its answers counted them.",
+    labelNames: ["engine"] as const,
+    registers: [this.registry],
+  });
+  readonly kvHints = new Counter({
+    name: "agentix_pool_kv_hints_total",
+    help: "KV hints received from the edge (POST /v1/kv-hints), by type.",
+    labelNames: ["type"] as const,
+    registers: [this.registry],
+  });
   readonly cacheObservations = new Counter({
     name: "agentix_pool_cache_observations_total",
     help: "Completed calls the cache-credit ledger observed, by engine and whether the engine reported usage.",
@@ -176,8 +208,39 @@ export class PoolMetrics {
     registers: [this.registry],
   });
 
+  readonly splitHandoffs = new Counter({
+    name: "agentix_pool_split_handoffs_total",
+    help: "Disaggregated calls' handoffs from a prefill engine to a decode engine, by outcome.",
+    labelNames: ["outcome"] as const,
+    registers: [this.registry],
+  });
+
+  readonly roleSwitches = new Counter({
+    name: "agentix_role_switches_total",
+    help: "Engine role switches completed (the engine drained and took its new role).",
+    labelNames: ["from", "to"] as const,
+    registers: [this.registry],
+  });
+
+  readonly roleSwitchesStarted = new Counter({
+    name: "agentix_pool_role_switches_started_total",
+    help: "Engine role switches the controller started (draining), by direction.",
+    labelNames: ["from", "to"] as const,
+    registers: [this.registry],
+  });
+
   constructor() {
     const metrics = this;
+    new Gauge({
+      name: "agentix_pool_engine_role",
+      help: "1 for each engine's current role; switching_to names the role it drains toward (empty when not switching).",
+      labelNames: ["engine", "role", "switching_to"] as const,
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        for (const { engine, role, switchingTo } of metrics.#source?.engineRoles?.() ?? []) this.set({ engine, role, switching_to: switchingTo ?? "" }, 1);
+      },
+    });
     new Gauge({
       name: "agentix_pool_queue_depth",
       help: "Calls waiting in the pool queue, by level (0 = highest priority).",

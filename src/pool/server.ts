@@ -10,6 +10,9 @@ import { EngineMonitor } from "./engine-monitor.js";
 import { adapterFor } from "./engines/index.js";
 import { PoolMetrics } from "./metrics.js";
 import type { ForwardedEnv } from "./verify-forward.js";
+import { RoleDemandMeter } from "../core/roles/role-demand-meter.js";
+import { RoleControlLoop } from "./role-control.js";
+import { roleSetupFor } from "./role-setup.js";
 
 export interface PoolHandle {
   /** `http://host:port`, with the port actually bound. */
@@ -19,6 +22,8 @@ export interface PoolHandle {
   dispatcher: Dispatcher;
   monitor: EngineMonitor;
   metrics: PoolMetrics;
+  /** The live role switches' loop (roles.controller); undefined when off. */
+  roleControl: RoleControlLoop | undefined;
   /** The Hono app, for `app.request()` in tests (same state as the listening server). */
   app: Hono<ForwardedEnv>;
   /** Stops accepting, answers queued calls 503, aborts running ones, stops timers, closes sockets. */
@@ -78,6 +83,8 @@ export async function startPool(config: PoolConfig, options: StartPoolOptions = 
     connect: { timeout: 5_000 },
   });
   let monitor: EngineMonitor | undefined;
+  const roles = roleSetupFor(config.roles, config.engines);
+  const roleMeter = roles === undefined ? undefined : new RoleDemandMeter(roles.model, clock.now());
   const dispatcher = new Dispatcher({
     engines: config.engines,
     settings: config.scheduling,
@@ -91,7 +98,24 @@ export async function startPool(config: PoolConfig, options: StartPoolOptions = 
     onEngineDown: (engineId) => monitor?.markDown(engineId),
     placement: config.placement,
     models: config.models,
+    roleMeter,
   });
+  const roleControl =
+    roles === undefined || roleMeter === undefined
+      ? undefined
+      : new RoleControlLoop({
+          controller: roles.controller,
+          meter: roleMeter,
+          target: dispatcher,
+          clock,
+          roundMs: config.roles.roundMs,
+          onRound: ({ decision, started }) => {
+            if (decision.action !== "switch") return;
+            for (const refused of decision.switches.filter((s) => !started.includes(s))) {
+              console.warn(`agentix pool: role controller asked ${refused.engineId} ${refused.from} -> ${refused.to}; it cannot switch now`);
+            }
+          },
+        });
   monitor = new EngineMonitor({
     engines: config.engines.map((engine) => ({ ...engine, adapter: adapterFor(engine.kind) })),
     http,
@@ -104,6 +128,7 @@ export async function startPool(config: PoolConfig, options: StartPoolOptions = 
   // Know the engines before the first call arrives.
   await monitor.refresh();
   monitor.start();
+  roleControl?.start();
 
   const app = createPoolApp({ config, dispatcher, metrics, clock });
   const server = serve({
@@ -118,6 +143,7 @@ export async function startPool(config: PoolConfig, options: StartPoolOptions = 
   try {
     address = await listen(server);
   } catch (error) {
+    roleControl?.stop();
     await monitor.stop();
     await dispatcher.close(0);
     await http.destroy();
@@ -134,9 +160,11 @@ export async function startPool(config: PoolConfig, options: StartPoolOptions = 
     dispatcher,
     monitor: activeMonitor,
     metrics,
+    roleControl,
     app,
     close: () => {
       closing ??= (async () => {
+        roleControl?.stop();
         const serverClosed = closeServer(server);
         await activeMonitor.stop();
         await dispatcher.close();

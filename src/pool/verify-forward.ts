@@ -20,6 +20,7 @@ import {
   signingKeyById,
   verifyForwardMac,
 } from "../protocol/signing.js";
+import { KvHintBatch } from "../protocol/kv-hints.js";
 import { ToolEventBatch } from "../protocol/tool-events.js";
 import { readBoundedBody } from "./bounded-body.js";
 import { CHAT_COMPLETIONS_PATH } from "./engines/adapter.js";
@@ -125,7 +126,15 @@ export interface ForwardedTokenCount {
   request: CountTokensRequest;
 }
 
-export type ForwardedEnv = { Variables: { forwarded: ForwardedCall; toolEvents: ForwardedToolEvents; tokenCount: ForwardedTokenCount } };
+/** A batch of KV hints that passed verification; `fields.program` is the program they are about, `fields.call` the batch's ID. */
+export interface ForwardedKvHints {
+  fields: ForwardFields;
+  batch: KvHintBatch;
+}
+
+export type ForwardedEnv = {
+  Variables: { forwarded: ForwardedCall; toolEvents: ForwardedToolEvents; tokenCount: ForwardedTokenCount; kvHints: ForwardedKvHints };
+};
 
 export interface VerifyForwardedCallOptions {
   /** The keys the pool accepts (two while a secret rotates); the signature names one by its ID. */
@@ -253,6 +262,15 @@ export function verifyForwardedToolEvents(options: VerifyForwardedCallOptions): 
   return async function verifyForwardedToolEventsHandler(c, next) {
     const { fields, data } = await verifySigned(c, options, ToolEventBatch, "event batch");
     c.set("toolEvents", { fields, batch: data });
+    await next();
+  };
+}
+
+/** Admits only KV-hint batches the edge signed, verified exactly like calls (see verifySigned). */
+export function verifyForwardedKvHints(options: VerifyForwardedCallOptions): MiddlewareHandler<ForwardedEnv> {
+  return async function verifyForwardedKvHintsHandler(c, next) {
+    const { fields, data } = await verifySigned(c, options, KvHintBatch, "KV hint batch");
+    c.set("kvHints", { fields, batch: data });
     await next();
   };
 }

@@ -16,6 +16,8 @@ export const ForwardFields = z.object({
   /** Engine that served the program last; empty when none has. */
   engine: z.string(),
   weight: z.number().positive(),
+  /** The thread's context generation (core/recognition/context-generation.ts); 0 for requests that are not a call. */
+  generation: z.int().nonnegative(),
   ts: z.int().nonnegative(),
 });
 export type ForwardFields = z.infer<typeof ForwardFields>;
@@ -30,6 +32,7 @@ const FIELD_HEADERS = {
   waitMs: Header.waitMs,
   engine: Header.engine,
   weight: Header.weight,
+  generation: Header.contextGeneration,
   ts: Header.ts,
 } as const satisfies Record<keyof ForwardFields, string>;
 
@@ -53,6 +56,7 @@ const FieldsFromHeaders = z.object({
   waitMs: numeric,
   engine: z.string(),
   weight: numeric,
+  generation: numeric,
   ts: numeric,
 }).pipe(ForwardFields);
 

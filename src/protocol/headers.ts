@@ -15,10 +15,12 @@ export const Header = {
   waitMs: "x-agentix-wait-ms",
   engine: "x-agentix-engine",
   weight: "x-agentix-weight",
+  /** The thread's context generation: one more each time the program compacted or rewrote the thread's history (core/recognition/context-generation.ts). */
+  contextGeneration: "x-agentix-context-generation",
   ts: "x-agentix-ts",
   /** Which of the pool's signing keys made the signature (covered by it). */
   keyId: "x-agentix-key-id",
-  /** `v2=<hex HMAC-SHA256>` (src/protocol/signing.ts). */
+  /** `v3=<hex HMAC-SHA256>` (src/protocol/signing.ts). */
   signature: "x-agentix-signature",
   // Pool → edge, non-streaming (streaming carries them in the stats comment).
   queueMs: "x-agentix-queue-ms",

@@ -18,6 +18,8 @@ export const newProgramId = (): string => `prog_${randomToken(24)}`;
 export const newCallId = (): string => `call_${randomToken(24)}`;
 /** One forwarded batch of tool events; the pool's replay guard keys on it as on a call ID. */
 export const newEventBatchId = (): string => `evt_${randomToken(24)}`;
+/** One batch of KV hints (protocol/kv-hints.ts), for the pool's replay guard. */
+export const newKvHintBatchId = (): string => `kvh_${randomToken(24)}`;
 /** A status request's ID (the pool's replay check needs one per request). */
 export const newStatusProbeId = (): string => `probe_${randomToken(24)}`;
 export const newTokenCountId = (): string => `count_${randomToken(24)}`;

@@ -6,7 +6,7 @@ import { Header } from "./headers.js";
  * HMAC-SHA256 over a canonical string, with WebCrypto only, so the edge (workerd)
  * and the pool (Node) run the same code. The canonical string is, joined by "\n":
  *
- *   v2, the method (uppercase), the pool's API path, the key ID,
+ *   v3, the method (uppercase), the pool's API path, the key ID,
  *   the forward fields in FORWARD_FIELD_ORDER, the body's SHA-256 (hex).
  *
  * The method and path bind a signature to its route (a call's signature does not
@@ -15,7 +15,8 @@ import { Header } from "./headers.js";
  * method, path and key ID are validated, so joining by "\n" is unambiguous.
  */
 
-const SIGNATURE_VERSION = "v2";
+// v3: the context generation joined the fields (v2 had none; a v2 edge is told to update).
+const SIGNATURE_VERSION = "v3";
 const encoder = new TextEncoder();
 
 /** A signing key's ID when a deployment names none (the legacy single-secret form). */
@@ -37,6 +38,8 @@ export const POOL_PATHS = {
   countTokens: "/v1/messages/count_tokens",
   responses: "/v1/responses",
   toolEvents: "/v1/events",
+  /** What the edge knows of a program's KV (it ended or expired): protocol/kv-hints.ts. */
+  kvHints: "/v1/kv-hints",
   /** The pool's load and health, read by the edge on a schedule (GET, empty body). */
   status: "/v1/status",
 } as const;

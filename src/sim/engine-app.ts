@@ -5,6 +5,7 @@ import { HTTPException } from "hono/http-exception";
 import type { z } from "zod";
 import { requestedMaxTokens } from "../protocol/chat.js";
 import { invalidRequest, openAIError, openAIErrorResponse } from "../protocol/errors.js";
+import { KV_RETENTION_PATH, KV_RETENTION_TAG_FIELD, type KvRetentionAccepted, KvRetentionBatch } from "../protocol/kv-retention.js";
 import { randomToken } from "../protocol/ids.js";
 import { DONE_EVENT, dataEvent, formatEvent } from "../protocol/sse.js";
 import { CountTokensRequest, MessagesRequest } from "../protocol/messages.js";
@@ -21,6 +22,8 @@ import { chatFormat, chunkUsage, completionFormat, type ResponseFormat } from ".
 import { outputText, outputTokenText } from "./output-text.js";
 import { inDialect, vllmMessages, vllmResponses } from "./vllm-dialect.js";
 import { COMPLETIONS_DEFAULT_MAX_TOKENS, SimChatRequest, SimCompletionRequest, SimTokenizeRequest } from "./request-schemas.js";
+import { type KvHandoffs, kvHandoffRoutes } from "./kv-handoff.js";
+import { KV_TRANSFER_PARAMS_FIELD, type KvTransferParams } from "../protocol/kv-transfer.js";
 
 /*
  * vLLM's HTTP surface over a RealTimeEngineDriver: /v1/chat/completions,
@@ -34,6 +37,8 @@ export interface SimEngineAppDeps {
   metrics: EngineMetrics;
   faults: FaultInjector;
   modelName: string;
+  /** Disaggregated serving (kv-handoff.ts); absent: kv_transfer_params are ignored. */
+  handoffs?: KvHandoffs | undefined;
 }
 
 type SimEnv = { Bindings: Partial<HttpBindings> };
@@ -52,6 +57,14 @@ interface Generation {
   /** vLLM's `continuous_usage_stats`, honoured only with `include_usage` (as vLLM does). */
   continuousUsage: boolean;
   format: ResponseFormat;
+  /** A remote-decode prefill (kv_transfer_params.do_remote_decode): its KV is held and named in the answer. */
+  holdsKv: boolean;
+}
+
+/** What a request's kv_transfer_params ask of this engine. */
+function kvRole(params: KvTransferParams | null | undefined, stream: boolean): { holdsKv: boolean; receives: KvTransferParams | undefined } {
+  // vLLM returns kv_transfer_params only in a whole answer; a streamed prefill holds nothing here.
+  return { holdsKv: params?.do_remote_decode === true && !stream, receives: params?.do_remote_prefill === true ? params : undefined };
 }
 
 /** What a request's stream_options ask for. */
@@ -61,8 +74,9 @@ function usageOptions(options: { include_usage?: boolean | null; continuous_usag
 }
 
 export function createSimEngineApp(deps: SimEngineAppDeps): Hono<SimEnv> {
-  const { driver, metrics, faults, modelName } = deps;
+  const { driver, metrics, faults, modelName, handoffs } = deps;
   const app = new Hono<SimEnv>();
+  if (handoffs !== undefined) app.route("/", kvHandoffRoutes(handoffs));
 
   app.onError((err) => {
     if (err instanceof HTTPException) return err.getResponse();
@@ -95,17 +109,22 @@ export function createSimEngineApp(deps: SimEngineAppDeps): Hono<SimEnv> {
   });
 
   /** A chat completion of `body` (the chat route's, and the translated Messages and Responses routes'). */
-  function chatGeneration(c: Context<SimEnv>, body: SimChatRequest): Response | Promise<Response> {
+  async function chatGeneration(c: Context<SimEnv>, body: SimChatRequest): Promise<Response> {
     checkRequest(body.model, body.priority);
     const id = randomToken(24);
+    const promptTokens = tokenize(renderPrompt(body));
+    const kv = kvRole(body.kv_transfer_params, body.stream === true);
+    if (kv.receives !== undefined) await handoffs?.receive(kv.receives, promptTokens);
     return generate(c, {
+      holdsKv: kv.holdsKv,
       request: {
         id,
-        promptTokens: tokenize(renderPrompt(body)),
+        promptTokens,
         maxTokens: requestedMaxTokens(body),
         minTokens: body.min_tokens ?? undefined,
         ignoreEos: body.ignore_eos ?? false,
         priority: body.priority ?? 0,
+        retentionTag: body[KV_RETENTION_TAG_FIELD] ?? undefined,
       },
       stream: body.stream === true,
       ...usageOptions(body.stream_options),
@@ -162,19 +181,33 @@ export function createSimEngineApp(deps: SimEngineAppDeps): Hono<SimEnv> {
     checkRequest(body.model, body.priority);
     const id = randomToken(24);
     const prompt = typeof body.prompt === "string" ? body.prompt : body.prompt[0];
+    const promptTokens = tokenize(prompt);
+    const kv = kvRole(body.kv_transfer_params, body.stream === true);
+    if (kv.receives !== undefined) await handoffs?.receive(kv.receives, promptTokens);
     return generate(c, {
+      holdsKv: kv.holdsKv,
       request: {
         id,
-        promptTokens: tokenize(prompt),
+        promptTokens,
         maxTokens: body.max_tokens ?? COMPLETIONS_DEFAULT_MAX_TOKENS,
         minTokens: body.min_tokens ?? undefined,
         ignoreEos: body.ignore_eos ?? false,
         priority: body.priority ?? 0,
+        retentionTag: body[KV_RETENTION_TAG_FIELD] ?? undefined,
       },
       stream: body.stream === true,
       ...usageOptions(body.stream_options),
       format: completionFormat({ id: `cmpl-${id}`, created: nowSeconds(), model: modelName }),
     });
+  });
+
+  // Agentix's KV retention hints (issue 13), in the engine's own clock: what a stock engine lacks.
+  app.post(KV_RETENTION_PATH, async (c) => {
+    const { hints } = parseBody(KvRetentionBatch, await readJson(c));
+    const now = driver.nowMs();
+    let applied = 0;
+    for (const { tag, ...signal } of hints) if (driver.model.setRetention(tag, signal, now)) applied++;
+    return c.json({ applied } satisfies KvRetentionAccepted);
   });
 
   /** vLLM rejects an unknown model and a priority without priority scheduling. */
@@ -246,10 +279,15 @@ export function createSimEngineApp(deps: SimEngineAppDeps): Hono<SimEnv> {
 
   async function whole(c: Context<SimEnv>, g: Generation, signal: AbortSignal, id: string): Promise<Response> {
     let seed = 0;
+    let handoff: KvTransferParams | undefined;
     const finished = new Promise<FinishedEvent>((resolve, reject) => {
       seed = submit(g.request, {
         onToken: () => {},
-        onFinished: resolve,
+        onFinished: (event) => {
+          // Pinned now, before the engine's next step could reuse the blocks just freed.
+          if (g.holdsKv) handoff = handoffs?.hold(g.request.promptTokens);
+          resolve(event);
+        },
         onClosed: () => reject(openAIError(503, "The engine shut down before the request finished.")),
       });
       signal.addEventListener(
@@ -263,7 +301,8 @@ export function createSimEngineApp(deps: SimEngineAppDeps): Hono<SimEnv> {
       );
     });
     const event = await finished;
-    return c.json(g.format.completeBody(outputText(seed, event.usage.completionTokens), event.finishReason, event.usage));
+    const body = g.format.completeBody(outputText(seed, event.usage.completionTokens), event.finishReason, event.usage) as Record<string, unknown>;
+    return c.json(handoff === undefined ? body : { ...body, [KV_TRANSFER_PARAMS_FIELD]: handoff });
   }
 
   return app;

@@ -21,7 +21,19 @@ const REQUEST_LATENCY_BUCKETS = [
   1920.0, 7680.0,
 ];
 
-type CounterStat = "prefixCacheQueries" | "prefixCacheHits" | "preemptions" | "promptTokens" | "generationTokens";
+type CounterStat =
+  | "prefixCacheQueries"
+  | "prefixCacheHits"
+  | "preemptions"
+  | "promptTokens"
+  | "generationTokens"
+  | "hostHitTokens"
+  | "recomputedTokens"
+  | "hostLoadBytes"
+  | "hostStoreBytes"
+  | "keepsApplied"
+  | "normalsApplied"
+  | "dropsApplied";
 
 export interface EngineMetrics {
   readonly registry: Registry;
@@ -71,6 +83,14 @@ export function createEngineMetrics(model: EngineModel, modelName: string, engin
   counter("vllm:num_preemptions_total", "Cumulative number of preemption from the engine.", "preemptions");
   counter("vllm:prompt_tokens_total", "Number of prefill tokens processed.", "promptTokens");
   counter("vllm:generation_tokens_total", "Number of generation tokens processed.", "generationTokens");
+  // Issue 13's host KV tier and retention hints: no vLLM counterpart, so Agentix's own names.
+  counter("agentix:kv_host_hit_tokens_total", "Prompt tokens reloaded from the node's host KV tier instead of computed.", "hostHitTokens");
+  counter("agentix:kv_recomputed_tokens_total", "Prompt tokens computed whose KV the node had computed before.", "recomputedTokens");
+  counter("agentix:kv_host_load_bytes_total", "KV bytes reloaded from the host tier over PCIe.", "hostLoadBytes");
+  counter("agentix:kv_host_store_bytes_total", "KV bytes of evicted blocks written to the host tier over PCIe.", "hostStoreBytes");
+  counter("agentix:kv_retention_keeps_applied_total", "Keep hints that named a context the engine holds.", "keepsApplied");
+  counter("agentix:kv_retention_normals_applied_total", "Normal hints that named a context the engine holds.", "normalsApplied");
+  counter("agentix:kv_retention_drops_applied_total", "Drop hints that named a context the engine holds.", "dropsApplied");
 
   const requestSuccess = new Counter({
     name: "vllm:request_success_total",

@@ -1,4 +1,7 @@
-import { KvBlockPool } from "./kv-cache.js";
+import type { HostKvTier } from "./host-kv-tier.js";
+import { EvictionRank, KvBlockPool } from "./kv-cache.js";
+import { KvRetentionIndex, type RetentionSignal } from "./kv-retention-index.js";
+import type { NodeKvLedger } from "./node-kv-ledger.js";
 import { naturalOutputTokens } from "./output-text.js";
 import { type EngineProfile, type EngineProfileName, resolveProfile } from "./profiles.js";
 import { type FinishReason, Sequence, SequenceState } from "./sequence.js";
@@ -43,6 +46,8 @@ export interface EngineRequest {
   outputTokens?: number;
   /** vLLM semantics: lower runs first. Default 0. */
   priority?: number;
+  /** The context this request's KV belongs to (issue 13's retention tag); see setRetention. */
+  retentionTag?: string;
 }
 
 export interface SubmittedRequest {
@@ -110,6 +115,17 @@ export interface EngineStats {
   aborted: number;
   steps: number;
   busyMs: number;
+  /** Prompt tokens reloaded from the node's host tier instead of computed. */
+  hostHitTokens: number;
+  /** Prompt tokens computed whose KV the node had computed before (on any engine): the waste the host tier and retention attack. */
+  recomputedTokens: number;
+  /** KV bytes over PCIe: reloads (host → GPU) and evicted blocks written to the host tier (GPU → host). */
+  hostLoadBytes: number;
+  hostStoreBytes: number;
+  /** Retention hints that named a context the engine holds, by action. */
+  keepsApplied: number;
+  normalsApplied: number;
+  dropsApplied: number;
 }
 
 export interface EngineModelOptions {
@@ -120,6 +136,10 @@ export interface EngineModelOptions {
   maxBatchedTokens?: number;
   /** Waiting order by priority then arrival (vLLM --scheduling-policy priority); else FCFS. Default true. */
   priorityScheduling?: boolean;
+  /** The node's host-memory KV tier, shared with the node's other engines (issue 13). */
+  hostTier?: HostKvTier;
+  /** What the node has computed, shared likewise: counts recomputed tokens. */
+  nodeLedger?: NodeKvLedger;
 }
 
 /** A request the engine refuses, with the offending field (vLLM answers 400). */
@@ -146,6 +166,13 @@ export class EngineModel {
 
   private readonly blockSize: number;
   private readonly kv: KvBlockPool;
+  private readonly retention: KvRetentionIndex;
+  private readonly hostTier: HostKvTier | undefined;
+  private readonly nodeLedger: NodeKvLedger | undefined;
+  /** The latest time the caller gave (an eviction inside importKv has no time of its own). */
+  private clockMs = 0;
+  /** Tokens reloaded from the host tier for the step being scheduled. */
+  private stepLoadTokens = 0;
   private readonly requests = new Map<string, Sequence>();
   private readonly waiting: WaitingQueue<Sequence>;
   private waitingCount = 0;
@@ -168,6 +195,13 @@ export class EngineModel {
     aborted: 0,
     steps: 0,
     busyMs: 0,
+    hostHitTokens: 0,
+    recomputedTokens: 0,
+    hostLoadBytes: 0,
+    hostStoreBytes: 0,
+    keepsApplied: 0,
+    normalsApplied: 0,
+    dropsApplied: 0,
   };
 
   constructor(options: EngineModelOptions = {}) {
@@ -182,6 +216,11 @@ export class EngineModel {
       throw new RangeError("maxModelLen exceeds the KV cache capacity");
     }
     this.kv = new KvBlockPool(this.profile.kvBlocks);
+    this.retention = new KvRetentionIndex(this.kv);
+    this.hostTier = options.hostTier;
+    this.nodeLedger = options.nodeLedger;
+    if (this.hostTier !== undefined && this.hostTier.blockSize !== this.blockSize) throw new RangeError("the host tier's block size must be the engine's");
+    this.kv.onEviction((block, hash) => this.evicting(block, hash));
     const isWaiting = (s: Sequence) => s.state === SequenceState.waiting;
     const before = this.priorityScheduling
       ? (a: Sequence, b: Sequence) =>
@@ -192,6 +231,7 @@ export class EngineModel {
 
   /** Queues a request; throws EngineRequestError for one vLLM would reject. */
   submit(request: EngineRequest, nowMs: number): SubmittedRequest {
+    this.clockMs = Math.max(this.clockMs, nowMs);
     const { id, promptTokens } = request;
     if (id.length === 0) throw new EngineRequestError("request id must not be empty");
     if (this.requests.has(id)) throw new EngineRequestError(`duplicate request id ${id}`);
@@ -229,6 +269,9 @@ export class EngineModel {
     if (request.outputTokens !== undefined && (!Number.isInteger(request.outputTokens) || request.outputTokens < 1)) {
       throw new EngineRequestError("outputTokens must be a positive integer.", "outputTokens");
     }
+    if (request.retentionTag !== undefined && request.retentionTag.length === 0) {
+      throw new EngineRequestError("the retention tag must not be empty.", "retentionTag");
+    }
 
     const fullBlocks = Math.floor(promptLength / this.blockSize);
     const given = request.promptBlockHashes;
@@ -252,6 +295,7 @@ export class EngineModel {
       targetOutput,
       finishReason: stopsOnLength ? "length" : "stop",
     });
+    if (request.retentionTag !== undefined) seq.retention = this.retention.open(request.retentionTag);
     this.requests.set(id, seq);
     this.waiting.push(seq);
     this.waitingCount++;
@@ -272,8 +316,63 @@ export class EngineModel {
    * is past them. Returns the tokens imported (blocks it did not hold yet); 0 when the
    * cache has no room for them.
    */
-  importKv(blockHashes: readonly number[]): number {
-    return this.kv.importCached(blockHashes) * this.blockSize;
+  importKv(blockHashes: readonly number[], retentionTag?: string): number {
+    if (retentionTag === undefined) return this.kv.importCached(blockHashes) * this.blockSize;
+    const added: number[] = [];
+    const count = this.kv.importCached(blockHashes, added);
+    this.retention.tag(retentionTag, added);
+    return count * this.blockSize;
+  }
+
+  /**
+   * A program's word on one of its contexts (issue 13; the protocol's KvRetentionHint
+   * without its tag), in this engine's ms clock: keep ranks the context's unreferenced
+   * blocks after every ordinary one until `keep_ms` from now, drop before every other
+   * (even just used), normal by recency again. A block several contexts share is kept
+   * if any keeps it, dropped only if all drop it. True when the engine holds blocks or
+   * requests of that context.
+   */
+  setRetention(tag: string, signal: RetentionSignal, nowMs: number): boolean {
+    this.clockMs = Math.max(this.clockMs, nowMs);
+    this.retention.expire(nowMs);
+    const onGpu = this.retention.apply(tag, signal, nowMs);
+    const onHost = this.hostTier?.setRetention(tag, signal, nowMs) ?? false;
+    const applied = onGpu || onHost;
+    if (applied) this.counters[`${signal.action}sApplied`]++;
+    return applied;
+  }
+
+  /** A cached block leaves the GPU: unless its context was dropped, the host tier gets a copy. */
+  private evicting(block: number, hash: number): void {
+    const host = this.hostTier;
+    if (host !== undefined && this.kv.rankOfBlock(block) !== EvictionRank.dropped) {
+      if (host.store(hash, this.retention.contextsOf(block), this.clockMs)) this.counters.hostStoreBytes += host.bytesPerBlock;
+    }
+    this.retention.detach(block);
+  }
+
+  /** Leading tokens of `promptTokens` the GPU prefix cache holds now, in whole blocks (an inspection: nothing is referenced). */
+  cachedPrefixTokens(promptTokens: readonly string[]): number {
+    const hashes = promptBlockHashes(promptTokens, this.blockSize);
+    return this.kv.findCachedPrefix(hashes, hashes.length, []) * this.blockSize;
+  }
+
+  /**
+   * Pins the cached blocks of a prefix so no allocation evicts them (issue 13: a prefill
+   * engine holding a disaggregated call's KV until a decode engine reads it, as vLLM's
+   * KV connector delays the free). Returns the blocks pinned, the longest cached run of
+   * `blockHashes`; give them back with releaseHeld.
+   */
+  holdCachedPrefix(blockHashes: readonly number[]): number[] {
+    const blocks: number[] = [];
+    this.kv.findCachedPrefix(blockHashes, blockHashes.length, blocks);
+    this.kv.reference(blocks);
+    return blocks;
+  }
+
+  /** Unpins blocks holdCachedPrefix returned (once). */
+  releaseHeld(blocks: readonly number[]): void {
+    this.kv.release(blocks);
   }
 
   /** Drops a request (client disconnected) and frees its KV blocks. False if unknown or done. */
@@ -286,9 +385,9 @@ export class EngineModel {
     } else if (seq.state === SequenceState.running) {
       const index = this.running.indexOf(seq);
       if (index >= 0) this.running.splice(index, 1);
-      this.kv.release(seq.blocks);
-      seq.blocks.length = 0;
+      this.releaseBlocks(seq);
     }
+    this.retention.leave(seq.retention);
     seq.state = SequenceState.aborted;
     this.counters.aborted++;
     return true;
@@ -314,6 +413,10 @@ export class EngineModel {
   startStep(nowMs: number): number | undefined {
     if (this.stepActive) throw new Error("startStep called while a step is in progress");
     this.stepStartMs = nowMs;
+    this.clockMs = Math.max(this.clockMs, nowMs);
+    this.retention.expire(nowMs);
+    this.hostTier?.expire(nowMs);
+    this.stepLoadTokens = 0;
     // A step that only preempted admits no waiting request (vLLM); retry once so
     // the freed blocks are used instead of reporting a false idle.
     if (!this.schedule() && this.scheduled.length === 0) this.schedule();
@@ -328,7 +431,8 @@ export class EngineModel {
       if (isDecode) shape.addDecode(ahead + 1);
       else shape.addPrefill(ahead, n);
     }
-    const duration = stepDurationMs(this.profile, shape);
+    // A reload from the host tier holds the step (see host-kv-tier.ts).
+    const duration = stepDurationMs(this.profile, shape) + (this.stepLoadTokens > 0 && this.hostTier ? this.hostTier.loadMs(this.stepLoadTokens) : 0);
     this.stepActive = true;
     this.stepEndMs = nowMs + duration;
     this.counters.steps++;
@@ -445,7 +549,9 @@ export class EngineModel {
       const maxHitBlocks = Math.floor((seq.numTokens - 1) / bs);
       seq.ensureBlockHashes(maxHitBlocks, bs);
       const hitCount = this.kv.findCachedPrefix(seq.blockHashes, maxHitBlocks, hits);
-      const computed = hitCount * bs;
+      // The GPU's cached prefix, continued by what the node's host tier holds.
+      const loaded = this.hostTier !== undefined && hitCount < maxHitBlocks ? this.hostTier.lookup(seq.blockHashes, hitCount, maxHitBlocks) : 0;
+      const computed = (hitCount + loaded) * bs;
       const n = Math.min(seq.numTokens - computed, budget);
       const fresh = Math.ceil((computed + n) / bs) - hitCount;
       if (fresh + this.kv.countUnreferenced(hits) > this.kv.numFree) break;
@@ -453,7 +559,13 @@ export class EngineModel {
       this.waiting.pop();
       this.waitingCount--;
       this.counters.prefixCacheQueries += seq.numTokens;
-      this.counters.prefixCacheHits += computed;
+      this.counters.prefixCacheHits += hitCount * bs;
+      if (loaded > 0) {
+        this.counters.hostHitTokens += loaded * bs;
+        this.counters.hostLoadBytes += loaded * (this.hostTier?.bytesPerBlock ?? 0);
+        this.stepLoadTokens += loaded * bs;
+      }
+      if (this.nodeLedger !== undefined) this.countRecomputed(seq, hitCount + loaded);
       if (seq.cachedTokens < 0) {
         seq.cachedTokens = computed;
         this.counters.promptTokens += seq.promptLength;
@@ -472,6 +584,15 @@ export class EngineModel {
     return true;
   }
 
+  /** Full prompt blocks past `from` that this admission computes although the node computed them before. */
+  private countRecomputed(seq: Sequence, from: number): void {
+    const ledger = this.nodeLedger;
+    if (ledger === undefined) return;
+    const full = Math.floor(seq.numTokens / this.blockSize);
+    seq.ensureBlockHashes(full, this.blockSize);
+    for (let k = from; k < full; k++) if (ledger.has(seq.blockHashes[k] as number)) this.counters.recomputedTokens += this.blockSize;
+  }
+
   /** New blocks `seq` needs to hold `tokens` tokens. */
   private blocksNeeded(seq: Sequence, tokens: number): number {
     return Math.max(0, Math.ceil(tokens / this.blockSize) - seq.blocks.length);
@@ -485,8 +606,10 @@ export class EngineModel {
     const full = Math.floor(total / bs);
     if (full > seq.registeredBlocks) {
       seq.ensureBlockHashes(full, bs);
+      const ledger = this.nodeLedger;
       for (let k = seq.registeredBlocks; k < full; k++) {
         this.kv.register(seq.blocks[k] as number, seq.blockHashes[k] as number);
+        ledger?.record(seq.blockHashes[k] as number);
       }
       seq.registeredBlocks = full;
     }
@@ -511,8 +634,7 @@ export class EngineModel {
 
   /** Preemption by recompute: free everything, requeue; it re-prefills, often from its own cached prefix. */
   private preempt(seq: Sequence): void {
-    this.kv.release(seq.blocks);
-    seq.blocks.length = 0;
+    this.releaseBlocks(seq);
     seq.registeredBlocks = 0;
     seq.numComputed = 0;
     seq.state = SequenceState.waiting;
@@ -525,8 +647,8 @@ export class EngineModel {
 
   private finish(seq: Sequence, at: number, events: EngineEvent[]): void {
     seq.state = SequenceState.finished;
-    this.kv.release(seq.blocks);
-    seq.blocks.length = 0;
+    this.releaseBlocks(seq);
+    this.retention.leave(seq.retention);
     this.requests.delete(seq.id);
     this.counters.finished++;
     const completion = seq.outputCount;
@@ -546,6 +668,13 @@ export class EngineModel {
       },
       preemptions: seq.preemptions,
     });
+  }
+
+  /** Frees a sequence's blocks, ranked by its context first. */
+  private releaseBlocks(seq: Sequence): void {
+    this.retention.releasing(seq.retention, seq.blocks);
+    this.kv.release(seq.blocks);
+    seq.blocks.length = 0;
   }
 
   /** Drops finished sequences from the running list in place, keeping admission order. */

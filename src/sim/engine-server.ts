@@ -6,7 +6,11 @@ import { createSimEngineApp } from "./engine-app.js";
 import { type FaultMode, FaultInjector } from "./engine-faults.js";
 import { createEngineMetrics } from "./engine-metrics.js";
 import { EngineModel } from "./engine-model.js";
-import type { EngineProfile, EngineProfileName } from "./profiles.js";
+import type { HostKvTier } from "./host-kv-tier.js";
+import { NodeKvLedger } from "./node-kv-ledger.js";
+import { isEngineProfileName, type EngineProfile, type EngineProfileName } from "./profiles.js";
+import { KvHandoffs } from "./kv-handoff.js";
+import { KV_LINKS } from "./kv-links.js";
 
 /*
  * One simulated vLLM engine on a real port: the pure EngineModel, stepped on the
@@ -28,11 +32,17 @@ export interface SimEngineOptions {
   priorityScheduling?: boolean;
   maxNumSeqs?: number;
   maxBatchedTokens?: number;
+  /** The node's host KV tier, shared by the engines given the same one (issue 13). Default: none. */
+  hostTier?: HostKvTier;
+  /** What the node computed, shared likewise (recomputed-token counts). Default: the engine's own. */
+  nodeLedger?: NodeKvLedger;
   /**
    * Told when an HTTP request to a generation endpoint opens and when its response
    * closes (finished or dropped): lets tests count what truly reaches the engine.
    */
   requestObserver?: EngineRequestObserver;
+  /** Model ms a remote-decode prefill's KV is held for a decode engine (kv-handoff.ts); default vLLM's 480 s. */
+  kvHoldTimeoutMs?: number;
 }
 
 export interface EngineRequestObserver {
@@ -54,6 +64,9 @@ export interface SimEngineHandle {
 
 export const DEFAULT_SIM_MODEL = "sim-llama-3.1-8b";
 
+/** Blocks an engine's own ledger remembers: 3.2M tokens of KV, a few MB of hashes. */
+const ENGINE_LEDGER_ENTRIES = 200_000;
+
 export async function startSimEngine(options: SimEngineOptions = {}): Promise<SimEngineHandle> {
   const host = options.host ?? "127.0.0.1";
   const modelName = options.model ?? DEFAULT_SIM_MODEL;
@@ -62,6 +75,8 @@ export async function startSimEngine(options: SimEngineOptions = {}): Promise<Si
     maxNumSeqs: options.maxNumSeqs,
     maxBatchedTokens: options.maxBatchedTokens,
     priorityScheduling: options.priorityScheduling,
+    hostTier: options.hostTier,
+    nodeLedger: options.nodeLedger ?? new NodeKvLedger(ENGINE_LEDGER_ENTRIES),
   });
   const metrics = createEngineMetrics(model, modelName);
   const driver = new RealTimeEngineDriver(model, {
@@ -69,7 +84,18 @@ export async function startSimEngine(options: SimEngineOptions = {}): Promise<Si
     onEvent: (event) => metrics.observe(event),
   });
   const faults = new FaultInjector();
-  const app = createSimEngineApp({ driver, metrics, faults, modelName });
+  let address: { host: string; port: number } | undefined;
+  const profileName = model.profile.name;
+  const handoffs = new KvHandoffs({
+    model,
+    engineId: options.engineId,
+    timeScale: driver.timeScale,
+    link: isEngineProfileName(profileName) ? KV_LINKS[profileName] : undefined,
+    address: () => address,
+    registry: metrics.registry,
+    ...(options.kvHoldTimeoutMs === undefined ? {} : { holdTimeoutMs: options.kvHoldTimeoutMs }),
+  });
+  const app = createSimEngineApp({ driver, metrics, faults, modelName, handoffs });
 
   const server = await new Promise<Server>((resolve, reject) => {
     const s = serve({ fetch: app.fetch, port: options.port ?? 0, hostname: host }, () => {
@@ -87,6 +113,7 @@ export async function startSimEngine(options: SimEngineOptions = {}): Promise<Si
     });
   }
   const { port } = server.address() as AddressInfo;
+  address = { host, port };
   const urlHost = host.includes(":") ? `[${host}]` : host;
   let closing: Promise<void> | undefined;
 
@@ -103,6 +130,7 @@ export async function startSimEngine(options: SimEngineOptions = {}): Promise<Si
         server.close((err) => (err ? reject(err) : resolve()));
         server.closeAllConnections();
         driver.close();
+        handoffs.close();
       });
       return closing;
     },

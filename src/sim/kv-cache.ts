@@ -3,26 +3,43 @@
  * counts, a free queue in LRU order, and a prefix cache mapping a full block's
  * chained hash to the block that holds it. A freed block keeps its hash and stays
  * reusable until it is evicted, i.e. taken from the head of the free queue for a new
- * allocation. Arrays and an index-linked list keep every operation O(1) and
+ * allocation. Arrays and index-linked lists keep every operation O(1) and
  * allocation-free.
+ *
+ * Branch-aware retention (issue 13) splits the free queue in three by eviction rank:
+ * blocks of contexts a program dropped go first, then ordinary blocks in LRU order,
+ * then blocks of contexts a program keeps. Who ranks a block is the caller's business
+ * (KvRetentionIndex); with no ranks set, every block is ordinary and this is vLLM's
+ * single LRU queue.
  */
 
 import { BlockHashTable } from "./block-hash-table.js";
 
 const NIL = -1;
 
+/** Where an unreferenced block waits for eviction; lower goes first. */
+export const EvictionRank = { dropped: 0, ordinary: 1, kept: 2 } as const;
+export type EvictionRank = (typeof EvictionRank)[keyof typeof EvictionRank];
+const RANKS = 3;
+
+/** Told of a cached block about to be evicted, while its hash and rank still stand. */
+export type EvictionListener = (block: number, hash: number) => void;
+
 export class KvBlockPool {
   readonly numBlocks: number;
   private readonly refCount: Int32Array;
   private readonly hashOf: Float64Array;
   private readonly hashed: Uint8Array;
-  /** Free queue: doubly linked over block ids; head is evicted first. */
+  /** A block's eviction rank: the free queue it is in, or joins when released. */
+  private readonly rankOf: Uint8Array;
+  /** Free queues, one per rank: doubly linked over block ids; a head is evicted first. */
   private readonly prev: Int32Array;
   private readonly next: Int32Array;
-  private head = NIL;
-  private tail = NIL;
+  private readonly heads = new Int32Array(RANKS).fill(NIL);
+  private readonly tails = new Int32Array(RANKS).fill(NIL);
   private free = 0;
   private readonly cached: BlockHashTable;
+  private evictionListener: EvictionListener | undefined;
 
   constructor(numBlocks: number) {
     if (!Number.isInteger(numBlocks) || numBlocks < 1) throw new RangeError("numBlocks must be a positive integer");
@@ -30,6 +47,7 @@ export class KvBlockPool {
     this.refCount = new Int32Array(numBlocks);
     this.hashOf = new Float64Array(numBlocks);
     this.hashed = new Uint8Array(numBlocks);
+    this.rankOf = new Uint8Array(numBlocks).fill(EvictionRank.ordinary);
     this.prev = new Int32Array(numBlocks);
     this.next = new Int32Array(numBlocks);
     this.cached = new BlockHashTable(numBlocks);
@@ -44,6 +62,56 @@ export class KvBlockPool {
   /** Fraction of blocks referenced by requests, like vLLM's kv_cache_usage_perc. */
   get usage(): number {
     return 1 - this.free / this.numBlocks;
+  }
+
+  /** One listener (the engine's retention index, host tier): set once, before use. */
+  onEviction(listener: EvictionListener): void {
+    this.evictionListener = listener;
+  }
+
+  /** Whether `block` holds a reusable prefix block (and so can carry a retention tag). */
+  isCached(block: number): boolean {
+    return this.hashed[block] === 1;
+  }
+
+  hashOfBlock(block: number): number {
+    return this.hashOf[block] ?? Number.NaN;
+  }
+
+  rankOfBlock(block: number): EvictionRank {
+    return (this.rankOf[block] ?? EvictionRank.ordinary) as EvictionRank;
+  }
+
+  /**
+   * Re-ranks a block. An unreferenced one moves to the new rank's queue: at its back
+   * (evicted last of that rank), or its front with `atFront` (a kept block whose keep
+   * ended: its last use was before the wait, older than anything freed since).
+   */
+  setRank(block: number, rank: EvictionRank, atFront = false): void {
+    if (this.rankOf[block] === rank) return;
+    const free = this.refCount[block] === 0;
+    if (free) this.unlink(block);
+    this.rankOf[block] = rank;
+    if (free) {
+      if (atFront) this.prepend(block);
+      else this.append(block);
+    }
+  }
+
+  /** The block holding `hash`, if it is cached. */
+  blockOf(hash: number): number | undefined {
+    return this.cached.get(hash);
+  }
+
+  refCountOf(block: number): number {
+    return this.refCount[block] ?? 0;
+  }
+
+  /** The blocks of one rank's free queue, head (evicted next) first: O(n), for audits and tests. */
+  freeQueue(rank: EvictionRank): number[] {
+    const out: number[] = [];
+    for (let b = this.heads[rank] as number; b !== NIL && out.length <= this.numBlocks; b = this.next[b] as number) out.push(b);
+    return out;
   }
 
   /** Blocks currently holding a reusable prefix (referenced or not). */
@@ -86,28 +154,39 @@ export class KvBlockPool {
    * cached yet gets a block of its own, registered and left unreferenced, so the next
    * request with that prefix finds it as a cache hit. Imports nothing unless every
    * missing block fits in the free queue (an import that evicted its own first blocks
-   * would leave a gap no lookup passes). Returns the blocks added.
+   * would leave a gap no lookup passes). Returns the blocks added; their ids go to
+   * `added` when given.
    */
-  importCached(hashes: readonly number[]): number {
+  importCached(hashes: readonly number[], added?: number[]): number {
     const missing = hashes.filter((hash) => !this.cached.has(hash));
     if (missing.length > this.numFree) return 0;
     for (const hash of missing) {
       const b = this.allocate();
       this.register(b, hash);
+      added?.push(b);
       this.release([b]);
     }
     return missing.length;
   }
 
-  /** A fresh block, evicting the least recently freed one (and its cache entry). */
+  /**
+   * A fresh block, evicting the head of the lowest-ranked non-empty queue: a dropped
+   * context's block, else the least recently freed ordinary one, else a kept one.
+   */
   allocate(): number {
-    const b = this.head;
+    const { heads } = this;
+    let b = heads[EvictionRank.dropped] as number;
+    if (b === NIL) b = heads[EvictionRank.ordinary] as number;
+    if (b === NIL) b = heads[EvictionRank.kept] as number;
     if (b === NIL) throw new Error("KV cache exhausted: caller must check numFree first");
-    this.unlink(b);
     if (this.hashed[b] === 1) {
+      this.evictionListener?.(b, this.hashOf[b] ?? Number.NaN);
       this.cached.deleteIfMapsTo(this.hashOf[b] ?? Number.NaN, b);
       this.hashed[b] = 0;
     }
+    // The listener may have re-ranked it (tags detached): unlink from wherever it is now.
+    this.unlink(b);
+    this.rankOf[b] = EvictionRank.ordinary;
     this.refCount[b] = 1;
     return b;
   }
@@ -135,20 +214,34 @@ export class KvBlockPool {
   }
 
   private append(b: number): void {
-    this.prev[b] = this.tail;
+    const rank = this.rankOf[b] as number;
+    const tail = this.tails[rank] as number;
+    this.prev[b] = tail;
     this.next[b] = NIL;
-    if (this.tail === NIL) this.head = b;
-    else this.next[this.tail] = b;
-    this.tail = b;
+    if (tail === NIL) this.heads[rank] = b;
+    else this.next[tail] = b;
+    this.tails[rank] = b;
+    this.free++;
+  }
+
+  private prepend(b: number): void {
+    const rank = this.rankOf[b] as number;
+    const head = this.heads[rank] as number;
+    this.prev[b] = NIL;
+    this.next[b] = head;
+    if (head === NIL) this.tails[rank] = b;
+    else this.prev[head] = b;
+    this.heads[rank] = b;
     this.free++;
   }
 
   private unlink(b: number): void {
+    const rank = this.rankOf[b] as number;
     const p = this.prev[b] ?? NIL;
     const n = this.next[b] ?? NIL;
-    if (p === NIL) this.head = n;
+    if (p === NIL) this.heads[rank] = n;
     else this.next[p] = n;
-    if (n === NIL) this.tail = p;
+    if (n === NIL) this.tails[rank] = p;
     else this.prev[n] = p;
     this.prev[b] = NIL;
     this.next[b] = NIL;

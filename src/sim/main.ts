@@ -1,6 +1,8 @@
 import { parseArgs } from "node:util";
 import { startSimEngine } from "./engine-server.js";
-import { ENGINE_PROFILES, isEngineProfileName } from "./profiles.js";
+import { hostKvTierFor } from "./host-kv-tier.js";
+import { KV_LINKS } from "./kv-links.js";
+import { DEFAULT_PROFILE, ENGINE_PROFILES, isEngineProfileName } from "./profiles.js";
 
 /*
  * Starts one simulated engine:
@@ -17,7 +19,8 @@ const USAGE = `usage: tsx src/sim/main.ts [options]
   --engine-id ID            name shown in logs
   --fcfs                    first-come first-served instead of priority scheduling
   --max-num-seqs N          sequences per step (default 128)
-  --max-batched-tokens N    tokens per step (default 2048)`;
+  --max-batched-tokens N    tokens per step (default 2048)
+  --host-kv-gb N            a host-memory KV tier of N GB (10^9 bytes) for this engine (default: none)`;
 
 function fail(message: string): never {
   console.error(`${message}\n${USAGE}`);
@@ -46,6 +49,7 @@ async function main(): Promise<void> {
         fcfs: { type: "boolean" },
         "max-num-seqs": { type: "string" },
         "max-batched-tokens": { type: "string" },
+        "host-kv-gb": { type: "string" },
         help: { type: "boolean", short: "h" },
       },
       strict: true,
@@ -62,6 +66,13 @@ async function main(): Promise<void> {
   const port = values.port === undefined ? 0 : Number(values.port);
   if (!Number.isInteger(port) || port < 0 || port > 65_535) fail(`--port must be 0..65535, got "${values.port}"`);
 
+  const hostKvGb = positiveNumber("host-kv-gb", values["host-kv-gb"]);
+  const profileName = profile ?? DEFAULT_PROFILE;
+  const blockSize = ENGINE_PROFILES[profileName].blockSize;
+  const hostTier =
+    hostKvGb === undefined
+      ? undefined
+      : hostKvTierFor(profileName, blockSize, Math.max(1, Math.floor((hostKvGb * 1e9) / (blockSize * KV_LINKS[profileName].kvBytesPerToken))));
   const engine = await startSimEngine({
     port,
     host: values.host,
@@ -72,6 +83,7 @@ async function main(): Promise<void> {
     priorityScheduling: !values.fcfs,
     maxNumSeqs: positiveNumber("max-num-seqs", values["max-num-seqs"]),
     maxBatchedTokens: positiveNumber("max-batched-tokens", values["max-batched-tokens"]),
+    hostTier,
   });
   console.log(`simulated engine ${engine.engineId} (${engine.model.profile.name}, model ${engine.modelName}) at ${engine.url}`);
 

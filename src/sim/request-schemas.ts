@@ -1,5 +1,7 @@
 import { z } from "zod";
 import { ChatCompletionRequest } from "../protocol/chat.js";
+import { KV_RETENTION_TAG_FIELD, KvRetentionTag } from "../protocol/kv-retention.js";
+import { KvTransferParams } from "../protocol/kv-transfer.js";
 
 /*
  * What the simulated engine accepts beyond the shared OpenAI subset: vLLM's
@@ -21,6 +23,10 @@ const VllmExtras = {
   priority: z.int().nullish(),
   min_tokens: z.int().nonnegative().nullish(),
   ignore_eos: z.boolean().nullish(),
+  /** Agentix's retention tag: the context this call's KV belongs to (src/protocol/kv-retention.ts). */
+  [KV_RETENTION_TAG_FIELD]: KvRetentionTag.nullish(),
+  /** vLLM's KV connector fields (protocol/kv-transfer.ts): a disaggregated call's prefill or decode (kv-handoff.ts). */
+  kv_transfer_params: KvTransferParams.nullish(),
 };
 
 export const SimChatRequest = ChatCompletionRequest.extend(VllmExtras);

@@ -1,3 +1,4 @@
+import type { RetainedContext } from "./kv-retention-index.js";
 import { outputWordIndex } from "./output-text.js";
 import { BlockHasher } from "./token-hash.js";
 
@@ -58,6 +59,8 @@ export class Sequence {
   scheduledTokens = 0;
   firstTokenMs = -1;
   preemptions = 0;
+  /** The context its KV belongs to (a retention tag), if the caller named one. */
+  retention: RetainedContext | undefined = undefined;
 
   constructor(init: SequenceInit) {
     this.id = init.id;

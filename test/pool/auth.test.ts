@@ -144,7 +144,7 @@ const rejectedCount = async (reason: string) =>
 describe("signature headers before the body, and the body bounded as it streams in (real sockets)", () => {
   it.each([
     ["no signature", (h: Record<string, string>) => { delete h[Header.signature]; }, "missing_signature"],
-    ["a malformed signature", (h: Record<string, string>) => { h[Header.signature] = "v2=abc"; }, "invalid_signature"],
+    ["a malformed signature", (h: Record<string, string>) => { h[Header.signature] = "v3=abc"; }, "invalid_signature"],
     ["a v1 signature", (h: Record<string, string>) => { h[Header.signature] = `v1=${"ab".repeat(32)}`; }, "invalid_signature"],
     ["no key ID", (h: Record<string, string>) => { delete h[Header.keyId]; }, "missing_signature"],
     ["a key the pool does not hold", (h: Record<string, string>) => { h[Header.keyId] = "not-held"; }, "unknown_signing_key"],

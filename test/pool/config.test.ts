@@ -82,6 +82,21 @@ describe("pool config", () => {
     expect(parsePoolConfig({ ...minimal, scheduling: { admission: { enabled: false } } }).scheduling.admission).toBeUndefined();
   });
 
+  it("gives engines the mixed role unless told, and reads a disaggregated pool's roles", () => {
+    expect(parsePoolConfig(minimal).engines[0]?.role).toBe("mixed");
+    expect(parsePoolConfig(minimal).roles).toEqual({ controller: "off", roundMs: 10_000 });
+    const split = parsePoolConfig({
+      ...minimal,
+      engines: [
+        { id: "p", url: "http://x", role: "prefill", profile: "llama-3.1-8b-h100" },
+        { id: "d", url: "http://y", role: "decode", profile: "llama-3.1-8b-h100" },
+      ],
+      roles: { controller: "ratio", roundMs: 5_000 },
+    });
+    expect(split.engines.map((e) => e.role)).toEqual(["prefill", "decode"]);
+    expect(split.roles.controller).toBe("ratio");
+  });
+
   it.each([
     ["an admission target the core refuses", { ...minimal, scheduling: { admission: { kvTarget: 1.5 } } }, /kvTarget must be/],
     ["an unknown engine profile", { ...minimal, engines: [{ id: "e", url: "http://x", profile: "gpt-5-b200" }] }, /profile: one of/],
@@ -112,6 +127,18 @@ describe("pool config", () => {
     ["an unknown scheduling knob", { ...minimal, scheduling: { routing: { longPrompt: 5 } } }, /longPrompt/],
     ["an unknown service measure", { ...minimal, scheduling: { service: "cpu" } }, /service/],
     ["a replay window shorter than 2 × the timestamp window", { ...minimal, replayWindowMs: 30_000 }, /replayWindowMs/],
+    ["prefill engines without a decode engine", { ...minimal, engines: [{ id: "p", url: "http://x", role: "prefill" }, { id: "m", url: "http://y" }] }, /needs at least one decode engine/],
+    ["decode engines alone", { ...minimal, engines: [{ id: "d", url: "http://x", role: "decode" }] }, /prefill or mixed engine to start calls on/],
+    ["a split role on an engine that cannot split", { ...minimal, engines: [{ id: "p", url: "http://x", kind: "openai", role: "prefill" }, { id: "d", url: "http://y", role: "decode" }] }, /only vllm and sglang engines can take a prefill or decode role/],
+    ["a split across kinds", { ...minimal, engines: [{ id: "p", url: "http://x", role: "prefill" }, { id: "d", url: "http://y", kind: "sglang", role: "decode" }] }, /must be of one kind/],
+    ["an unknown role", { ...minimal, engines: [{ id: "p", url: "http://x", role: "encode" }] }, /role/],
+    ["an unknown role controller", { ...minimal, roles: { controller: "pid" } }, /controller/],
+    ["a role controller without split engines", { ...minimal, roles: { controller: "ratio" } }, /give the pool prefill and decode engines/],
+    [
+      "a role controller without a cost model",
+      { ...minimal, engines: [{ id: "p", url: "http://x", role: "prefill" }, { id: "d", url: "http://y", role: "decode" }], roles: { controller: "threshold" } },
+      /profile or a decodeCost/,
+    ],
   ])("rejects %s with a clear message", (_what, input, message) => {
     expect(() => parsePoolConfig(input)).toThrow(PoolConfigError);
     expect(() => parsePoolConfig(input)).toThrow(message);

@@ -1,6 +1,7 @@
 import type { AddressInfo } from "node:net";
 import { type HttpBindings, serve } from "@hono/node-server";
 import { Hono } from "hono";
+import { KV_RETENTION_PATH, KV_RETENTION_TAG_FIELD, type KvRetentionAccepted, KvRetentionBatch } from "../../src/protocol/kv-retention.js";
 
 /*
  * A controllable OpenAI-compatible engine for pool tests: every chat call is recorded
@@ -35,6 +36,8 @@ export interface FakeCall {
 export interface FakeEngine {
   url: string;
   calls: FakeCall[];
+  /** KV retention batches received (only with the `retention` option). */
+  retentionBatches: KvRetentionBatch[];
   /** Requests received and neither finished nor aborted. */
   inFlight(): number;
   /** Resolves with call number `index` (0-based) once it has arrived. */
@@ -50,6 +53,8 @@ export interface FakeEngine {
 export interface FakeAnswer {
   usage?: { prompt: number; completion: number; cached?: number };
   toolCalls?: { id: string; name: string; arguments: string }[];
+  /** Fields added to a JSON answer's top level (a vLLM prefill engine's kv_transfer_params). */
+  extra?: Record<string, unknown>;
 }
 
 export interface FakeEngineOptions {
@@ -57,6 +62,12 @@ export interface FakeEngineOptions {
   metrics?: string;
   /** Default: usage 5 prompt + 2 completion tokens, no tool calls. */
   answer?: (call: FakeCall) => FakeAnswer;
+  /**
+   * KV_RETENTION_PATH: "takes" parses each batch as an engine that takes hints would
+   * (400 when it is not one), records it and counts as applied the hints whose tag a
+   * call's body carried; "fails" answers 500. Unset: no such route (404), as a stock engine.
+   */
+  retention?: "takes" | "fails";
 }
 
 const usageOf = (answer: FakeAnswer) => {
@@ -85,6 +96,7 @@ const completion = (model: unknown, text: string, answer: FakeAnswer = {}) => ({
     },
   ],
   usage: usageOf(answer),
+  ...answer.extra,
 });
 
 const chunk = (model: unknown, content: string | null, usage?: object) => ({
@@ -117,6 +129,19 @@ export async function startFakeEngine(options: FakeEngineOptions = {}): Promise<
   app.get("/v1/models", (c) =>
     healthy ? c.json({ object: "list", data: [{ id: "test-model", object: "model" }] }) : c.text("down", 503),
   );
+  const retentionBatches: KvRetentionBatch[] = [];
+  if (options.retention !== undefined) {
+    const mode = options.retention;
+    app.post(KV_RETENTION_PATH, async (c) => {
+      if (mode === "fails") return c.text("retention store unavailable", 500);
+      const parsed = KvRetentionBatch.safeParse(await c.req.json());
+      if (!parsed.success) return c.json({ error: { message: "invalid batch", type: "invalid_request_error", code: null, param: null } }, 400);
+      retentionBatches.push(parsed.data);
+      const held = new Set(calls.map((call) => call.body[KV_RETENTION_TAG_FIELD]));
+      const accepted: KvRetentionAccepted = { applied: parsed.data.hints.filter((hint) => held.has(hint.tag)).length };
+      return c.json(accepted);
+    });
+  }
   app.post("/v1/chat/completions", async (c) => {
     const body = (await c.req.json()) as Record<string, unknown>;
     let release!: () => void;
@@ -213,6 +238,7 @@ export async function startFakeEngine(options: FakeEngineOptions = {}): Promise<
   return {
     url: `http://127.0.0.1:${port}`,
     calls,
+    retentionBatches,
     inFlight: () => active,
     call(index, timeoutMs = 5_000) {
       const existing = calls[index];

@@ -1,7 +1,8 @@
 import { afterAll, beforeAll } from "vitest";
 import type { ForwardFields } from "../../src/protocol/forward.js";
 import { POOL_PATHS, type PoolPath, type SigningKey, signedForwardHeaders } from "../../src/protocol/signing.js";
-import { newCallId, newEventBatchId } from "../../src/protocol/ids.js";
+import { newCallId, newEventBatchId, newKvHintBatchId } from "../../src/protocol/ids.js";
+import type { KvHint } from "../../src/protocol/kv-hints.js";
 import type { ToolEventInput } from "../../src/protocol/tool-events.js";
 import { parsePoolConfig, type PoolConfig, type PoolConfigInput } from "../../src/pool/config.js";
 import { type PoolHandle, startPool } from "../../src/pool/server.js";
@@ -49,6 +50,7 @@ export async function signedCall(
     waitMs: 0,
     engine: "",
     weight: 1,
+    generation: 0,
     ts: Date.now(),
     ...options.fields,
   };
@@ -68,6 +70,19 @@ export async function signedEvents(
     path: POOL_PATHS.toolEvents,
     fields: { call: newEventBatchId(), ...fields },
     body: body ?? JSON.stringify({ events: events ?? [{ type: "tool_started", tool: "bash", thread: "main" }] }),
+  });
+}
+
+/** A batch of KV hints as the edge would send it (`call` = the batch's ID): by default the program ended. */
+export async function signedKvHints(
+  options: { fields?: Partial<ForwardFields>; hints?: KvHint[]; body?: string } & Omit<SignOptions, "path"> = {},
+): Promise<SignedCall> {
+  const { fields, hints, body, ...sign } = options;
+  return signedCall({
+    ...sign,
+    path: POOL_PATHS.kvHints,
+    fields: { call: newKvHintBatchId(), ...fields },
+    body: body ?? JSON.stringify({ hints: hints ?? [{ type: "program_ended", reason: "ended" }] }),
   });
 }
 

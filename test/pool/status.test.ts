@@ -28,12 +28,18 @@ afterAll(async () => {
   await engine.close();
 });
 
+/**
+ * ~1.5 s of real time a call (2,048 tokens at timeScale 10), so the status read after "one running,
+ * two queued" still sees that on a loaded machine (at 256 tokens, ~0.2 s, the first call once ended in between).
+ */
+const CALL_TOKENS = 2_048;
+
 const target = () => ({ poolUrl: pool.url, signingKey: SIGNING_KEY });
 
 async function sendCall(program: string): Promise<Response> {
   const signed = await signedCall({
     fields: { program },
-    body: { model: DEFAULT_SIM_MODEL, messages: [{ role: "user", content: `${program} step` }], max_tokens: 256, ignore_eos: true },
+    body: { model: DEFAULT_SIM_MODEL, messages: [{ role: "user", content: `${program} step` }], max_tokens: CALL_TOKENS, ignore_eos: true },
   });
   return fetch(`${pool.url}${POOL_PATHS.chatCompletions}`, { method: "POST", headers: signed.headers, body: signed.body });
 }

@@ -28,6 +28,7 @@ const fields: ForwardFields = {
   waitMs: 30,
   engine: "e1",
   weight: 2,
+  generation: 3,
   ts: NOW,
 };
 const body = JSON.stringify({ model: "m", messages: [{ role: "user", content: "hi" }] });
@@ -41,7 +42,7 @@ describe("edge → pool signing", () => {
   it("verifies what it signed and returns the parsed fields and the key ID", async () => {
     const headers = await signedHeaders();
     expect(headers.get(Header.keyId)).toBe(KEY.id);
-    expect(headers.get(Header.signature)).toMatch(/^v2=[0-9a-f]{64}$/);
+    expect(headers.get(Header.signature)).toMatch(/^v3=[0-9a-f]{64}$/);
     const result = await verifyForward([KEY], CALL, headers, body, { now: NOW + 10, windowMs: 30_000 });
     expect(result).toEqual({ ok: true, fields, keyId: KEY.id });
   });
@@ -49,7 +50,7 @@ describe("edge → pool signing", () => {
   it("signs version, method, path, key ID, the fields in order and the body hash, one per line", async () => {
     const text = await canonicalString({ method: "post", path: POOL_PATHS.toolEvents }, KEY.id, fields, body);
     expect(text.split("\n")).toEqual([
-      "v2",
+      "v3",
       "POST",
       "/v1/events",
       "pool-a.1",
@@ -62,6 +63,7 @@ describe("edge → pool signing", () => {
       "30",
       "e1",
       "2",
+      "3",
       String(NOW),
       await sha256Hex(body),
     ]);
@@ -99,6 +101,14 @@ describe("edge → pool signing", () => {
       async () => {
         const h = await signedHeaders();
         h.set(Header.serviceMs, "0");
+        return h;
+      },
+    ],
+    [
+      "a forged context generation (an older one, to keep a replaced context)",
+      async () => {
+        const h = await signedHeaders();
+        h.set(Header.contextGeneration, "2");
         return h;
       },
     ],
@@ -152,11 +162,11 @@ describe("edge → pool signing", () => {
     expect((await verifyForward([KEY], CALL, headers, body, { now: NOW - 30_001, windowMs: 30_000 })).ok).toBe(false);
   });
 
-  it("refuses a v1 signature with a message that says to update the edge", async () => {
+  it.each(["v1", "v2"])("refuses a %s signature with a message that says to update the edge", async (version) => {
     const headers = await signedHeaders();
-    headers.set(Header.signature, `v1=${"ab".repeat(32)}`);
+    headers.set(Header.signature, `${version}=${"ab".repeat(32)}`);
     const result = await verifyForward([KEY], CALL, headers, body, window);
-    expect(result).toEqual({ ok: false, reason: "signature of version v1 is not accepted (v2 expected): update the edge" });
+    expect(result).toEqual({ ok: false, reason: `signature of version ${version} is not accepted (v3 expected): update the edge` });
     // Also without the key ID header, as a v1 edge sends it.
     headers.delete(Header.keyId);
     expect(await verifyForward([KEY], CALL, headers, body, window)).toEqual(result);
@@ -164,7 +174,7 @@ describe("edge → pool signing", () => {
 
   it.each([
     ["no signature", Header.signature, undefined, "missing signature"],
-    ["a malformed signature", Header.signature, "v2=zz", "malformed signature"],
+    ["a malformed signature", Header.signature, "v3=zz", "malformed signature"],
     ["no key ID", Header.keyId, undefined, "missing signing key ID"],
     ["a malformed key ID", Header.keyId, "no spaces allowed", "malformed signing key ID"],
     ["no tenant", Header.tenant, undefined, "bad or missing tenant"],

@@ -29,6 +29,8 @@ export interface ProxyBenchOptions {
   engineInFlight: number;
   /** JSON results file; undefined writes none. */
   output: string | undefined;
+  /** Where the pool core's V8 CPU profile is written when it stops; undefined runs it unprofiled. */
+  cpuProfileDir: string | undefined;
 }
 
 export const PROXY_BENCH_USAGE = `agentix bench proxy [options]   proxy overhead: engine direct vs pool vs Portkey vs edge
@@ -44,7 +46,9 @@ simulated engine directly and through each proxy, at a few concurrency levels.
   --moderate N         headline concurrency level (default 16; added to the levels if missing)
   --max-tokens N       completion tokens per request (default 16)
   --engine-in-flight N pool's per-engine buffer (default: the highest level, so the pool never holds calls back)
-  --output FILE        JSON results (default bench-results/proxy.json)`;
+  --output FILE        JSON results (default bench-results/proxy.json)
+  --cpu-profile DIR    write the pool core's V8 CPU profile (.cpuprofile, for Chrome DevTools
+                       or speedscope) into DIR when it stops`;
 
 function positiveNumber(flag: string, raw: string | undefined, fallback: number, max: number): number {
   if (raw === undefined) return fallback;
@@ -86,6 +90,7 @@ export function parseProxyBenchArgs(argv: string[], root: string): ProxyBenchOpt
       "max-tokens": { type: "string" },
       "engine-in-flight": { type: "string" },
       output: { type: "string" },
+      "cpu-profile": { type: "string" },
       help: { type: "boolean", short: "h", default: false },
     },
     strict: true,
@@ -109,5 +114,6 @@ export function parseProxyBenchArgs(argv: string[], root: string): ProxyBenchOpt
     maxTokens: positiveInt("max-tokens", values["max-tokens"], 16, 4096),
     engineInFlight: positiveInt("engine-in-flight", values["engine-in-flight"], highest, 10_000),
     output: path.resolve(root, values.output ?? "bench-results/proxy.json"),
+    cpuProfileDir: values["cpu-profile"] === undefined ? undefined : path.resolve(root, values["cpu-profile"]),
   };
 }

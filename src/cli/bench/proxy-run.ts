@@ -133,7 +133,7 @@ export async function measureProxyOverhead(options: ProxyBenchOptions, hooks: Me
           timestampWindowMs: 30_000 + Math.ceil(options.durationSeconds * 2_000),
           replayCapacity: 2_000_000,
         },
-        { signal },
+        { signal, cpuProfileDir: options.cpuProfileDir },
       );
       stops.push({ name: "pool", stop: pool.stop });
       targets.push(poolTarget(pool.ready, engine.ready.url, signingKey));

@@ -2,6 +2,7 @@ import { parsePoolConfig } from "../../pool/config.js";
 import { startPool } from "../../pool/server.js";
 import { startSimEngine } from "../../sim/engine-server.js";
 import { startLocalStack } from "../local-stack.js";
+import { startTokenSource } from "./relay-token-source.js";
 import { type ChildMessage, ServerSpec, STOP_MESSAGE } from "./proxy-server-spec.js";
 
 /*
@@ -23,6 +24,10 @@ async function start(spec: ServerSpec): Promise<Running> {
       const engine = await startSimEngine({ timeScale: Infinity });
       return { ready: { url: engine.url, model: engine.modelName }, close: () => engine.close() };
     }
+    case "relay-source": {
+      const source = await startTokenSource({ intervalMs: spec.intervalMs });
+      return { ready: { url: source.url, model: source.model }, close: () => source.close() };
+    }
     case "pool": {
       const pool = await startPool(
         parsePoolConfig({
@@ -30,7 +35,15 @@ async function start(spec: ServerSpec): Promise<Running> {
           signingKeys: [spec.signingKey],
           timestampWindowMs: spec.timestampWindowMs,
           replayCapacity: spec.replayCapacity,
-          engines: [{ id: "sim-1", url: spec.engineUrl, kind: "vllm", maxInFlight: spec.engineInFlight }],
+          engines: [
+            {
+              id: "sim-1",
+              url: spec.engineUrl,
+              kind: spec.engineKind ?? "vllm",
+              maxInFlight: spec.engineInFlight,
+              ...(spec.engineKvCapacityTokens === undefined ? {} : { kvCapacityTokens: spec.engineKvCapacityTokens }),
+            },
+          ],
         }),
       );
       return { ready: { url: pool.url }, close: () => pool.close() };

@@ -10,6 +10,7 @@ import {
   type EngineServerSpec,
   PoolReady,
   type PoolServerSpec,
+  type RelaySourceServerSpec,
   type ServerSpec,
   STOP_MESSAGE,
 } from "./proxy-server-spec.js";
@@ -56,6 +57,8 @@ export interface StartProcessOptions {
   stopTimeoutMs?: number;
   signal?: AbortSignal;
   onOutput?: (line: string) => void;
+  /** Writes a V8 CPU profile of the child into this directory when it exits (node --cpu-prof). */
+  cpuProfileDir?: string;
 }
 
 /** Spawns a child with the given script and args and an IPC channel; resolves on its ready message. */
@@ -128,14 +131,19 @@ export function startReportingProcess<Ready>(
 }
 
 function startServer<Ready>(spec: ServerSpec, readySchema: z.ZodType<Ready>, options: StartProcessOptions) {
+  const profile = options.cpuProfileDir === undefined ? [] : ["--cpu-prof", `--cpu-prof-dir=${options.cpuProfileDir}`];
   return startReportingProcess(
-    { args: ["--import", tsxLoader, childScript, JSON.stringify(spec)], name: spec.role },
+    { args: [...profile, "--import", tsxLoader, childScript, JSON.stringify(spec)], name: spec.role },
     readySchema,
     options,
   );
 }
 
 export const startEngineProcess = (spec: z.infer<typeof EngineServerSpec>, options: StartProcessOptions = {}) =>
+  startServer(spec, EngineReady, options);
+
+/** The relay benchmark's paced token source; it reports the same ready fields as the engine. */
+export const startRelaySourceProcess = (spec: z.infer<typeof RelaySourceServerSpec>, options: StartProcessOptions = {}) =>
   startServer(spec, EngineReady, options);
 
 export const startPoolProcess = (spec: z.infer<typeof PoolServerSpec>, options: StartProcessOptions = {}) =>

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { ENGINE_KINDS } from "../../pool/engines/index.js";
 import { SigningKey } from "../../protocol/signing.js";
 
 /*
@@ -8,6 +9,12 @@ import { SigningKey } from "../../protocol/signing.js";
 
 export const EngineServerSpec = z.strictObject({ role: z.literal("engine") });
 
+/** The relay benchmark's paced token source (relay-token-source.ts). */
+export const RelaySourceServerSpec = z.strictObject({
+  role: z.literal("relay-source"),
+  intervalMs: z.number().positive().max(10_000),
+});
+
 export const PoolServerSpec = z.strictObject({
   role: z.literal("pool"),
   engineUrl: z.url(),
@@ -15,6 +22,10 @@ export const PoolServerSpec = z.strictObject({
   engineInFlight: z.int().positive(),
   timestampWindowMs: z.int().positive(),
   replayCapacity: z.int().positive(),
+  /** The engine's kind in the pool's config (default vllm: the simulated engine). */
+  engineKind: z.enum(ENGINE_KINDS).optional(),
+  /** The engine's KV capacity for the pool's admission (default: its metrics', else the pool's default). */
+  engineKvCapacityTokens: z.int().positive().optional(),
 });
 
 export const EdgeStackServerSpec = z.strictObject({
@@ -25,7 +36,7 @@ export const EdgeStackServerSpec = z.strictObject({
   engineInFlight: z.int().positive(),
 });
 
-export const ServerSpec = z.discriminatedUnion("role", [EngineServerSpec, PoolServerSpec, EdgeStackServerSpec]);
+export const ServerSpec = z.discriminatedUnion("role", [EngineServerSpec, RelaySourceServerSpec, PoolServerSpec, EdgeStackServerSpec]);
 export type ServerSpec = z.infer<typeof ServerSpec>;
 
 export const EngineReady = z.strictObject({ url: z.string(), model: z.string() });

@@ -54,6 +54,7 @@ export class SignedRequestStock {
       waitMs: 0,
       engine: "",
       weight: 1,
+      generation: 0,
       ts: Date.now(),
     };
     return signedForwardHeaders(this.key, SIGNED_ROUTE, fields, this.body);

@@ -121,7 +121,7 @@ function chain(previous: string, message: string): string {
 }
 
 /** The chained hashes of every prefix of `messages` (index k: the first k + 1 messages), scoped by model. */
-function prefixHashes(model: string, messages: readonly string[]): string[] {
+export function prefixHashes(model: string, messages: readonly string[]): string[] {
   const hashes: string[] = [];
   let hash = chain("", model);
   for (const message of messages) {

@@ -1,5 +1,6 @@
 import type { ForwardFields } from "../../protocol/forward.js";
-import { newStatusProbeId, newTokenCountId } from "../../protocol/ids.js";
+import { newKvHintBatchId, newStatusProbeId, newTokenCountId } from "../../protocol/ids.js";
+import type { KvHintBatch } from "../../protocol/kv-hints.js";
 import { CountTokensResponse, type CountTokensRequest } from "../../protocol/messages.js";
 import { PoolStatus } from "../../protocol/pool-status.js";
 import { POOL_PATHS, type PoolPath, type SigningKey, signedForwardHeaders } from "../../protocol/signing.js";
@@ -66,9 +67,29 @@ export async function sendToolEventsToPool(forward: ToolEventsForward): Promise<
   if (!res.ok) throw new Error(`pool answered ${res.status} to tool events: ${text.slice(0, 200)}`);
 }
 
+/** A pool that does not answer a KV-hint batch within this long is given up on (hints). */
+export const KV_HINTS_TIMEOUT_MS = 5_000;
+
+/**
+ * Sends one batch of KV hints about `programId` to a pool (`POST /v1/kv-hints`), signed
+ * like a call (`call` the batch's unique ID). Rejects when the pool cannot be reached or
+ * refuses the batch; the caller logs that and moves on.
+ */
+export async function sendKvHintsToPool(
+  pool: { poolUrl: string; signingKey: SigningKey },
+  target: { tenantId: string; programId: string },
+  batch: KvHintBatch,
+  now: number,
+): Promise<void> {
+  const fields: ForwardFields = { ...edgeRequestFields(target.tenantId, newKvHintBatchId(), now), program: target.programId };
+  const res = await postSigned({ ...pool, fields }, POOL_PATHS.kvHints, JSON.stringify(batch), AbortSignal.timeout(KV_HINTS_TIMEOUT_MS));
+  const text = await res.text();
+  if (!res.ok) throw new Error(`pool answered ${res.status} to KV hints: ${text.slice(0, 200)}`);
+}
+
 /** The signed fields of an edge request that is not a program's call: program "edge", no service, a unique ID for the pool's replay check. */
 function edgeRequestFields(tenant: string, requestId: string, now: number): ForwardFields {
-  return { tenant, program: "edge", thread: "main", call: requestId, serviceMs: 0, pathMs: 0, waitMs: 0, engine: "", weight: 1, ts: now };
+  return { tenant, program: "edge", thread: "main", call: requestId, serviceMs: 0, pathMs: 0, waitMs: 0, engine: "", weight: 1, generation: 0, ts: now };
 }
 
 /** A pool that does not answer its status request within this long is taken as unreachable this round. */

@@ -1,5 +1,6 @@
 import { DurableObject } from "cloudflare:workers";
 import { z } from "zod";
+import { FIRST_CONTEXT, nextThreadContext } from "../../core/recognition/context-generation.js";
 import { callStartValue, completeCall, type ProgramService } from "../../core/service.js";
 import { DEFAULT_THREAD } from "../../protocol/headers.js";
 import { type Database, database } from "../db/client.js";
@@ -10,6 +11,7 @@ import { countedObjectD1 } from "../instrument/io-counts.js";
 import { ledgerFlushAt } from "../ledger/flush-schedule.js";
 import { tenantLimiter } from "../limiter/access.js";
 import { type CallRecord, type ProgramMeta, ProgramStore } from "./store.js";
+import { sendProgramEndedHints } from "./end-hints.js";
 import { ResponseStore } from "./response-store.js";
 import { TOOL_EVENTS_PER_MINUTE, ToolStore } from "./tool-store.js";
 import {
@@ -177,11 +179,15 @@ export class ProgramSession extends DurableObject<Env> {
       new BeginRefused({ ok: false, error });
     if (this.store.call(input.callId)) throw refuse("duplicate_call");
     const existing = this.store.thread(input.thread);
+    const parent = input.parentThread === undefined ? undefined : this.store.thread(input.parentThread);
     if (input.parentThread !== undefined) {
-      if (!this.store.thread(input.parentThread)) throw refuse("unknown_parent");
+      if (!parent) throw refuse("unknown_parent");
       if (existing && existing.parent !== input.parentThread) throw refuse("parent_mismatch");
     }
     if (!existing) this.store.addThread(input.thread, input.parentThread ?? null, input.now);
+    // A new fork starts at its parent's context: what it sends is compared with the parent's last call.
+    const context = nextThreadContext(existing?.context ?? parent?.context ?? FIRST_CONTEXT, input.contextHashes);
+    if (input.contextHashes.length > 0) this.store.writeThreadContext(input.thread, context);
     // The agent calls the model again once the thread's tools returned.
     this.tools.endThreadRuns(input.thread);
     const startValueMs = callStartValue(serviceOf(meta));
@@ -203,6 +209,7 @@ export class ProgramSession extends DurableObject<Env> {
       engine: meta.engine,
       pool: meta.pool,
       startValueMs,
+      contextGeneration: context.generation,
     };
   }
 
@@ -283,13 +290,15 @@ export class ProgramSession extends DurableObject<Env> {
   async end(raw: EndProgramInput): Promise<EndProgramResult> {
     const input = EndProgramInput.parse(raw);
     if (!this.meta) return { ok: false, error: "not_found" };
+    let servedBy: string[] = [];
     if (this.meta.status === "active") {
+      servedBy = this.servedPools();
       this.finish("ended", input.now);
       await this.flushToD1();
       await this.releaseProgramSlot();
       await this.scheduleAlarm();
     }
-    return { ok: true, state: this.snapshot(this.meta) };
+    return { ok: true, state: this.snapshot(this.meta), servedBy };
   }
 
   override async alarm(): Promise<void> {
@@ -319,10 +328,24 @@ export class ProgramSession extends DurableObject<Env> {
     const current = this.meta ?? meta;
     const expiring =
       current.status === "active" && this.store.inFlightCount() === 0 && now >= current.lastActivityAt + idleTtlMs;
+    const servedBy = expiring ? this.servedPools() : [];
     if (expiring) this.finish("expired", now);
     await this.flushToD1();
     if (expiring) await this.releaseProgramSlot();
     await this.scheduleAlarm();
+    // Its pools may evict its KV first; a hint, so after everything that must happen.
+    if (expiring) {
+      const ended = { tenantId: current.tenantId, programId: current.programId, reason: "expired" as const, pools: servedBy };
+      await sendProgramEndedHints(this.env, ended, (work) => this.ctx.waitUntil(work));
+    }
+  }
+
+  /** The pools that served the program: its calls' (kept until it ends) and its current one. */
+  private servedPools(): string[] {
+    const pools = new Set(this.store.servedPools());
+    const current = this.requireMeta().pool;
+    if (current !== "") pools.add(current);
+    return [...pools];
   }
 
   /**

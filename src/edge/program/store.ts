@@ -1,6 +1,7 @@
 import type { CallApi, CallStatus, UsageSource } from "../db/schema.js";
 import { RESPONSE_SCHEMA } from "./response-store.js";
 import { TOOL_SCHEMA } from "./tool-store.js";
+import type { ThreadContext } from "../../core/recognition/context-generation.js";
 import type { ProgramStatus, ThreadState } from "./types.js";
 
 /*
@@ -36,7 +37,10 @@ CREATE TABLE IF NOT EXISTS threads (
   parent TEXT,
   created_at INTEGER NOT NULL,
   calls INTEGER NOT NULL DEFAULT 0,
-  service_ms REAL NOT NULL DEFAULT 0
+  service_ms REAL NOT NULL DEFAULT 0,
+  context_generation INTEGER NOT NULL DEFAULT 0,
+  context_messages INTEGER NOT NULL DEFAULT 0,
+  context_hash TEXT NOT NULL DEFAULT ''
 );
 CREATE TABLE IF NOT EXISTS calls (
   call_id TEXT PRIMARY KEY,
@@ -108,6 +112,8 @@ export interface CallRecord {
 export interface ThreadRecord {
   name: string;
   parent: string | null;
+  /** What the thread's previous call sent (core/recognition/context-generation.ts). */
+  context: ThreadContext;
 }
 
 type ProgramRow = {
@@ -199,6 +205,15 @@ export class ProgramStore {
     if (programColumns.length > 0 && !programColumns.includes("pool")) {
       this.sql.exec("ALTER TABLE program ADD COLUMN pool TEXT NOT NULL DEFAULT ''");
     }
+    const threadColumns = this.sql
+      .exec<{ name: string }>("SELECT name FROM pragma_table_info('threads')")
+      .toArray()
+      .map((row) => row.name);
+    if (threadColumns.length > 0 && !threadColumns.includes("context_generation")) {
+      this.sql.exec("ALTER TABLE threads ADD COLUMN context_generation INTEGER NOT NULL DEFAULT 0");
+      this.sql.exec("ALTER TABLE threads ADD COLUMN context_messages INTEGER NOT NULL DEFAULT 0");
+      this.sql.exec("ALTER TABLE threads ADD COLUMN context_hash TEXT NOT NULL DEFAULT ''");
+    }
     // Tool state came later: its tables are new, so creating them is the whole upgrade.
     this.sql.exec(TOOL_SCHEMA);
     this.sql.exec(RESPONSE_SCHEMA);
@@ -259,13 +274,33 @@ export class ProgramStore {
   }
 
   thread(name: string): ThreadRecord | undefined {
-    return this.sql
-      .exec<{ name: string; parent: string | null }>("SELECT name, parent FROM threads WHERE name = ?", name)
+    const row = this.sql
+      .exec<{ name: string; parent: string | null; context_generation: number; context_messages: number; context_hash: string }>(
+        "SELECT name, parent, context_generation, context_messages, context_hash FROM threads WHERE name = ?",
+        name,
+      )
       .toArray()[0];
+    if (row === undefined) return undefined;
+    return {
+      name: row.name,
+      parent: row.parent,
+      context: { generation: row.context_generation, messages: row.context_messages, hash: row.context_hash },
+    };
   }
 
   addThread(name: string, parent: string | null, now: number): void {
     this.sql.exec("INSERT INTO threads (name, parent, created_at) VALUES (?, ?, ?)", name, parent, now);
+  }
+
+  /** The thread's context after its latest call. */
+  writeThreadContext(name: string, context: ThreadContext): void {
+    this.sql.exec(
+      "UPDATE threads SET context_generation = ?, context_messages = ?, context_hash = ? WHERE name = ?",
+      context.generation,
+      context.messages,
+      context.hash,
+      name,
+    );
   }
 
   /** Adds a settled call to its thread's figures; a no-op once threads are cleaned up. */
@@ -363,6 +398,14 @@ export class ProgramStore {
       .exec<{ t: number | null }>("SELECT MIN(started_at) AS t FROM calls WHERE status = 'in_flight'")
       .one();
     return row.t ?? undefined;
+  }
+
+  /** The pools whose engine served a call of the program (its KV is there), as long as its calls are kept. */
+  servedPools(): string[] {
+    return this.sql
+      .exec<{ pool: string }>("SELECT DISTINCT pool FROM calls WHERE pool != '' AND engine != ''")
+      .toArray()
+      .map((row) => row.pool);
   }
 
   /** Settled calls whose usage row has not reached D1 yet. */

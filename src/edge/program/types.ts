@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { MAX_CONTEXT_MESSAGES } from "../../core/recognition/context-generation.js";
 import { ToolEventBatch } from "../../protocol/tool-events.js";
 import { CALL_APIS, CALL_STATUSES, PROGRAM_STATUSES, USAGE_SOURCES } from "../db/schema.js";
 import type { ToolsState } from "./tool-store.js";
@@ -35,6 +36,12 @@ export const BeginCallInput = z.object({
   pool: z.string().default(""),
   /** The API the call came in by, for the usage ledger. */
   api: z.enum(CALL_APIS).default("chat.completions"),
+  /**
+   * The prefix hashes of the call's conversation (core/recognition/conversation-index.ts
+   * prefixHashes), from which the thread's context generation follows; empty: the call
+   * has no conversation, and the generation stays.
+   */
+  contextHashes: z.array(z.string().min(1).max(64)).max(MAX_CONTEXT_MESSAGES).default([]),
   now: ms,
 });
 export type BeginCallInput = z.input<typeof BeginCallInput>;
@@ -80,6 +87,8 @@ export type BeginCallResult =
       pool: string;
       /** The `h` this call recorded (ATLAS start value). */
       startValueMs: number;
+      /** The call's thread's context generation (core/recognition/context-generation.ts). */
+      contextGeneration: number;
     }
   | { ok: false; error: ProgramRefusal | "unknown_parent" | "parent_mismatch" | "duplicate_call" }
   /** A caller bug (the input failed its schema): nothing was changed. */
@@ -143,7 +152,10 @@ export interface ProgramState {
   tools: ToolsState;
 }
 
-export type EndProgramResult = { ok: true; state: ProgramState } | { ok: false; error: "not_found" };
+export type EndProgramResult =
+  /** `servedBy`: the pools that served the program, when this request ended it (empty when it had ended before). */
+  | { ok: true; state: ProgramState; servedBy: string[] }
+  | { ok: false; error: "not_found" };
 
 export const EndProgramInput = z.object({ now: ms });
 export type EndProgramInput = z.infer<typeof EndProgramInput>;

@@ -1,4 +1,6 @@
 import { type Context, Hono } from "hono";
+import { MAX_CONTEXT_MESSAGES } from "../../core/recognition/context-generation.js";
+import { prefixHashes } from "../../core/recognition/conversation-index.js";
 import { Header, type ProgramSource } from "../../protocol/headers.js";
 import { newCallId, newProgramId } from "../../protocol/ids.js";
 import type { CallApiSpec, ParsedCall } from "../apis/call-api.js";
@@ -213,6 +215,7 @@ async function handleCall(c: Context<EdgeEnv>, api: CallApiSpec, attempt: CallAt
       ...(thread.parentThread ? { parentThread: thread.parentThread } : {}),
       model: allowed.model,
       api: api.api,
+      contextHashes: conversation.length <= MAX_CONTEXT_MESSAGES ? prefixHashes(allowed.model, conversation) : [],
       now,
     },
   });
@@ -393,6 +396,7 @@ async function handleCall(c: Context<EdgeEnv>, api: CallApiSpec, attempt: CallAt
             // Engine IDs are a pool's own: on another pool the program's engine means nothing.
             engine: target.id === begun.pool ? begun.engine : "",
             weight: tenant.weight,
+            generation: begun.contextGeneration,
             ts: Date.now(),
           },
           body,

@@ -4,6 +4,7 @@ import { newProgramId } from "../../protocol/ids.js";
 import type { EdgeEnv } from "../context.js";
 import { limiterMisuse, limitExceeded, tenantLimiter } from "../limiter/access.js";
 import { parseProgramId, programNotFound, programSession, startProgram } from "../program/access.js";
+import { sendProgramEndedHints } from "../program/end-hints.js";
 import { programView } from "../program/view.js";
 
 /** POST/GET/DELETE /v1/programs: a tenant's programs. Mounted behind tenant auth. */
@@ -45,6 +46,9 @@ export function programRoutes() {
     const programId = parseProgramId(c.req.param("programId"), "program_id");
     const ended = await programSession(c.env, c.var.tenant.id, programId).end({ now: Date.now() });
     if (!ended.ok || ended.state.tenantId !== c.var.tenant.id) throw programNotFound(programId);
+    // Its pools may evict its KV first: after the answer, never failing it.
+    const background = (work: Promise<unknown>) => c.executionCtx.waitUntil(work);
+    background(sendProgramEndedHints(c.env, { tenantId: c.var.tenant.id, programId, reason: "ended", pools: ended.servedBy }, background));
     c.header(Header.program, programId);
     return c.json(programView(ended.state));
   });

@@ -104,6 +104,7 @@ export function toolEventRoutes() {
             waitMs: 0,
             engine: "",
             weight: tenant.weight,
+            generation: 0,
             ts: Date.now(),
           },
           batch,

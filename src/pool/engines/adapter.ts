@@ -1,5 +1,6 @@
 import type { CallApi } from "../engine-request.js";
 import type { Sample } from "../prometheus-text.js";
+import type { SplitMode } from "./split.js";
 
 /*
  * What differs between engine kinds: the request's priority field, the names of the
@@ -45,6 +46,8 @@ export interface EngineAdapter {
    * had produced. OpenAI's own API does not know the field.
    */
   readonly continuousUsage: boolean;
+  /** How the engine splits a call between a prefill and a decode engine (split.ts); undefined: it cannot. */
+  readonly split: SplitMode | undefined;
   /** The JSON body sent to the engine for this client body. */
   buildBody(clientBody: Readonly<Record<string, unknown>>, options: UpstreamOptions): Record<string, unknown>;
 }

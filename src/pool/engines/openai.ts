@@ -5,6 +5,7 @@ export const openaiAdapter: EngineAdapter = {
   kind: "openai",
   priorityFor: () => undefined,
   metricNames: { waiting: [], kvUsage: [] },
+  split: undefined,
   continuousUsage: false,
   healthPath: "/v1/models",
   metricsPath: undefined,

@@ -13,6 +13,7 @@ export const sglangAdapter: EngineAdapter = {
     waiting: ["sglang:num_queue_reqs"],
     kvUsage: ["sglang:token_usage"],
   },
+  split: "bootstrap",
   continuousUsage: true,
   healthPath: "/health",
   // Present only with --enable-metrics; a missing endpoint reads as zero load.

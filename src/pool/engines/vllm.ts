@@ -10,6 +10,7 @@ export const vllmAdapter: EngineAdapter = {
     // vLLM V0 called the KV gauge gpu_cache_usage_perc.
     kvUsage: ["vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"],
   },
+  split: "kv-transfer-params",
   continuousUsage: true,
   healthPath: "/health",
   metricsPath: "/metrics",

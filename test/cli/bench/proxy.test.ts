@@ -1,3 +1,6 @@
+import { mkdtempSync, readdirSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { failuresOf, runLoad } from "../../../src/cli/bench/proxy-load.js";
 import type { ProxyBenchOptions } from "../../../src/cli/bench/proxy-options.js";
@@ -29,6 +32,7 @@ const SHORT: ProxyBenchOptions = {
   maxTokens: 8,
   engineInFlight: 4,
   output: undefined,
+  cpuProfileDir: mkdtempSync(path.join(tmpdir(), "agentix-proxy-profile-")),
 };
 
 describe("proxy benchmark against the engine and the pool", () => {
@@ -52,6 +56,11 @@ describe("proxy benchmark against the engine and the pool", () => {
       expect(Number.isFinite(run.figures.latencyMs.p50)).toBe(true);
       expect(run.figures.latencyMs.p99).toBeGreaterThanOrEqual(run.figures.latencyMs.p50);
     }
+  });
+
+  it("writes the pool core's CPU profile when asked", () => {
+    const profiles = readdirSync(SHORT.cpuProfileDir!).filter((name) => name.endsWith(".cpuprofile"));
+    expect(profiles.length).toBeGreaterThan(0);
   });
 
   it("summarises throughput, latency added over the engine and max throughput per target and mode", () => {

@@ -1,0 +1,14 @@
+#!/usr/bin/env node
+import { ProxyBenchInterrupted } from "./proxy-bench.js";
+import { runRelayBench } from "./relay-bench.js";
+
+/* Entry of `npm run bench:relay`. */
+
+runRelayBench(process.argv.slice(2)).then(
+  // Exit explicitly: a server handle left open by mistake must not keep the bench alive.
+  () => process.exit(0),
+  (error: unknown) => {
+    console.error(error instanceof Error ? error.message : error);
+    process.exit(error instanceof ProxyBenchInterrupted ? 130 : 1);
+  },
+);

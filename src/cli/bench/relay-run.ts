@@ -1,0 +1,154 @@
+import os from "node:os";
+import { randomToken } from "../../protocol/ids.js";
+import { chatRequestBody } from "./proxy-workload.js";
+import { startPoolProcess, startRelaySourceProcess } from "./proxy-server-process.js";
+import { ownCpuMs, processCpuMs } from "./relay-cpu.js";
+import { type RelayLevelFigures, runRelayLevel } from "./relay-load.js";
+import type { RelayBenchOptions, RelayTargetName } from "./relay-options.js";
+import { directTarget, poolRelayTarget, type RelayTarget } from "./relay-targets.js";
+
+/*
+ * The relay benchmark's machinery: the token source and the pool core each in their
+ * own process, one warm-up per target (opens every connection the largest level
+ * needs, client → pool → source), then every level with the targets interleaved, so
+ * slow drift of the machine hits them alike. Everything started is stopped in
+ * `finally`, whatever happened.
+ */
+
+export interface RelayRun {
+  target: RelayTargetName;
+  phase: "warmup" | "measure";
+  figures: RelayLevelFigures;
+  /** 1-minute load average when the level ended (others' work on the machine). */
+  loadAverage: number;
+}
+
+export interface RelayBenchReport {
+  startedAt: string;
+  finishedAt: string;
+  machine: { cpus: number; cpuModel: string; node: string; platform: string; loadAverage: { start: number; end: number } };
+  options: Omit<RelayBenchOptions, "output">;
+  targets: { name: RelayTargetName; label: string; description: string }[];
+  runs: RelayRun[];
+}
+
+export interface RelayHooks {
+  log?: (line: string) => void;
+  signal?: AbortSignal;
+  /**
+   * Replaces a target before it is measured (tests: a wrongly signed pool target, which
+   * must come out as failed, not as a figure).
+   */
+  adjustTarget?: (target: RelayTarget) => RelayTarget;
+}
+
+/** KV capacity the pool is told the source has: far above what any level holds, so admission never holds a stream back. */
+const UNBOUNDED_KV_TOKENS = 1_000_000_000;
+
+/** Tokens per warm-up stream: enough to open and reuse every connection, short enough to take a moment. */
+const WARMUP_TOKENS = 2;
+
+const loadNow = () => Math.round((os.loadavg()[0] ?? 0) * 100) / 100;
+
+export async function measureRelayThroughput(options: RelayBenchOptions, hooks: RelayHooks = {}): Promise<RelayBenchReport> {
+  const log = hooks.log ?? (() => {});
+  const { signal } = hooks;
+  const startedAt = new Date();
+  const startLoad = loadNow();
+  const stops: { name: string; stop: () => Promise<void> }[] = [];
+  const targets: RelayTarget[] = [];
+  const runs: RelayRun[] = [];
+  const largest = Math.max(...options.levels);
+
+  try {
+    const source = await startRelaySourceProcess({ role: "relay-source", intervalMs: options.intervalMs }, { signal });
+    stops.push({ name: "token source", stop: source.stop });
+    log(`token source: ${source.ready.url} (one token every ${options.intervalMs} ms per stream)`);
+    const cpu: Record<string, () => number | undefined> = { source: () => processCpuMs(source.pid), client: ownCpuMs };
+    if (options.targets.includes("engine")) targets.push(directTarget(source.ready, largest));
+
+    if (options.targets.includes("pool")) {
+      const signingKey = { id: "bench-relay", secret: randomToken(48) };
+      const pool = await startPoolProcess(
+        {
+          role: "pool",
+          engineUrl: source.ready.url,
+          engineKind: "openai",
+          signingKey,
+          // The pool never holds a stream back: room for every stream of the largest level.
+          engineInFlight: largest,
+          engineKvCapacityTokens: UNBOUNDED_KV_TOKENS,
+          // Signatures are made just before each level, which lasts well under this.
+          timestampWindowMs: 300_000,
+          replayCapacity: 1_000_000,
+        },
+        { signal, cpuProfileDir: options.cpuProfileDir },
+      );
+      stops.push({ name: "pool", stop: pool.stop });
+      cpu.pool = () => processCpuMs(pool.pid);
+      targets.push(poolRelayTarget(pool.ready, signingKey, largest));
+      log(`pool core: ${pool.ready.url} (engine kind openai, maxInFlight ${largest})`);
+    }
+    const measured = targets.map((target) => hooks.adjustTarget?.(target) ?? target);
+    for (const target of measured) stops.push({ name: `${target.label} client`, stop: () => target.dispatcher.close() });
+
+    const run = async (target: RelayTarget, streams: number, phase: RelayRun["phase"]) => {
+      signal?.throwIfAborted();
+      const tokens = phase === "warmup" ? WARMUP_TOKENS : options.tokens;
+      const body = chatRequestBody({ model: source.ready.model, mode: "streaming", maxTokens: tokens });
+      const streamHeaders = await target.prepare(streams, body);
+      const expectedMs = tokens * options.intervalMs;
+      const figures = await runRelayLevel({
+        dispatcher: target.dispatcher,
+        path: target.path,
+        headers: target.headers,
+        body,
+        streamHeaders,
+        streams,
+        tokens,
+        intervalMs: options.intervalMs,
+        deadlineMs: 3 * expectedMs + 30_000,
+        cpu,
+        signal,
+      });
+      runs.push({ target: target.name, phase, figures, loadAverage: loadNow() });
+      const label = `${target.label.padEnd(6)} ${phase === "warmup" ? "warm-up" : `${streams} streams`}`.padEnd(20);
+      const delivered = figures.deliveredTokensPerSecond;
+      log(
+        `${label} offered ${figures.offeredTokensPerSecond} tok/s, delivered ${delivered ?? "—"} tok/s, ` +
+          `gap p99 ${figures.gapMs?.p99 ?? "—"} ms, ttft p99 ${figures.ttftMs?.p99 ?? "—"} ms` +
+          (figures.failed > 0 ? `  FAILED ${figures.failed}/${streams}: ${Object.keys(figures.failureReasons).slice(0, 2).join("; ")}` : ""),
+      );
+    };
+
+    for (const target of measured) await run(target, largest, "warmup");
+    for (const streams of options.levels) {
+      for (const target of measured) await run(target, streams, "measure");
+    }
+
+    const { output: _output, ...recorded } = options;
+    const cpus = os.cpus();
+    return {
+      startedAt: startedAt.toISOString(),
+      finishedAt: new Date().toISOString(),
+      machine: {
+        cpus: os.availableParallelism(),
+        cpuModel: cpus[0]?.model.trim() ?? "unknown",
+        node: process.version,
+        platform: `${os.platform()} ${os.release()}`,
+        loadAverage: { start: startLoad, end: loadNow() },
+      },
+      options: recorded,
+      targets: measured.map(({ name, label, description }) => ({ name, label, description })),
+      runs,
+    };
+  } finally {
+    for (const { name, stop } of stops.reverse()) {
+      try {
+        await stop();
+      } catch (error) {
+        log(`warning: stopping ${name} failed: ${error instanceof Error ? error.message : String(error)}`);
+      }
+    }
+  }
+}

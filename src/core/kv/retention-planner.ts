@@ -1,0 +1,200 @@
+import { type KvRetentionHint, KvRetentionTag, MAX_KV_KEEP_MS } from "../../protocol/kv-retention.js";
+
+/*
+ * Branch-aware KV retention (issue 13), pure: from what the pool knows of its programs,
+ * how each engine should rank a context's KV for eviction (protocol/kv-retention.ts).
+ * A context is one thread of a program at one context generation (the edge bumps the
+ * generation when a call no longer extends the thread's previous one:
+ * core/recognition/context-generation.ts), tagged `program:thread:generation`.
+ *
+ * - keep, while the program waits on a tool and TAO's readiness predictor says when it
+ *   comes back: each thread's current context that no call is using, on the engines that
+ *   hold it, until the predicted return plus a margin (at most MAX_KV_KEEP_MS). A tool
+ *   event that moves the prediction keeps again with the new duration.
+ * - normal, when a call of that context is dispatched again (it is in use; recency rules).
+ * - drop, for a context the program replaced: a thread's older generation once a newer one
+ *   arrives, and every context of a program that ended.
+ *
+ * Engines hold a context where a call of it ran; hints go only there. Durations, never
+ * instants, so engines on their own clocks apply them. Memory: a program leaves when it
+ * ends, or once idle (no live call, no keep) for `forgetAfterMs`.
+ */
+
+export interface RetentionSettings {
+  /** Added to the predicted return: a prediction a little late should still find the KV. */
+  keepMarginMs: number;
+  /** Longest keep (a longer one is a prediction gone wrong, not a tool wait). */
+  maxKeepMs: number;
+  /** An idle program is forgotten this long after its last call or keep ended. */
+  forgetAfterMs: number;
+}
+
+export const DEFAULT_RETENTION_SETTINGS: RetentionSettings = {
+  keepMarginMs: 2_000,
+  maxKeepMs: MAX_KV_KEEP_MS,
+  forgetAfterMs: 15 * 60_000,
+};
+
+/** The context a call belongs to. */
+export interface ContextRef {
+  programId: string;
+  threadId: string;
+  generation: number;
+}
+
+/** One hint for one engine. */
+export interface EngineRetentionHint {
+  engineId: string;
+  hint: KvRetentionHint;
+}
+
+/** A context's tag, or undefined when its IDs cannot form one (KvRetentionTag: then it is not tagged). */
+export function contextTag(ref: ContextRef): string | undefined {
+  const tag = `${ref.programId}:${ref.threadId}:${ref.generation}`;
+  return KvRetentionTag.safeParse(tag).success ? tag : undefined;
+}
+
+interface TrackedThread {
+  generation: number;
+  /** Engines a call of the current generation ran on. */
+  engines: Set<string>;
+  /** Calls of the thread dispatched and not yet ended. */
+  live: number;
+  /** The current context is kept until then (pool clock); undefined: not kept. */
+  keptUntil: number | undefined;
+}
+
+interface TrackedProgram {
+  threads: Map<string, TrackedThread>;
+  lastActiveAt: number;
+}
+
+export function validateRetentionSettings(settings: RetentionSettings): void {
+  if (!(settings.keepMarginMs >= 0)) throw new RangeError(`keepMarginMs must be >= 0, got ${settings.keepMarginMs}`);
+  if (!(settings.maxKeepMs > 0 && settings.maxKeepMs <= MAX_KV_KEEP_MS)) {
+    throw new RangeError(`maxKeepMs must be in (0, ${MAX_KV_KEEP_MS}], got ${settings.maxKeepMs}`);
+  }
+  if (!(settings.forgetAfterMs > 0)) throw new RangeError(`forgetAfterMs must be > 0, got ${settings.forgetAfterMs}`);
+}
+
+export class RetentionPlanner {
+  readonly #settings: RetentionSettings;
+  readonly #programs = new Map<string, TrackedProgram>();
+
+  constructor(settings: RetentionSettings = DEFAULT_RETENTION_SETTINGS) {
+    validateRetentionSettings(settings);
+    this.#settings = settings;
+  }
+
+  get programCount(): number {
+    return this.#programs.size;
+  }
+
+  /**
+   * A call arrived. A generation newer than its thread's drops the older context where
+   * it is held; an older one (a late call) changes nothing.
+   */
+  callArrived(ref: ContextRef, now: number): EngineRetentionHint[] {
+    const program = this.#program(ref.programId, now);
+    const thread = program.threads.get(ref.threadId);
+    if (thread === undefined) {
+      program.threads.set(ref.threadId, { generation: ref.generation, engines: new Set(), live: 0, keptUntil: undefined });
+      return [];
+    }
+    if (ref.generation <= thread.generation) return [];
+    const hints = this.#hints(ref.programId, ref.threadId, thread, "drop");
+    program.threads.set(ref.threadId, { generation: ref.generation, engines: new Set(), live: thread.live, keptUntil: undefined });
+    return hints;
+  }
+
+  /** A call of the context was dispatched to `engineId`: the engine holds it now, and a keep of it is withdrawn. */
+  callStarted(ref: ContextRef, engineId: string, now: number): EngineRetentionHint[] {
+    const program = this.#program(ref.programId, now);
+    const thread = program.threads.get(ref.threadId);
+    if (thread === undefined || ref.generation !== thread.generation) {
+      // Its arrival was not seen (or it is an older generation's late call): nothing to withdraw.
+      if (thread === undefined) program.threads.set(ref.threadId, { generation: ref.generation, engines: new Set([engineId]), live: 1, keptUntil: undefined });
+      return [];
+    }
+    thread.live += 1;
+    const kept = thread.keptUntil !== undefined && thread.keptUntil > now;
+    thread.keptUntil = undefined;
+    // The engines that held the kept context hear "normal"; the one it runs on now holds it too.
+    const hints = kept ? this.#hints(ref.programId, ref.threadId, thread, "normal") : [];
+    thread.engines.add(engineId);
+    return hints;
+  }
+
+  /** A dispatched call of the context ended (answered, failed or abandoned). */
+  callEnded(ref: ContextRef, now: number): void {
+    const program = this.#programs.get(ref.programId);
+    const thread = program?.threads.get(ref.threadId);
+    if (program === undefined || thread === undefined) return;
+    program.lastActiveAt = now;
+    if (ref.generation === thread.generation) thread.live = Math.max(0, thread.live - 1);
+  }
+
+  /**
+   * The program waits on tools and TAO predicts its next call at `readyAt`: each thread's
+   * current context that no call uses is kept until then plus the margin. A prediction
+   * already past (or no engine holding the context) keeps nothing.
+   */
+  toolWait(programId: string, readyAt: number, now: number): EngineRetentionHint[] {
+    const program = this.#programs.get(programId);
+    if (program === undefined) return [];
+    const keepMs = Math.min(this.#settings.maxKeepMs, readyAt - now + this.#settings.keepMarginMs);
+    if (!(keepMs > 0)) return [];
+    const rounded = Math.ceil(keepMs);
+    const hints: EngineRetentionHint[] = [];
+    for (const [threadId, thread] of program.threads) {
+      if (thread.live > 0 || thread.engines.size === 0) continue;
+      const tag = contextTag({ programId, threadId, generation: thread.generation });
+      if (tag === undefined) continue;
+      thread.keptUntil = now + rounded;
+      for (const engineId of thread.engines) hints.push({ engineId, hint: { action: "keep", tag, keep_ms: rounded } });
+    }
+    return hints;
+  }
+
+  /** The program ended (or expired): every context of it is dropped where it is held, and the program forgotten. */
+  programEnded(programId: string): EngineRetentionHint[] {
+    const program = this.#programs.get(programId);
+    if (program === undefined) return [];
+    this.#programs.delete(programId);
+    const hints: EngineRetentionHint[] = [];
+    for (const [threadId, thread] of program.threads) hints.push(...this.#hints(programId, threadId, thread, "drop"));
+    return hints;
+  }
+
+  /** The engine lost its cache (it went down): it holds nothing any more. */
+  engineLost(engineId: string): void {
+    for (const program of this.#programs.values()) for (const thread of program.threads.values()) thread.engines.delete(engineId);
+  }
+
+  /** Forgets programs idle for forgetAfterMs: no live call, no keep running. */
+  prune(now: number): void {
+    for (const [programId, program] of this.#programs) {
+      let busy = false;
+      for (const thread of program.threads.values()) {
+        if (thread.live > 0 || (thread.keptUntil !== undefined && thread.keptUntil > now)) busy = true;
+      }
+      if (!busy && now - program.lastActiveAt >= this.#settings.forgetAfterMs) this.#programs.delete(programId);
+    }
+  }
+
+  #program(programId: string, now: number): TrackedProgram {
+    let program = this.#programs.get(programId);
+    if (program === undefined) {
+      program = { threads: new Map(), lastActiveAt: now };
+      this.#programs.set(programId, program);
+    }
+    program.lastActiveAt = Math.max(program.lastActiveAt, now);
+    return program;
+  }
+
+  #hints(programId: string, threadId: string, thread: TrackedThread, action: "normal" | "drop"): EngineRetentionHint[] {
+    const tag = contextTag({ programId, threadId, generation: thread.generation });
+    if (tag === undefined) return [];
+    return [...thread.engines].map((engineId) => ({ engineId, hint: { action, tag } }));
+  }
+}

@@ -1,0 +1,202 @@
+import type { KvRetentionHint } from "../protocol/kv-retention.js";
+import { EventQueue } from "./des/event-queue.js";
+import { EvictionRank, type KvBlockPool } from "./kv-cache.js";
+
+/*
+ * Branch-aware retention (issue 13) over one KvBlockPool: which contexts (retention
+ * tags) each cached block belongs to, what the program said about each context (keep
+ * through a tool wait, ordinary, drop), and so the block's eviction rank. A block is
+ * kept while any tag on it is kept, dropped only when every tag on it is dropped and
+ * no untagged request used it, ordinary otherwise. A hint costs O(blocks of its
+ * context); a block operation O(1) (O(tags on the block) when it is evicted).
+ * No clock: keeps expire when the owner calls expire(now).
+ */
+
+const NO_CONTEXTS: readonly RetainedContext[] = Object.freeze([]);
+
+/** A hint without its tag: what EngineModel.setRetention takes. */
+export type RetentionSignal =
+  | { action: "keep"; keep_ms: number }
+  | { action: "normal" }
+  | { action: "drop" };
+
+/** One context the pool holds blocks or requests of. */
+export interface RetainedContext {
+  readonly tag: string;
+  action: KvRetentionHint["action"];
+  /** When a keep ends (the owner's ms clock); meaningful while action is keep. */
+  keepUntilMs: number;
+  readonly blocks: Set<number>;
+  /** Requests with this tag in the engine (their blocks join at release). */
+  liveRequests: number;
+}
+
+export class KvRetentionIndex {
+  private readonly contexts = new Map<string, RetainedContext>();
+  private readonly tagsOfBlock: (RetainedContext[] | undefined)[];
+  private readonly keptTags: Int32Array;
+  private readonly droppedTags: Int32Array;
+  /** A request without a tag used the block: some context nobody ranked needs it. */
+  private readonly untaggedUse: Uint8Array;
+  private readonly keepEnds = new EventQueue<RetainedContext>();
+  /** Nothing was ever tagged: untagged releases skip all bookkeeping. */
+  private idle = true;
+
+  constructor(private readonly pool: KvBlockPool) {
+    this.tagsOfBlock = new Array<RetainedContext[] | undefined>(pool.numBlocks);
+    this.keptTags = new Int32Array(pool.numBlocks);
+    this.droppedTags = new Int32Array(pool.numBlocks);
+    this.untaggedUse = new Uint8Array(pool.numBlocks);
+  }
+
+  /** Contexts known (with blocks or live requests). */
+  get size(): number {
+    return this.contexts.size;
+  }
+
+  context(tag: string): RetainedContext | undefined {
+    return this.contexts.get(tag);
+  }
+
+  /** The tags on a block. */
+  tagsOf(block: number): readonly string[] {
+    return this.contextsOf(block).map((c) => c.tag);
+  }
+
+  /** The contexts a block belongs to, for a copy that leaves with it (the host tier). */
+  contextsOf(block: number): readonly RetainedContext[] {
+    return this.tagsOfBlock[block] ?? NO_CONTEXTS;
+  }
+
+  /** A request with `tag` entered the engine. */
+  open(tag: string): RetainedContext {
+    this.idle = false;
+    let context = this.contexts.get(tag);
+    if (context === undefined) {
+      context = { tag, action: "normal", keepUntilMs: 0, blocks: new Set(), liveRequests: 0 };
+      this.contexts.set(tag, context);
+    }
+    context.liveRequests++;
+    return context;
+  }
+
+  /**
+   * A request is about to release `blocks` (finished, preempted, aborted): its cached
+   * blocks join its context, or, untagged, are marked as used by a context nobody
+   * ranks, so each is ranked before it enters the free queue.
+   */
+  releasing(context: RetainedContext | undefined, blocks: readonly number[]): void {
+    if (context === undefined) {
+      if (this.idle) return;
+      for (const b of blocks) this.markUntagged(b);
+      return;
+    }
+    for (const b of blocks) if (this.pool.isCached(b)) this.attach(context, b);
+  }
+
+  /** A request with this context left the engine for good. */
+  leave(context: RetainedContext | undefined): void {
+    if (context === undefined) return;
+    context.liveRequests--;
+    this.forgetIfEmpty(context);
+  }
+
+  /** Tags cached blocks that arrived without a request (imported KV). */
+  tag(tag: string, blocks: readonly number[]): void {
+    const context = this.open(tag);
+    this.releasing(context, blocks);
+    this.leave(context);
+  }
+
+  /**
+   * A program's word on a context; true when the pool holds blocks or requests of it
+   * (a hint on a context it does not hold changes nothing).
+   */
+  apply(tag: string, signal: RetentionSignal, nowMs: number): boolean {
+    const context = this.contexts.get(tag);
+    if (context === undefined) return false;
+    if (signal.action === "keep") {
+      context.keepUntilMs = nowMs + signal.keep_ms;
+      this.keepEnds.push(context.keepUntilMs, context);
+    }
+    this.transition(context, signal.action);
+    return true;
+  }
+
+  /** Ends every keep due by `nowMs`: those contexts rank by recency again. */
+  expire(nowMs: number): void {
+    const ends = this.keepEnds;
+    for (let next = ends.peek(); next !== undefined && next.time <= nowMs; next = ends.peek()) {
+      ends.pop();
+      const context = next.event;
+      // A later keep moved the end, or the context is gone: a stale entry.
+      if (context.action !== "keep" || context.keepUntilMs !== next.time || this.contexts.get(context.tag) !== context) continue;
+      this.transition(context, "normal");
+    }
+  }
+
+  /** The block is being evicted: it leaves every context it was in. */
+  detach(block: number): void {
+    this.untaggedUse[block] = 0;
+    const tags = this.tagsOfBlock[block];
+    if (tags === undefined) return;
+    this.tagsOfBlock[block] = undefined;
+    this.keptTags[block] = 0;
+    this.droppedTags[block] = 0;
+    for (const context of tags) {
+      context.blocks.delete(block);
+      this.forgetIfEmpty(context);
+    }
+  }
+
+  private attach(context: RetainedContext, block: number): void {
+    if (context.blocks.has(block)) return;
+    context.blocks.add(block);
+    let tags = this.tagsOfBlock[block];
+    if (tags === undefined) {
+      tags = [];
+      this.tagsOfBlock[block] = tags;
+    }
+    tags.push(context);
+    if (context.action === "keep") this.keptTags[block] = (this.keptTags[block] ?? 0) + 1;
+    if (context.action === "drop") this.droppedTags[block] = (this.droppedTags[block] ?? 0) + 1;
+    this.pool.setRank(block, this.rankFor(block));
+  }
+
+  private markUntagged(block: number): void {
+    if (this.untaggedUse[block] === 1) return;
+    this.untaggedUse[block] = 1;
+    if (this.pool.isCached(block)) this.pool.setRank(block, this.rankFor(block));
+  }
+
+  private transition(context: RetainedContext, action: RetainedContext["action"]): void {
+    const from = context.action;
+    if (from === action) return;
+    context.action = action;
+    const kept = this.keptTags;
+    const dropped = this.droppedTags;
+    const keepEnded = from === "keep";
+    // Tail-first into a queue's back, as a release does (a context loses its last blocks before its prefix);
+    // prefix-first onto a queue's front, which leaves the same order.
+    const blocks = [...context.blocks];
+    if (!keepEnded) blocks.reverse();
+    for (const b of blocks) {
+      if (from === "keep") kept[b] = (kept[b] ?? 0) - 1;
+      if (from === "drop") dropped[b] = (dropped[b] ?? 0) - 1;
+      if (action === "keep") kept[b] = (kept[b] ?? 0) + 1;
+      if (action === "drop") dropped[b] = (dropped[b] ?? 0) + 1;
+      this.pool.setRank(b, this.rankFor(b), keepEnded);
+    }
+  }
+
+  private rankFor(block: number): EvictionRank {
+    if ((this.keptTags[block] ?? 0) > 0) return EvictionRank.kept;
+    const tags = this.tagsOfBlock[block]?.length ?? 0;
+    if (tags > 0 && this.droppedTags[block] === tags && this.untaggedUse[block] === 0) return EvictionRank.dropped;
+    return EvictionRank.ordinary;
+  }
+
+  private forgetIfEmpty(context: RetainedContext): void {
+    if (context.blocks.size === 0 && context.liveRequests === 0) this.contexts.delete(context.tag);
+  }
+}

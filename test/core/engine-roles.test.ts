@@ -1,0 +1,119 @@
+import { describe, expect, it } from "vitest";
+import { PoolCore } from "../../src/core/pool-core.js";
+import { EngineRoleBook, validateEngineRoles } from "../../src/core/roles/engine-roles.js";
+import { pickDecodeEngine } from "../../src/core/roles/decode-placement.js";
+import type { EngineRole } from "../../src/core/roles/roles.js";
+import { DEFAULT_DISPATCH_SETTINGS } from "../../src/core/settings.js";
+import { makeCall, TEST_QUEUE_SETTINGS } from "./calls.js";
+
+/* Roles in the pool core (issue 13): where a new call and a disaggregated call's decode go, and a switch that drains first. */
+
+const SETTINGS = { ...DEFAULT_DISPATCH_SETTINGS, queue: TEST_QUEUE_SETTINGS };
+
+function core(engines: { id: string; role?: EngineRole; capacityTokens?: number; maxInFlight?: number }[]) {
+  return new PoolCore({ settings: SETTINGS, engines: engines.map((e) => ({ maxInFlight: 8, capacityTokens: 100_000, ...e })) });
+}
+
+describe("engine roles in the pool core", () => {
+  it("refuses prefill engines without a decode engine", () => {
+    expect(() => validateEngineRoles(["prefill", "mixed"])).toThrow(/decode engine/);
+    expect(() => new EngineRoleBook([{ id: "P", role: "prefill" }])).toThrow(/decode engine/);
+    expect(() => validateEngineRoles(["prefill", "decode", "mixed"])).not.toThrow();
+  });
+
+  it("places new calls only on engines that prefill, never on a decode engine", () => {
+    const pool = core([{ id: "D1", role: "decode" }, { id: "P1", role: "prefill" }, { id: "D2", role: "decode" }]);
+    const calls = Array.from({ length: 6 }, () => makeCall({ promptTokens: 500 }));
+    for (const call of calls) pool.enqueue(call, 0);
+    const dispatches = pool.pump(0).dispatches;
+    expect(dispatches).toHaveLength(6);
+    expect(new Set(dispatches.map((d) => d.engineId))).toEqual(new Set(["P1"]));
+    // A retry also stays off decode engines.
+    const retry = makeCall();
+    expect(pool.route(retry, new Set(["P1"]), 0)).toBeUndefined();
+  });
+
+  it("puts a call's decode on the decode engine with the most KV room, and gives its slot back once", () => {
+    const pool = core([{ id: "P", role: "prefill" }, { id: "D1", role: "decode" }, { id: "D2", role: "decode" }]);
+    // D1 already decodes a 40k-token context: D2 has more room.
+    const big = makeCall({ promptTokens: 40_000 });
+    expect(pool.placeDecode(big, new Set())).toBe("D1");
+    const next = makeCall({ promptTokens: 1_000 });
+    expect(pool.placeDecode(next, new Set())).toBe("D2");
+    expect(pool.placeDecode(next, new Set())).toBeUndefined();
+    expect(pool.decodingOn(next.callId)).toBe("D2");
+    pool.decodeEnded(next.callId, { serviceMs: 10, outputTokens: 5 }, 1);
+    pool.decodeEnded(next.callId, { serviceMs: 10, outputTokens: 5 }, 2);
+    expect(pool.engine("D2")?.inFlight).toBe(0);
+    expect(pool.engine("D1")?.inFlight).toBe(1);
+    expect(pool.kv.projectedKvTokens("D2")).toBe(0);
+    // Excluded (it refused the handoff) or unhealthy engines are not chosen.
+    expect(pool.placeDecode(makeCall(), new Set(["D2"]))).toBe("D1");
+  });
+
+  it("chooses no decode engine when none is healthy, and the least loaded when all are at their cap", () => {
+    const engine = (id: string, inFlight: number, healthy = true) => ({ id, healthy, inFlight, maxInFlight: 2, waiting: 0, kvUsage: 0 });
+    expect(pickDecodeEngine([{ engine: engine("A", 0, false), capacityTokens: 10, projectedTokens: 0 }])).toBeUndefined();
+    expect(
+      pickDecodeEngine([
+        { engine: engine("A", 2), capacityTokens: 1_000, projectedTokens: 900 },
+        { engine: engine("B", 2), capacityTokens: 1_000, projectedTokens: 100 },
+      ])?.id,
+    ).toBe("B");
+    expect(
+      pickDecodeEngine([
+        { engine: engine("A", 1), capacityTokens: 1_000, projectedTokens: 900 },
+        { engine: engine("B", 2), capacityTokens: 1_000, projectedTokens: 100 },
+      ])?.id,
+    ).toBe("A");
+  });
+
+  it("recomputes a failed handoff on a mixed engine first, else on a decode engine", () => {
+    const pool = core([{ id: "P", role: "prefill" }, { id: "D", role: "decode" }, { id: "M", role: "mixed" }]);
+    const call = makeCall();
+    expect(pool.routeRecompute(call, new Set(["D"]))?.engineId).toBe("M");
+    pool.attemptEnded(call.callId, { serviceMs: 1 }, 1);
+    const other = makeCall();
+    expect(pool.routeRecompute(other, new Set(["D", "M"]))).toBeUndefined();
+    const split = core([{ id: "P", role: "prefill" }, { id: "D", role: "decode" }]);
+    expect(split.routeRecompute(makeCall(), new Set())?.engineId).toBe("D");
+  });
+
+  it("leaves a pool of mixed engines exactly as it was: every engine takes new calls", () => {
+    const pool = core([{ id: "A" }, { id: "B" }]);
+    expect(pool.roles.split).toBe(false);
+    for (let i = 0; i < 4; i++) pool.enqueue(makeCall(), 0);
+    expect(new Set(pool.pump(0).dispatches.map((d) => d.engineId))).toEqual(new Set(["A", "B"]));
+  });
+
+  it("drains a switching engine: nothing new goes to it, its calls finish, then it takes its new role", () => {
+    const pool = core([{ id: "P1", role: "prefill" }, { id: "P2", role: "prefill" }, { id: "D", role: "decode" }]);
+    const first = makeCall();
+    pool.enqueue(first, 0);
+    const [dispatch] = pool.pump(0).dispatches;
+    const busy = dispatch!.engineId;
+    const idle = busy === "P1" ? "P2" : "P1";
+    expect(pool.startRoleSwitch({ engineId: busy, from: "prefill", to: "decode", reason: "test" }, 1)).toBe(true);
+    expect(pool.roleStates().find((s) => s.id === busy)).toMatchObject({ role: "prefill", switching: true, load: 1 });
+    // The other prefill engine cannot switch now: it is the last one taking prefills.
+    expect(pool.startRoleSwitch({ engineId: idle, from: "prefill", to: "decode", reason: "test" }, 1)).toBe(false);
+    const later = Array.from({ length: 3 }, () => makeCall());
+    for (const call of later) pool.enqueue(call, 2);
+    expect(pool.pump(2).dispatches.map((d) => d.engineId)).toEqual([idle, idle, idle]);
+    // Nor does a decode go to it while it drains.
+    expect(pool.placeDecode(makeCall(), new Set(["D"]))).toBeUndefined();
+    expect(pool.takeFinishedRoleSwitches()).toEqual([]);
+    pool.attemptEnded(first.callId, { serviceMs: 5 }, 10);
+    expect(pool.takeFinishedRoleSwitches()).toEqual([{ engineId: busy, from: "prefill", to: "decode", reason: "test", atMs: 10 }]);
+    expect(pool.roles.role(busy)).toBe("decode");
+    expect(pool.placeDecode(makeCall({ promptTokens: 1 }), new Set(["D"]))).toBe(busy);
+  });
+
+  it("switches an idle engine at once, and refuses a switch from a role it does not have", () => {
+    const pool = core([{ id: "P", role: "prefill" }, { id: "D1", role: "decode" }, { id: "D2", role: "decode" }]);
+    expect(pool.startRoleSwitch({ engineId: "D1", from: "prefill", to: "decode", reason: "x" }, 0)).toBe(false);
+    expect(pool.startRoleSwitch({ engineId: "D1", from: "decode", to: "prefill", reason: "x" }, 3)).toBe(true);
+    expect(pool.takeFinishedRoleSwitches()).toMatchObject([{ engineId: "D1", to: "prefill", atMs: 3 }]);
+    expect(pool.roles.role("D1")).toBe("prefill");
+  });
+});

@@ -1,0 +1,130 @@
+import { describe, expect, it } from "vitest";
+import { contextTag, type ContextRef, DEFAULT_RETENTION_SETTINGS, RetentionPlanner } from "../../../src/core/kv/retention-planner.js";
+import { MAX_KV_KEEP_MS } from "../../../src/protocol/kv-retention.js";
+
+const P = "prog_planner01";
+const ref = (threadId = "main", generation = 0, programId = P): ContextRef => ({ programId, threadId, generation });
+const tag = (threadId = "main", generation = 0, programId = P) => `${programId}:${threadId}:${generation}`;
+
+/** A planner that has run one call of `ref` on `engine` to its end at t = 1000. */
+function afterOneCall(engine = "e1", context = ref()): RetentionPlanner {
+  const planner = new RetentionPlanner();
+  expect(planner.callArrived(context, 0)).toEqual([]);
+  expect(planner.callStarted(context, engine, 10)).toEqual([]);
+  planner.callEnded(context, 1_000);
+  return planner;
+}
+
+describe("retention planner", () => {
+  it("tags a context program:thread:generation, and gives no tag to IDs a tag cannot hold", () => {
+    expect(contextTag(ref("branch.1", 3))).toBe("prog_planner01:branch.1:3");
+    expect(contextTag(ref("has space"))).toBeUndefined();
+    expect(contextTag(ref("main", 0, `prog_${"x".repeat(200)}`))).toBeUndefined();
+  });
+
+  it("keeps a context through a predicted tool wait: until the return plus the margin, on the engine that holds it", () => {
+    const planner = afterOneCall("e1");
+    expect(planner.toolWait(P, 1_000 + 8_000, 1_000)).toEqual([
+      { engineId: "e1", hint: { action: "keep", tag: tag(), keep_ms: 8_000 + DEFAULT_RETENTION_SETTINGS.keepMarginMs } },
+    ]);
+  });
+
+  it("caps a keep at MAX_KV_KEEP_MS, and keeps nothing for a return already past the margin", () => {
+    const planner = afterOneCall();
+    expect(planner.toolWait(P, 1_000 + 3_600_000, 1_000)).toEqual([{ engineId: "e1", hint: { action: "keep", tag: tag(), keep_ms: MAX_KV_KEEP_MS } }]);
+    expect(planner.toolWait(P, 1_000 - DEFAULT_RETENTION_SETTINGS.keepMarginMs - 1, 1_000)).toEqual([]);
+  });
+
+  it("keeps nothing of a program it never saw run, nor of a thread with a call running", () => {
+    const planner = new RetentionPlanner();
+    expect(planner.toolWait("prog_unknown01", 5_000, 0)).toEqual([]);
+    planner.callArrived(ref(), 0);
+    planner.callStarted(ref(), "e1", 0);
+    expect(planner.toolWait(P, 5_000, 100)).toEqual([]);
+  });
+
+  it("a new prediction keeps again with its own duration (a tool event moved it)", () => {
+    const planner = afterOneCall();
+    planner.toolWait(P, 6_000, 1_000);
+    expect(planner.toolWait(P, 31_000, 2_000)).toEqual([{ engineId: "e1", hint: { action: "keep", tag: tag(), keep_ms: 31_000 } }]);
+  });
+
+  it("withdraws a keep (normal) when the context's next call is dispatched, on every engine that held it", () => {
+    const planner = afterOneCall("e1");
+    planner.toolWait(P, 5_000, 1_000);
+    planner.callArrived(ref(), 4_000);
+    expect(planner.callStarted(ref(), "e2", 4_010)).toEqual([{ engineId: "e1", hint: { action: "normal", tag: tag() } }]);
+    planner.callEnded(ref(), 5_000);
+    // Both engines hold it now: the next keep goes to both.
+    expect(planner.toolWait(P, 9_000, 5_000).map((h) => h.engineId).sort()).toEqual(["e1", "e2"]);
+  });
+
+  it("says nothing when a call comes after its keep already ran out", () => {
+    const planner = afterOneCall();
+    planner.toolWait(P, 2_000, 1_000);
+    planner.callArrived(ref(), 60_000);
+    expect(planner.callStarted(ref(), "e1", 60_000)).toEqual([]);
+  });
+
+  it("drops a thread's older generation where it is held once a newer one arrives, and ignores a late older call", () => {
+    const planner = afterOneCall("e1");
+    expect(planner.callArrived(ref("main", 1), 2_000)).toEqual([{ engineId: "e1", hint: { action: "drop", tag: tag("main", 0) } }]);
+    expect(planner.callArrived(ref("main", 0), 2_100)).toEqual([]);
+    expect(planner.callStarted(ref("main", 1), "e2", 2_200)).toEqual([]);
+    planner.callEnded(ref("main", 1), 3_000);
+    // Only the new generation is kept now, where it ran.
+    expect(planner.toolWait(P, 5_000, 3_000)).toEqual([{ engineId: "e2", hint: { action: "keep", tag: tag("main", 1), keep_ms: 4_000 } }]);
+  });
+
+  it("a newer generation of one thread leaves the other threads' contexts alone", () => {
+    const planner = afterOneCall("e1", ref("main"));
+    planner.callArrived(ref("side"), 1_100);
+    planner.callStarted(ref("side"), "e2", 1_100);
+    planner.callEnded(ref("side"), 1_500);
+    expect(planner.callArrived(ref("main", 1), 2_000)).toEqual([{ engineId: "e1", hint: { action: "drop", tag: tag("main", 0) } }]);
+    expect(planner.toolWait(P, 4_000, 2_000)).toEqual([{ engineId: "e2", hint: { action: "keep", tag: tag("side"), keep_ms: 4_000 } }]);
+  });
+
+  it("drops every context of a program that ended, and forgets it (a later prediction keeps nothing)", () => {
+    const planner = afterOneCall("e1", ref("main"));
+    planner.callArrived(ref("fork"), 1_100);
+    planner.callStarted(ref("fork"), "e2", 1_100);
+    planner.callEnded(ref("fork"), 1_500);
+    expect(planner.programEnded(P)).toEqual([
+      { engineId: "e1", hint: { action: "drop", tag: tag("main") } },
+      { engineId: "e2", hint: { action: "drop", tag: tag("fork") } },
+    ]);
+    expect(planner.programCount).toBe(0);
+    expect(planner.toolWait(P, 9_000, 2_000)).toEqual([]);
+    expect(planner.programEnded(P)).toEqual([]);
+  });
+
+  it("an engine that lost its cache is sent nothing more about what it held", () => {
+    const planner = afterOneCall("e1");
+    planner.engineLost("e1");
+    expect(planner.toolWait(P, 5_000, 1_000)).toEqual([]);
+    expect(planner.programEnded(P)).toEqual([]);
+  });
+
+  it("forgets an idle program after forgetAfterMs, but not one with a keep running or a call live", () => {
+    const planner = new RetentionPlanner({ ...DEFAULT_RETENTION_SETTINGS, forgetAfterMs: 10_000 });
+    planner.callArrived(ref("main", 0, "prog_idle00001"), 0);
+    planner.callStarted(ref("main", 0, "prog_idle00001"), "e1", 0);
+    planner.callEnded(ref("main", 0, "prog_idle00001"), 0);
+    planner.callArrived(ref("main", 0, "prog_kept00001"), 0);
+    planner.callStarted(ref("main", 0, "prog_kept00001"), "e1", 0);
+    planner.callEnded(ref("main", 0, "prog_kept00001"), 0);
+    planner.toolWait("prog_kept00001", 60_000, 0);
+    planner.callArrived(ref("main", 0, "prog_live00001"), 0);
+    planner.callStarted(ref("main", 0, "prog_live00001"), "e1", 0);
+    planner.prune(20_000);
+    expect(planner.programCount).toBe(2);
+    planner.prune(70_000);
+    expect(planner.programCount).toBe(1);
+  });
+
+  it("refuses settings that would send out-of-contract keeps", () => {
+    expect(() => new RetentionPlanner({ ...DEFAULT_RETENTION_SETTINGS, maxKeepMs: MAX_KV_KEEP_MS + 1 })).toThrow(/maxKeepMs/);
+    expect(() => new RetentionPlanner({ ...DEFAULT_RETENTION_SETTINGS, keepMarginMs: -1 })).toThrow(/keepMarginMs/);
+  });
+});

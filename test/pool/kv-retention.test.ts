@@ -1,0 +1,104 @@
+import { afterEach, describe, expect, it } from "vitest";
+import { KV_RETENTION_TAG_FIELD, MAX_KV_KEEP_MS } from "../../src/protocol/kv-retention.js";
+import type { EngineConfig } from "../../src/pool/config.js";
+import { type PoolHandle, startPool } from "../../src/pool/server.js";
+import { type FakeEngine, type FakeEngineOptions, startFakeEngine } from "./fake-engine.js";
+import { chatBody, metricValue, operatorHeaders, signedCall, signedEvents, signedKvHints, testConfig, waitFor } from "./helpers.js";
+
+/*
+ * The pool's retention signals to engines (issue 13): each call's KV tagged with its
+ * context, and the retention planner's keep / normal / drop hints POSTed to the engines
+ * configured to take them, never affecting a call.
+ */
+
+const cleanups: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+const PROGRAM = "prog_retention01";
+const TOOL_ANSWER = { toolCalls: [{ id: "call_1", name: "bash", arguments: '{"cmd":"make test"}' }] };
+
+async function setup(
+  engineOptions: FakeEngineOptions,
+  engine: Partial<Pick<EngineConfig, "retentionHints">> = { retentionHints: "agentix" },
+): Promise<{ engine: FakeEngine; pool: PoolHandle }> {
+  const fake = await startFakeEngine({ answer: () => TOOL_ANSWER, ...engineOptions });
+  cleanups.push(() => fake.close());
+  const pool = await startPool(testConfig({ engines: [{ id: "e1", url: fake.url, ...engine }] }));
+  cleanups.push(() => pool.close());
+  return { engine: fake, pool };
+}
+
+async function runCall(pool: PoolHandle, fields: { thread?: string; generation?: number } = {}): Promise<void> {
+  const signed = await signedCall({ fields: { program: PROGRAM, ...fields }, body: chatBody() });
+  const res = await pool.app.request("/v1/chat/completions", { method: "POST", headers: signed.headers, body: signed.body });
+  expect(res.status).toBe(200);
+  await res.text();
+}
+
+const hintsOf = (engine: FakeEngine) => engine.retentionBatches.flatMap((batch) => batch.hints);
+const metricsOf = async (pool: PoolHandle) => (await pool.app.request("/metrics", { headers: operatorHeaders() })).text();
+const hintSeries = (action: string, outcome: string) => `agentix_pool_kv_retention_hints_total{engine="e1",action="${action}",outcome="${outcome}"}`;
+
+describe("KV retention signals: pool → engine", () => {
+  it("tags each call's KV with its context and keeps it through the tool wait TAO predicts", async () => {
+    const { engine, pool } = await setup({ retention: "takes" });
+    await runCall(pool);
+    expect(engine.calls[0]?.body[KV_RETENTION_TAG_FIELD]).toBe(`${PROGRAM}:main:0`);
+    await waitFor(() => hintsOf(engine).length > 0, "a keep hint");
+    const [keep] = hintsOf(engine);
+    expect(keep).toMatchObject({ action: "keep", tag: `${PROGRAM}:main:0` });
+    expect(keep?.action === "keep" && keep.keep_ms > 0 && keep.keep_ms <= MAX_KV_KEEP_MS).toBe(true);
+    await waitFor(async () => metricValue(await metricsOf(pool), "agentix_pool_kv_retention_hints_applied_total{engine=\"e1\"}") === 1, "applied counted");
+    expect(metricValue(await metricsOf(pool), hintSeries("keep", "sent"))).toBe(1);
+  });
+
+  it("a tool event that moves the prediction keeps again for the new duration", async () => {
+    const { engine, pool } = await setup({ retention: "takes" });
+    await runCall(pool);
+    await waitFor(() => hintsOf(engine).length === 1, "the first keep");
+    const events = await signedEvents({ fields: { program: PROGRAM }, events: [{ type: "tool_started", tool: "bash", tool_call_id: "call_1", expected_duration_ms: 60_000 }] });
+    expect((await pool.app.request("/v1/events", { method: "POST", headers: events.headers, body: events.body })).status).toBe(202);
+    await waitFor(() => hintsOf(engine).length === 2, "the second keep");
+    const second = hintsOf(engine)[1];
+    expect(second).toMatchObject({ action: "keep", tag: `${PROGRAM}:main:0` });
+    expect(second?.action === "keep" && second.keep_ms >= 60_000 - 1_000).toBe(true);
+  });
+
+  it("withdraws the keep when the context's next call runs, drops an older generation when a newer one comes, and every context at the program's end", async () => {
+    const { engine, pool } = await setup({ retention: "takes" });
+    await runCall(pool);
+    await waitFor(() => hintsOf(engine).length === 1, "the keep");
+    await runCall(pool);
+    await waitFor(() => hintsOf(engine).some((h) => h.action === "normal"), "normal");
+    await runCall(pool, { generation: 1 });
+    await waitFor(() => hintsOf(engine).some((h) => h.action === "drop"), "the drop of generation 0");
+    expect(engine.calls[2]?.body[KV_RETENTION_TAG_FIELD]).toBe(`${PROGRAM}:main:1`);
+    const hints = await signedKvHints({ fields: { program: PROGRAM } });
+    expect((await pool.app.request("/v1/kv-hints", { method: "POST", headers: hints.headers, body: hints.body })).status).toBe(202);
+    await waitFor(() => hintsOf(engine).some((h) => h.action === "drop" && h.tag === `${PROGRAM}:main:1`), "the drop at the end");
+    const actions = hintsOf(engine).map((h) => `${h.action} ${h.tag.slice(PROGRAM.length + 1)}`);
+    expect(actions.filter((a) => !a.startsWith("keep"))).toEqual(["normal main:0", "drop main:0", "drop main:1"]);
+    expect(metricValue(await metricsOf(pool), 'agentix_pool_kv_hints_total{type="program_ended"}')).toBe(1);
+  });
+
+  it("sends nothing to an engine configured without retention hints (the default) and counts its hints unsupported", async () => {
+    const { engine, pool } = await setup({ retention: "takes" }, {});
+    await runCall(pool);
+    await waitFor(async () => metricValue(await metricsOf(pool), hintSeries("keep", "unsupported")) === 1, "the unsupported keep");
+    expect(engine.calls[0]?.body).not.toHaveProperty(KV_RETENTION_TAG_FIELD);
+    expect(engine.retentionBatches).toEqual([]);
+  });
+
+  it("an engine without the route (404) counts as unsupported, a failing one as failed, and calls are served all the same", async () => {
+    const stock = await setup({});
+    await runCall(stock.pool);
+    await waitFor(async () => metricValue(await metricsOf(stock.pool), hintSeries("keep", "unsupported")) === 1, "unsupported after 404");
+    const failing = await setup({ retention: "fails" });
+    await runCall(failing.pool);
+    await runCall(failing.pool);
+    await waitFor(async () => (metricValue(await metricsOf(failing.pool), hintSeries("keep", "failed")) ?? 0) >= 1, "failed after 500");
+    expect(failing.engine.calls).toHaveLength(2);
+  });
+});

@@ -1,0 +1,112 @@
+import { afterEach, describe, expect, it } from "vitest";
+import { isDoneEvent, SseEventSplitter } from "../../src/protocol/sse.js";
+import { type PoolHandle, startPool } from "../../src/pool/server.js";
+import type { PoolConfigInput } from "../../src/pool/config.js";
+import { DEFAULT_SIM_MODEL, type SimEngineHandle, startSimEngine } from "../../src/sim/engine-server.js";
+import { chatBody, metricValue, operatorGet, signedCall, testConfig, waitFor } from "./helpers.js";
+
+/* Live role switches in the pool (issue 13): an engine drains its role's calls, then flips; no call is lost. */
+
+const open: { engines: SimEngineHandle[]; pools: PoolHandle[] } = { engines: [], pools: [] };
+afterEach(async () => {
+  await Promise.all(open.pools.map((p) => p.close()));
+  await Promise.all(open.engines.map((e) => e.close()));
+  open.engines = [];
+  open.pools = [];
+});
+
+async function engines(ids: string[], timeScale: number): Promise<SimEngineHandle[]> {
+  const started = await Promise.all(ids.map((engineId) => startSimEngine({ engineId, timeScale })));
+  open.engines.push(...started);
+  return started;
+}
+
+async function pool(input: Partial<PoolConfigInput> & Pick<PoolConfigInput, "engines">): Promise<PoolHandle> {
+  const started = await startPool(testConfig(input));
+  open.pools.push(started);
+  return started;
+}
+
+const PROMPT = Array.from({ length: 1_500 }, (_, i) => `w${i % 61}`).join(" ");
+
+/** One streamed call to its end: the tokens of text it carried and whether it ended with [DONE]. */
+async function streamedCall(p: PoolHandle, maxTokens: number): Promise<{ status: number; words: number; done: boolean }> {
+  const call = await signedCall({ body: chatBody({ model: DEFAULT_SIM_MODEL, messages: [{ role: "user", content: `${Math.random()} ${PROMPT}` }], max_tokens: maxTokens, ignore_eos: true, stream: true }) });
+  const response = await fetch(`${p.url}/v1/chat/completions`, { method: "POST", headers: call.headers, body: call.body });
+  if (response.status !== 200) return { status: response.status, words: 0, done: false };
+  let text = "";
+  let done = false;
+  const reader = response.body!.pipeThrough(new SseEventSplitter()).getReader();
+  for (let next = await reader.read(); !next.done; next = await reader.read()) {
+    if (isDoneEvent(next.value)) done = true;
+    const match = /"content":"([^"]*)"/.exec(next.value);
+    if (match) text += match[1];
+  }
+  return { status: 200, words: text.trim().split(/\s+/).filter(Boolean).length, done };
+}
+
+const simMetric = async (engine: SimEngineHandle, series: string) => {
+  const text = await (await fetch(`${engine.url}/metrics`)).text();
+  const line = text.split("\n").find((l) => l.startsWith(`${series} `));
+  return line === undefined ? 0 : Number(line.slice(series.length + 1));
+};
+
+describe("live role switches", () => {
+  it("drains a prefill engine under load, flips it to decode, and loses no call", async () => {
+    const [p1, p2, d1] = await engines(["sim-p1", "sim-p2", "sim-d1"], 5);
+    const p = await pool({
+      engines: [
+        { id: "p1", url: p1!.url, role: "prefill", profile: "llama-3.1-8b-h100" },
+        { id: "p2", url: p2!.url, role: "prefill", profile: "llama-3.1-8b-h100" },
+        { id: "d1", url: d1!.url, role: "decode", profile: "llama-3.1-8b-h100" },
+      ],
+    });
+    const calls = Array.from({ length: 24 }, () => streamedCall(p, 40));
+    await waitFor(() => (p.dispatcher.engineRoles().find((e) => e.id === "p1")?.inFlight ?? 0) > 0, "prefills running on p1");
+    const heldBefore = await simMetric(p1!, 'agentix_sim_kv_handoffs_total{side="prefill",outcome="held"}');
+    const draining = p.dispatcher.engineRoles().find((e) => e.id === "p1")!.inFlight;
+    expect(p.dispatcher.startRoleSwitch({ engineId: "p1", from: "prefill", to: "decode", reason: "test" })).toBe(true);
+    // The last prefill engine left cannot switch too.
+    expect(p.dispatcher.startRoleSwitch({ engineId: "p2", from: "prefill", to: "decode", reason: "test" })).toBe(false);
+
+    const results = await Promise.all(calls);
+    expect(results.every((r) => r.status === 200 && r.done && r.words === 40)).toBe(true);
+    // Nothing new was prefilled on p1 once it drained: at most the prefills it had when the switch started.
+    expect(await simMetric(p1!, 'agentix_sim_kv_handoffs_total{side="prefill",outcome="held"}')).toBeLessThanOrEqual(heldBefore + draining);
+
+    await waitFor(() => p.dispatcher.engineRoles().find((e) => e.id === "p1")?.role === "decode", "p1 flipped to decode");
+    const roles = (await (await operatorGet(p.url, "/roles")).json()) as { controller: string; engines: { id: string; role: string; switching_to: string | null }[] };
+    expect(roles.controller).toBe("off");
+    expect(roles.engines.map((e) => [e.id, e.role, e.switching_to])).toEqual([
+      ["p1", "decode", null],
+      ["p2", "prefill", null],
+      ["d1", "decode", null],
+    ]);
+    const metrics = await (await operatorGet(p.url, "/metrics")).text();
+    expect(metricValue(metrics, 'agentix_role_switches_total{from="prefill",to="decode"}')).toBe(1);
+    expect(metricValue(metrics, 'agentix_pool_engine_role{engine="p1",role="decode",switching_to=""}')).toBe(1);
+
+    // As a decode engine it now takes decodes: with d1 busy, some of a second batch decode on p1.
+    const more = await Promise.all(Array.from({ length: 8 }, () => streamedCall(p, 40)));
+    expect(more.every((r) => r.status === 200 && r.done)).toBe(true);
+    expect(await simMetric(p1!, 'agentix_sim_kv_handoffs_total{side="decode",outcome="imported"}')).toBeGreaterThan(0);
+  });
+
+  it("runs the configured controller: a prefill queue past the threshold moves a decode engine to prefill, every call answered", async () => {
+    const [p1, d1, d2] = await engines(["sim-p1", "sim-d1", "sim-d2"], 1);
+    const p = await pool({
+      engines: [
+        { id: "p1", url: p1!.url, role: "prefill", profile: "llama-3.1-8b-h100", maxInFlight: 1 },
+        { id: "d1", url: d1!.url, role: "decode", profile: "llama-3.1-8b-h100" },
+        { id: "d2", url: d2!.url, role: "decode", profile: "llama-3.1-8b-h100" },
+      ],
+      roles: { controller: "threshold", roundMs: 100, cooldownMs: 0 },
+    });
+    expect(p.roleControl).toBeDefined();
+    const results = await Promise.all(Array.from({ length: 14 }, () => streamedCall(p, 8)));
+    expect(results.every((r) => r.status === 200 && r.done && r.words === 8)).toBe(true);
+    const metrics = await (await operatorGet(p.url, "/metrics")).text();
+    expect(metricValue(metrics, 'agentix_role_switches_total{from="decode",to="prefill"}')).toBe(1);
+    expect(p.dispatcher.engineRoles().filter((e) => e.role === "prefill")).toHaveLength(2);
+  });
+});

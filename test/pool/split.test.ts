@@ -1,0 +1,298 @@
+import { afterEach, describe, expect, it } from "vitest";
+import { isDoneEvent, SseEventSplitter } from "../../src/protocol/sse.js";
+import { type PoolHandle, startPool } from "../../src/pool/server.js";
+import type { EngineConfig } from "../../src/pool/config.js";
+import { type FakeEngine, type FakeEngineOptions, startFakeEngine } from "./fake-engine.js";
+import { chatBody, metricValue, operatorGet, signedCall, testConfig, waitFor } from "./helpers.js";
+
+/*
+ * Disaggregated calls through the pool with fake engines (issue 13): vLLM's two steps
+ * (prefill with kv_transfer_params, then decode with the handoff) and SGLang's bootstrap
+ * (both at once), and what happens when either side misbehaves.
+ */
+
+const HANDOFF = {
+  do_remote_prefill: true,
+  do_remote_decode: false,
+  remote_block_ids: [3, 4, 5],
+  remote_engine_id: "prefill-engine-uuid",
+  remote_request_id: "cmpl-prefill-1",
+  remote_host: "10.0.0.7",
+  remote_port: 5600,
+  tp_size: 1,
+};
+
+const open: { engines: FakeEngine[]; pools: PoolHandle[] } = { engines: [], pools: [] };
+afterEach(async () => {
+  await Promise.all(open.pools.map((p) => p.close()));
+  await Promise.all(open.engines.map((e) => e.close()));
+  open.engines = [];
+  open.pools = [];
+});
+
+async function engine(options: FakeEngineOptions = {}): Promise<FakeEngine> {
+  const started = await startFakeEngine(options);
+  open.engines.push(started);
+  return started;
+}
+
+type EngineInput = { id: string; url: string; kind?: EngineConfig["kind"]; role?: EngineConfig["role"]; bootstrapPort?: number };
+
+async function pool(engines: EngineInput[], retries = 2, routing?: "round-robin"): Promise<PoolHandle> {
+  const started = await startPool(testConfig({ engines, retries, ...(routing === undefined ? {} : { scheduling: { routing: { policy: routing } } }) }));
+  open.pools.push(started);
+  return started;
+}
+
+const prefillEngine = (extra: Record<string, unknown> | null = { kv_transfer_params: HANDOFF }) =>
+  engine({ answer: () => ({ usage: { prompt: 50, completion: 1 }, ...(extra === null ? {} : { extra }) }) });
+const decodeEngine = (options: FakeEngineOptions = {}) =>
+  engine({ behave: (call) => (call.body.stream === true ? { kind: "stream" } : { kind: "json" }), answer: () => ({ usage: { prompt: 50, completion: 7, cached: 48 } }), ...options });
+
+async function send(p: PoolHandle, body: Record<string, unknown>, signal?: AbortSignal): Promise<Response> {
+  const call = await signedCall({ body });
+  return fetch(`${p.url}/v1/chat/completions`, { method: "POST", headers: call.headers, body: call.body, ...(signal ? { signal } : {}) });
+}
+
+async function events(response: Response): Promise<string[]> {
+  const out: string[] = [];
+  const reader = response.body!.pipeThrough(new SseEventSplitter()).getReader();
+  for (let next = await reader.read(); !next.done; next = await reader.read()) out.push(next.value);
+  return out;
+}
+
+const metrics = async (p: PoolHandle) => (await operatorGet(p.url, "/metrics")).text();
+
+/** Every slot given back and nothing left running: the call left the pool. */
+async function settled(p: PoolHandle): Promise<void> {
+  await waitFor(() => p.dispatcher.runningCount === 0 && p.dispatcher.engineSnapshots().every((e) => e.inFlight === 0), "every slot given back");
+}
+
+describe("vLLM disaggregated calls (kv_transfer_params)", () => {
+  it("prefills with max_tokens 1 and a remote-decode request, then streams the decode engine's answer with the handoff", async () => {
+    const prefill = await prefillEngine();
+    const decode = await decodeEngine();
+    const p = await pool([
+      { id: "p1", url: prefill.url, role: "prefill" },
+      { id: "d1", url: decode.url, role: "decode" },
+    ]);
+    const client = chatBody({ stream: true, stream_options: { include_usage: true }, max_tokens: 64, min_tokens: 4, max_completion_tokens: 64 });
+    const answer = await send(p, client);
+    expect(answer.status).toBe(200);
+    (await decode.call(0)).release();
+    const stream = await events(answer);
+
+    const prefillBody = (await prefill.call(0)).body;
+    expect(prefillBody).toMatchObject({
+      stream: false,
+      max_tokens: 1,
+      max_completion_tokens: 1,
+      kv_transfer_params: { do_remote_decode: true, do_remote_prefill: false, remote_engine_id: null, remote_block_ids: null, remote_host: null, remote_port: null },
+    });
+    expect(prefillBody).not.toHaveProperty("stream_options");
+    expect(prefillBody).not.toHaveProperty("min_tokens");
+    const decodeBody = decode.calls[0]!.body;
+    expect(decodeBody).toMatchObject({ stream: true, max_tokens: 64, min_tokens: 4, kv_transfer_params: HANDOFF });
+    expect(decode.calls).toHaveLength(1);
+    expect(prefill.calls).toHaveLength(1);
+
+    // The client reads the decode engine's stream to its end, and the stats name the decode engine.
+    expect(stream.some((e) => e.includes('"Hel"'))).toBe(true);
+    expect(stream.some((e) => isDoneEvent(e))).toBe(true);
+    expect(stream.find((e) => e.startsWith(": agentix"))).toMatch(/"engine":"d1"/);
+    expect(answer.headers.get("x-agentix-engine")).toBe("d1");
+
+    await settled(p);
+    const text = await metrics(p);
+    // Billed once: the prompt as the prefill engine reported it, the output as the decode engine did.
+    expect(metricValue(text, 'agentix_pool_engine_tokens_total{engine="p1",kind="prompt",outcome="completed"}')).toBe(50);
+    expect(metricValue(text, 'agentix_pool_engine_tokens_total{engine="p1",kind="completion",outcome="completed"}')).toBeUndefined();
+    expect(metricValue(text, 'agentix_pool_engine_tokens_total{engine="d1",kind="completion",outcome="completed"}')).toBe(7);
+    expect(metricValue(text, 'agentix_pool_engine_tokens_total{engine="d1",kind="prompt",outcome="completed"}')).toBeUndefined();
+    expect(metricValue(text, 'agentix_pool_split_handoffs_total{outcome="handed_off"}')).toBe(1);
+    expect(metricValue(text, 'agentix_pool_calls_total{engine="p1",outcome="completed"}')).toBe(1);
+    expect(metricValue(text, 'agentix_pool_calls_total{engine="d1",outcome="completed"}')).toBe(1);
+  });
+
+  it("answers a non-streaming call with the decode engine's JSON", async () => {
+    const prefill = await prefillEngine();
+    const decode = await decodeEngine();
+    const p = await pool([
+      { id: "p1", url: prefill.url, role: "prefill" },
+      { id: "d1", url: decode.url, role: "decode" },
+    ]);
+    const answer = await send(p, chatBody({ max_tokens: 16 }));
+    expect(answer.status).toBe(200);
+    const json = (await answer.json()) as { usage: { completion_tokens: number } };
+    expect(json.usage.completion_tokens).toBe(7);
+    expect(decode.calls[0]!.body).toMatchObject({ max_tokens: 16, kv_transfer_params: HANDOFF });
+    expect(decode.calls[0]!.body.stream).toBeUndefined();
+    await settled(p);
+  });
+
+  it("sends the decode without kv_transfer_params when the prefill engine gave none (the decode engine computes the prompt)", async () => {
+    const prefill = await prefillEngine(null);
+    const decode = await decodeEngine();
+    const p = await pool([
+      { id: "p1", url: prefill.url, role: "prefill" },
+      { id: "d1", url: decode.url, role: "decode" },
+    ]);
+    const answer = await send(p, chatBody({ max_tokens: 16 }));
+    expect(answer.status).toBe(200);
+    expect(decode.calls[0]!.body).not.toHaveProperty("kv_transfer_params");
+    await settled(p);
+    expect(metricValue(await metrics(p), 'agentix_pool_split_handoffs_total{outcome="no_kv_transfer_params"}')).toBe(1);
+  });
+
+  it("retries a prefill that fails before its first byte on another prefill engine, as any attempt", async () => {
+    const failing = await engine({ behave: () => ({ kind: "status", status: 503 }) });
+    const prefill = await prefillEngine();
+    const decode = await decodeEngine();
+    const p = await pool([
+      { id: "a-failing", url: failing.url, role: "prefill" },
+      { id: "b-prefill", url: prefill.url, role: "prefill" },
+      { id: "d1", url: decode.url, role: "decode" },
+    ]);
+    // Two calls, so the least-loaded routing puts one on the failing engine whatever its order.
+    const answers = await Promise.all([send(p, chatBody({ max_tokens: 8 })), send(p, chatBody({ max_tokens: 8 }))]);
+    expect(answers.map((a) => a.status)).toEqual([200, 200]);
+    expect(failing.calls.length).toBeGreaterThanOrEqual(1);
+    expect(prefill.calls).toHaveLength(2);
+    expect(decode.calls).toHaveLength(2);
+    await settled(p);
+  });
+
+  it("passes a prefill engine's 4xx to the client and sends nothing to decode", async () => {
+    const prefill = await engine({ behave: () => ({ kind: "status", status: 400 }) });
+    const decode = await decodeEngine();
+    const p = await pool([
+      { id: "p1", url: prefill.url, role: "prefill" },
+      { id: "d1", url: decode.url, role: "decode" },
+    ]);
+    const answer = await send(p, chatBody({ max_tokens: 8 }));
+    expect(answer.status).toBe(400);
+    expect(decode.calls).toHaveLength(0);
+    await settled(p);
+  });
+
+  it("recomputes the call whole on a mixed engine when the decode engine refuses the handoff before its first byte", async () => {
+    const prefill = await prefillEngine();
+    const refusing = await engine({ behave: () => ({ kind: "status", status: 500 }) });
+    const mixed = await decodeEngine();
+    const p = await pool([
+      { id: "p1", url: prefill.url, role: "prefill" },
+      { id: "d1", url: refusing.url, role: "decode" },
+      { id: "m1", url: mixed.url, role: "mixed" },
+    ], 2, "round-robin");
+    // Round robin over the engines that start calls (p1, m1): the first goes to p1.
+    const first = await send(p, chatBody({ max_tokens: 8, stream: true }));
+    expect(first.status).toBe(200);
+    const stream = await (async () => {
+      (await mixed.call(0)).release();
+      return events(first);
+    })();
+    expect(stream.some((e) => isDoneEvent(e))).toBe(true);
+    await settled(p);
+    expect(prefill.calls).toHaveLength(1);
+    expect(refusing.calls).toHaveLength(1);
+    expect(refusing.calls[0]!.body).toMatchObject({ kv_transfer_params: HANDOFF });
+    // The mixed engine got the call as the client sent it: no handoff, its own budget.
+    expect(mixed.calls[0]!.body).not.toHaveProperty("kv_transfer_params");
+    expect(mixed.calls[0]!.body).toMatchObject({ max_tokens: 8, stream: true });
+    const text = await metrics(p);
+    expect(metricValue(text, 'agentix_pool_split_handoffs_total{outcome="decode_failed"}')).toBe(1);
+    expect(metricValue(text, 'agentix_pool_retries_total{engine="d1"}')).toBe(1);
+  });
+
+  it("recomputes on another decode engine (without the handoff) when no engine is mixed, and fails with 502 once retries run out", async () => {
+    const prefill = await prefillEngine();
+    const refusing = await engine({ behave: () => ({ kind: "status", status: 500 }) });
+    const other = await decodeEngine();
+    const p = await pool([
+      { id: "p1", url: prefill.url, role: "prefill" },
+      { id: "d1-refusing", url: refusing.url, role: "decode" },
+      { id: "d2-other", url: other.url, role: "decode" },
+    ]);
+    // Both decode engines are empty: the one with the most room on a tie is the first by ID (d1-refusing).
+    const answer = await send(p, chatBody({ max_tokens: 8 }));
+    expect(answer.status).toBe(200);
+    expect(refusing.calls).toHaveLength(1);
+    expect(other.calls).toHaveLength(1);
+    expect(other.calls[0]!.body).not.toHaveProperty("kv_transfer_params");
+    await settled(p);
+
+    const noRetries = await pool(
+      [
+        { id: "p1", url: prefill.url, role: "prefill" },
+        { id: "d1-refusing", url: refusing.url, role: "decode" },
+      ],
+      0,
+    );
+    const failed = await send(noRetries, chatBody({ max_tokens: 8 }));
+    expect(failed.status).toBe(502);
+    expect(((await failed.json()) as { error: { code: string } }).error.code).toBe("engine_unavailable");
+    await settled(noRetries);
+  });
+
+  it("ends a split call whose client goes away mid-decode: both legs' slots back, the call gone once", async () => {
+    const prefill = await prefillEngine();
+    const decode = await decodeEngine();
+    const p = await pool([
+      { id: "p1", url: prefill.url, role: "prefill" },
+      { id: "d1", url: decode.url, role: "decode" },
+    ]);
+    const client = new AbortController();
+    const answer = await send(p, chatBody({ stream: true, max_tokens: 64 }), client.signal);
+    const decodeCall = await decode.call(0);
+    const reader = answer.body!.getReader();
+    await reader.read();
+    client.abort();
+    await decodeCall.aborted;
+    await settled(p);
+    expect(metricValue(await metrics(p), 'agentix_pool_calls_total{engine="d1",outcome="aborted"}')).toBe(1);
+  });
+});
+
+describe("SGLang disaggregated calls (bootstrap)", () => {
+  it("sends the same body with bootstrap host, port and room to the prefill and the decode engine at once; the decode's answer is the client's", async () => {
+    const prefill = await engine({ behave: (call) => (call.body.stream === true ? { kind: "stream" } : { kind: "json" }), answer: () => ({ usage: { prompt: 50, completion: 1 } }) });
+    const decode = await decodeEngine();
+    const p = await pool([
+      { id: "p1", url: prefill.url, kind: "sglang", role: "prefill", bootstrapPort: 9123 },
+      { id: "d1", url: decode.url, kind: "sglang", role: "decode" },
+    ]);
+    const answer = await send(p, chatBody({ stream: true, max_tokens: 32 }));
+    const [prefillCall, decodeCall] = await Promise.all([prefill.call(0), decode.call(0)]);
+    prefillCall.release();
+    decodeCall.release();
+    const stream = await events(answer);
+    expect(stream.some((e) => isDoneEvent(e))).toBe(true);
+    const room = prefillCall.body.bootstrap_room;
+    expect(typeof room).toBe("number");
+    for (const body of [prefillCall.body, decodeCall.body]) {
+      expect(body).toMatchObject({ bootstrap_host: "127.0.0.1", bootstrap_port: 9123, bootstrap_room: room, stream: true, max_tokens: 32 });
+    }
+    await settled(p);
+    expect(prefill.inFlight()).toBe(0);
+    const text = await metrics(p);
+    expect(metricValue(text, 'agentix_pool_engine_tokens_total{engine="p1",kind="prompt",outcome="completed"}')).toBe(50);
+    expect(metricValue(text, 'agentix_pool_engine_tokens_total{engine="d1",kind="completion",outcome="completed"}')).toBe(7);
+  });
+
+  it("drops the decode and retries when the prefill engine fails before its first byte", async () => {
+    let failures = 1;
+    const prefill = await engine({ behave: () => (failures-- > 0 ? { kind: "status", status: 503 } : { kind: "json" }) });
+    const decode = await decodeEngine();
+    const p = await pool([
+      { id: "p1", url: prefill.url, kind: "sglang", role: "prefill" },
+      { id: "d1", url: decode.url, kind: "sglang", role: "decode" },
+    ]);
+    const answer = await send(p, chatBody({ max_tokens: 8 }));
+    expect(answer.status).toBe(200);
+    // The first attempt's decode was dropped, the second answered.
+    expect(prefill.calls).toHaveLength(2);
+    expect(decode.calls).toHaveLength(2);
+    expect(decode.calls[0]!.body.bootstrap_room).not.toBe(decode.calls[1]!.body.bootstrap_room);
+    await settled(p);
+  });
+});
