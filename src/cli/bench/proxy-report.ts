@@ -38,6 +38,8 @@ export interface ProxySummaryRow {
   addedP50AtOneMs: number | null;
   maxRps: number;
   maxRpsConnections: number;
+  /** CPU µs of the target's own process per completed response, over its measured runs; null when not read. */
+  cpuUsPerCall: number | null;
   /** Over every run of this target and mode, warm-up included. */
   failures: FailureCounts;
   failed: boolean;
@@ -87,6 +89,9 @@ export function summariseProxyReport(report: ProxyBenchReport): { rows: ProxySum
         .filter((r) => r.phase === "measure")
         .reduce<TargetRun | undefined>((top, r) => (!top || r.figures.requestsPerSecond > top.figures.requestsPerSecond ? r : top), undefined);
       const failures = failureCounts(own);
+      const timed = own.filter((r) => r.phase === "measure" && r.cpuMs !== undefined);
+      const timedResponses = timed.reduce((sum, r) => sum + r.figures.responses, 0);
+      const cpuUsPerCall = timedResponses > 0 ? Math.round((1000 * timed.reduce((sum, r) => sum + (r.cpuMs ?? 0), 0)) / timedResponses) : null;
       rows.push({
         mode,
         target,
@@ -101,6 +106,7 @@ export function summariseProxyReport(report: ProxyBenchReport): { rows: ProxySum
         addedP50AtOneMs: one && baseOne ? diff(one.latencyMs.p50, baseOne.latencyMs.p50) : null,
         maxRps: best?.figures.requestsPerSecond ?? Number.NaN,
         maxRpsConnections: best?.figures.connections ?? 0,
+        cpuUsPerCall,
         failures,
         failed: failures.non2xx + failures.errors + failures.mismatches + failures.shortfall + failures.emptyRuns > 0,
       });
@@ -213,6 +219,7 @@ export function formatProxyTable(report: ProxyBenchReport): string {
     ...(hasOne ? ["p50@1", "+p50@1"] : []),
     "max req/s",
     "@conns",
+    "cpu µs/call",
     "non-2xx",
     "errors",
     "bad body",
@@ -228,6 +235,7 @@ export function formatProxyTable(report: ProxyBenchReport): string {
     ...(hasOne ? [num(row.p50AtOneMs, 2), signed(row.addedP50AtOneMs)] : []),
     num(row.maxRps, 0),
     String(row.maxRpsConnections),
+    num(row.cpuUsPerCall, 0),
     String(row.failures.non2xx),
     String(row.failures.errors),
     String(row.failures.mismatches),
@@ -245,7 +253,8 @@ export function formatProxyTable(report: ProxyBenchReport): string {
   const legend =
     `req/s, p50 and p99 at ${c} connections; "+… vs a": latency added over the bare engine at the same concurrency` +
     (hasOne ? `; p50@1: one connection (per-call cost without queueing)` : "") +
-    `; max req/s: best over ${report.options.connections.join("/")} connections.`;
+    `; max req/s: best over ${report.options.connections.join("/")} connections` +
+    `; cpu µs/call: CPU time of the target's own process (the engine's for (a), not the engine's for a proxy) per response over its measured runs.`;
   const thin = report.runs
     .filter((r) => r.phase === "measure" && r.figures.responses > 0 && r.figures.responses < THIN_RUN_RESPONSES)
     .map((r) => `${TARGET_LABELS[r.target]} ${r.mode} @${r.figures.connections}: ${r.figures.responses}`);

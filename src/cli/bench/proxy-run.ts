@@ -5,6 +5,7 @@ import path from "node:path";
 import { randomToken } from "../../protocol/ids.js";
 import { waitForEngineIdle } from "./proxy-engine-metrics.js";
 import { type LoadFigures, runLoad } from "./proxy-load.js";
+import { processCpuMs } from "./relay-cpu.js";
 import type { ProxyBenchOptions, ProxyMode, ProxyTargetName } from "./proxy-options.js";
 import { startPortkeyGateway } from "./proxy-portkey.js";
 import { type ProbeOutcome, probeTarget, referenceCompletion } from "./proxy-probe.js";
@@ -28,6 +29,8 @@ export interface TargetRun {
   figures: LoadFigures;
   /** Requests that could not be prepared (pool signatures ran out): errors. */
   shortfall: number;
+  /** CPU ms the target's process (BenchTarget.cpuPid) used during the run; absent when not read. */
+  cpuMs?: number;
 }
 
 export interface ProxyBenchReport {
@@ -119,7 +122,7 @@ export async function measureProxyOverhead(options: ProxyBenchOptions, hooks: Me
     log("starting the simulated engine (zero model time)");
     const engine = await startEngineProcess({ role: "engine" }, { signal });
     stops.push({ name: "engine", stop: engine.stop });
-    if (want("engine")) targets.push(engineTarget(engine.ready));
+    if (want("engine")) targets.push({ ...engineTarget(engine.ready), cpuPid: engine.pid });
 
     if (want("pool")) {
       const signingKey = { id: "bench-1", secret: randomToken(48) };
@@ -136,14 +139,14 @@ export async function measureProxyOverhead(options: ProxyBenchOptions, hooks: Me
         { signal, cpuProfileDir: options.cpuProfileDir },
       );
       stops.push({ name: "pool", stop: pool.stop });
-      targets.push(poolTarget(pool.ready, engine.ready.url, signingKey));
+      targets.push({ ...poolTarget(pool.ready, engine.ready.url, signingKey), cpuPid: pool.pid });
       log(`pool core: ${pool.ready.url}`);
     }
 
     if (want("portkey")) {
       const gateway = await startPortkeyGateway({ signal });
       stops.push({ name: "portkey", stop: gateway.stop });
-      targets.push(portkeyTarget(gateway, engine.ready.url));
+      targets.push({ ...portkeyTarget(gateway, engine.ready.url), cpuPid: gateway.pid });
       log(`Portkey gateway: ${gateway.url}`);
     }
 
@@ -197,11 +200,16 @@ export async function measureProxyOverhead(options: ProxyBenchOptions, hooks: Me
       const body = chatRequestBody(workload);
       const expectedRps = expectedRpsOf(target.name, workload.mode, connections);
       const prepared = await target.prepareRun({ body, connections, durationSeconds, expectedRps });
+      // CPU per call is the figure least moved by a loaded machine: it counts work, not waiting.
+      const cpuOf = () => (target.cpuPid === undefined ? undefined : processCpuMs(target.cpuPid));
+      const cpuBefore = cpuOf();
       const figures = await runLoad(
         { url: target.url, headers: target.headers, body, session: prepared.session, verifyBody: completionVerifier(workload) },
         { connections, durationSeconds, signal },
       );
-      runs.push({ target: target.name, mode: workload.mode, phase, figures, shortfall: prepared.shortfall() });
+      const cpuAfter = cpuOf();
+      const cpuMs = cpuBefore === undefined || cpuAfter === undefined ? undefined : cpuAfter - cpuBefore;
+      runs.push({ target: target.name, mode: workload.mode, phase, figures, shortfall: prepared.shortfall(), ...(cpuMs === undefined ? {} : { cpuMs }) });
       // Calls cut off at the end of the run may still be working their way through the proxy.
       if (!(await waitForEngineIdle(target.engineUrl, DRAIN_TIMEOUT_MS, signal))) {
         log(`warning: ${target.label}'s engine was still busy ${DRAIN_TIMEOUT_MS / 1000} s after the run; the next run may be disturbed`);

@@ -40,6 +40,8 @@ export interface BenchTarget {
   headers: Record<string, string>;
   /** The engine behind this target (to check a call reached it). */
   engineUrl: string;
+  /** The process whose CPU time a call of this target costs (the proxy's own; the engine's for the engine), when known. */
+  cpuPid?: number;
   prepareRun(sizing: RunSizing): Promise<RunPreparation>;
 }
 

@@ -77,6 +77,9 @@ describe("proxy benchmark against the engine and the pool", () => {
       expect(row.rps).toBeGreaterThan(0);
       expect(row.maxRps).toBeGreaterThanOrEqual(row.rps);
       expect([1, 4]).toContain(row.maxRpsConnections);
+      // Read from /proc for each target's own process: some CPU per call, and less than a second of it.
+      expect(row.cpuUsPerCall).toBeGreaterThan(0);
+      expect(row.cpuUsPerCall).toBeLessThan(1_000_000);
       if (row.target === "engine") expect(row.addedP50Ms).toBeNull();
       else {
         expect(row.addedP50Ms).toBeTypeOf("number");
