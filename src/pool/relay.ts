@@ -282,9 +282,10 @@ const STREAM_HIGH_WATER_CHUNKS = 16;
 
 /*
  * The engine's body is read as a Node stream and cut into events synchronously as each
- * chunk arrives; the events one chunk completes go to the client as one chunk (one
- * encode and one socket write, where there was one per event), with the stats comment
- * in its place among them. One WHATWG stream is left, the one the Response carries.
+ * chunk arrives; the events completed within one event-loop turn go to the client as
+ * one chunk (one encode and one socket write, where there was one per event), with the
+ * stats comment in its place among them. One WHATWG stream is left, the one the
+ * Response carries.
  */
 function relayEventStream(
   body: Readable,
@@ -327,11 +328,26 @@ function relayEventStream(
   };
 
   let controller!: ReadableStreamDefaultController<Uint8Array>;
-  const onData = (chunk: Buffer): void => {
-    const text = relayed(cutter.push(chunk));
-    if (text === "") return;
+  /*
+   * Events that arrive within one turn of the event loop leave together: an engine
+   * writes each token as its own chunk, and one socket write per chunk was the largest
+   * single cost of a stream (writev). The wait is one turn (setImmediate), not a timer.
+   */
+  let pending = "";
+  let flushScheduled = false;
+  const flush = (): void => {
+    flushScheduled = false;
+    if (pending === "" || finished) return;
+    const text = pending;
+    pending = "";
     controller.enqueue(encoder.encode(text));
     if ((controller.desiredSize ?? 1) <= 0) body.pause();
+  };
+  const onData = (chunk: Buffer): void => {
+    pending += relayed(cutter.push(chunk));
+    if (pending === "" || flushScheduled) return;
+    flushScheduled = true;
+    setImmediate(flush);
   };
   const onEnd = (): void => {
     if (finished) return;
@@ -339,7 +355,8 @@ function relayEventStream(
     detach();
     const last = cutter.end();
     // An engine that ends without [DONE] still gets its stats written, at the end.
-    const text = relayed(last === undefined ? [] : [last]) + statsText();
+    const text = pending + relayed(last === undefined ? [] : [last]) + statsText();
+    pending = "";
     try {
       if (text !== "") controller.enqueue(encoder.encode(text));
       controller.close();
@@ -356,8 +373,10 @@ function relayEventStream(
     if (!aborted) console.error(`agentix pool: call ${req.callId}: engine ${req.engine.id} broke off the stream (${describe(error)})`);
     // The edge relays this event as is: a fixed message and the call's ID, nothing of the engine.
     const message = `${aborted ? CALL_ERROR_MESSAGES.call_cancelled : CALL_ERROR_MESSAGES.engine_stream_error} (request ${req.callId})`;
+    const text = pending + dataEvent(callErrorBody(502, message, req.callId, { code: "engine_stream_error" })) + statsText();
+    pending = "";
     try {
-      controller.enqueue(encoder.encode(dataEvent(callErrorBody(502, message, req.callId, { code: "engine_stream_error" })) + statsText()));
+      controller.enqueue(encoder.encode(text));
       controller.close();
     } catch {
       // The client is already gone; nothing left to tell it.
