@@ -29,8 +29,10 @@ import {
   verifyStatusRequest,
 } from "./verify-forward.js";
 
-/** A forwarded event (or KV-hint) batch is at most 64 small events; this bounds what is read before the MAC is checked. */
+/** A forwarded event batch is at most 64 small events; this bounds what is read before the MAC is checked. */
 const MAX_EVENT_BODY_BYTES = 4 * 1024 * 1024;
+/** A KV-hint batch is at most 16 hints of a few dozen bytes. */
+const MAX_KV_HINTS_BODY_BYTES = 64 * 1024;
 
 export interface PoolAppDeps {
   config: PoolConfig;
@@ -173,7 +175,7 @@ export function createPoolApp(deps: PoolAppDeps): Hono<ForwardedEnv> {
 
   app.post(
     POOL_PATHS.kvHints,
-    verifyForwardedKvHints(verifyOptions(POOL_PATHS.kvHints, Math.min(config.maxBodyBytes, MAX_EVENT_BODY_BYTES))),
+    verifyForwardedKvHints(verifyOptions(POOL_PATHS.kvHints, Math.min(config.maxBodyBytes, MAX_KV_HINTS_BODY_BYTES))),
     (c) => {
       const { fields, batch } = c.get("kvHints");
       const accepted: KvHintsAccepted = { accepted: dispatcher.kvHints(fields.program, batch.hints) };

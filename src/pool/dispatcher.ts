@@ -34,6 +34,8 @@ import type { CallTokens } from "../core/admission.js";
 import type { RoleDemandMeter, RoleEngineReadings } from "../core/roles/role-demand-meter.js";
 import type { RoleEngineState, RoleSwitch } from "../core/roles/roles.js";
 import type { RoleSwitchTarget } from "./role-control.js";
+import { billPromptFromPrefill } from "./split-usage.js";
+import type { CallUsage } from "./call-facts.js";
 import { bootstrapRoom, hostOf, sglangBootstrapBody, vllmDecodeBody, vllmPrefillBody } from "./engines/split.js";
 
 /** How long an engine may take to count a prompt before the pool says it could not. */
@@ -542,6 +544,8 @@ export class Dispatcher implements RoleSwitchTarget {
   }
 
   #start(pending: PendingCall, engineId: string, slot: EngineSlot, now: number): void {
+    // The engine (a split call's prefill engine) holds the call's context from now; its #release ends that.
+    this.#retentionRelay.send(this.#retention.callStarted(pending.context, engineId, now));
     const split = slot.target.adapter.split;
     if (split !== undefined && this.#core.roles.role(engineId) === "prefill") {
       if (split === "kv-transfer-params") this.#startKvTransferSplit(pending, engineId, slot, now);
@@ -552,16 +556,7 @@ export class Dispatcher implements RoleSwitchTarget {
     pending.stage = "running";
     pending.attempt = { engineId, controller };
     const form = formFor(pending.forms, slot.nativeApis);
-    const body = slot.target.adapter.buildBody(form.body, {
-      api: form.api,
-      level: pending.level,
-      levels: this.#options.settings.queue.levels,
-      model: slot.model,
-    });
-    // An engine that takes retention hints learns which context the call's KV belongs to.
-    const tag = this.#retentionRelay.takesHints(engineId) ? contextTag(pending.context) : undefined;
-    if (tag !== undefined) body[KV_RETENTION_TAG_FIELD] = tag;
-    this.#retentionRelay.send(this.#retention.callStarted(pending.context, engineId, now));
+    const body = this.#bodyFor(pending, slot, form);
     relayToEngine({
       engine: slot.target,
       callId: pending.call.callId,
@@ -588,9 +583,15 @@ export class Dispatcher implements RoleSwitchTarget {
     );
   }
 
-  /** The body an engine gets for the call in `form`: its adapter's fields (model, priority, usage options). */
+  /**
+   * The body an engine gets for the call in `form`: its adapter's fields (model, priority,
+   * usage options), and for an engine that takes retention hints the context its KV belongs to.
+   */
   #bodyFor(pending: PendingCall, slot: EngineSlot, form: EngineRequestForm): Record<string, unknown> {
-    return slot.target.adapter.buildBody(form.body, { api: form.api, level: pending.level, levels: this.#options.settings.queue.levels, model: slot.model });
+    const body = slot.target.adapter.buildBody(form.body, { api: form.api, level: pending.level, levels: this.#options.settings.queue.levels, model: slot.model });
+    const tag = this.#retentionRelay.takesHints(slot.target.id) ? contextTag(pending.context) : undefined;
+    if (tag !== undefined) body[KV_RETENTION_TAG_FIELD] = tag;
+    return body;
   }
 
   /**
@@ -634,14 +635,14 @@ export class Dispatcher implements RoleSwitchTarget {
           return this.#deliver(pending, prefillId, start.response, form);
         }
         const handoff = await start.response.json().then(handoffOf, () => undefined);
-        this.#prefilled(pending, prefillId, form, handoff, prefillEnd?.serviceMs ?? 0);
+        this.#prefilled(pending, prefillId, form, handoff, prefillEnd);
       },
       (error: unknown) => this.#relayThrew(pending, prefillId, error),
     );
   }
 
   /** The prefill engine answered: the decode goes to a decode engine with its handoff (or, without one, to compute the prompt itself). */
-  #prefilled(pending: PendingCall, prefillId: string, form: EngineRequestForm, handoff: KvTransferParams | undefined, prefillServiceMs: number): void {
+  #prefilled(pending: PendingCall, prefillId: string, form: EngineRequestForm, handoff: KvTransferParams | undefined, prefillEnd: RelayEnd | undefined): void {
     const { metrics } = this.#options;
     const callId = pending.call.callId;
     if (this.#closed || pending.signal.aborted) {
@@ -658,14 +659,27 @@ export class Dispatcher implements RoleSwitchTarget {
     }
     metrics.splitHandoffs.inc({ outcome: handoff === undefined ? "no_kv_transfer_params" : "handed_off" });
     this.#options.roleMeter?.decodeQueued(callId, pending.call.promptTokens);
-    this.#startDecode(pending, decodeId, decode, form, vllmDecodeBody(this.#bodyFor(pending, decode, form), handoff), prefillServiceMs, handoff !== undefined);
+    // With the KV handed over, the prompt is billed as the prefill engine ran it; without, the decode engine computed it and says so.
+    const prefillPrompt = handoff === undefined ? undefined : prefillEnd?.facts?.usage;
+    this.#startDecode(pending, prefillId, decodeId, decode, form, vllmDecodeBody(this.#bodyFor(pending, decode, form), handoff), prefillEnd?.serviceMs ?? 0, handoff !== undefined, prefillPrompt);
   }
 
   /** The decode of a split call; its answer is the client's. A failure before its first byte recomputes the call whole (#recompute). */
-  #startDecode(pending: PendingCall, decodeId: string, decode: EngineSlot, form: EngineRequestForm, body: Record<string, unknown>, prefillServiceMs: number, handedOff: boolean): void {
+  #startDecode(
+    pending: PendingCall,
+    prefillId: string,
+    decodeId: string,
+    decode: EngineSlot,
+    form: EngineRequestForm,
+    body: Record<string, unknown>,
+    prefillServiceMs: number,
+    handedOff: boolean,
+    prefillPrompt: CallUsage | undefined,
+  ): void {
     const controller = new AbortController();
     pending.attempt = { engineId: decodeId, controller };
     const now = this.#options.clock.now();
+    this.#retention.heldOn(pending.context, decodeId);
     relayToEngine({
       engine: decode.target,
       callId: pending.call.callId,
@@ -674,6 +688,8 @@ export class Dispatcher implements RoleSwitchTarget {
       body,
       stream: pending.stream,
       queueMs: now - pending.call.enqueuedAt,
+      // The edge's affinity hint for the program's next call: its prefix is cached where it was prefilled.
+      statsEngineId: prefillId,
       dispatchedAt: now,
       signal: controller.signal,
       http: this.#options.http,
@@ -687,6 +703,9 @@ export class Dispatcher implements RoleSwitchTarget {
     }).then(
       (start) => {
         this.#options.roleMeter?.decodeStarted(pending.call.callId);
+        if (start.kind === "response" && prefillPrompt !== undefined) {
+          return this.#attemptStarted(pending, decodeId, { kind: "response", response: billPromptFromPrefill(start.response, prefillPrompt) }, form);
+        }
         if (start.kind !== "failed") return this.#attemptStarted(pending, decodeId, start, form);
         this.#decodeRefused(pending, decodeId, start);
         this.#recompute(pending, decodeId, start.reason);
@@ -725,6 +744,7 @@ export class Dispatcher implements RoleSwitchTarget {
       decodeLeg.abort(call.signal.reason);
     });
     pending.attempt = { engineId: decodeId, controller: call };
+    this.#retention.heldOn(pending.context, decodeId);
     const bootstrap = { host: hostOf(prefill.target.url), port: prefill.bootstrapPort, room: bootstrapRoom() };
     let prefillEnd: RelayEnd | undefined;
     let decodeEnd: RelayEnd | undefined;
@@ -738,6 +758,7 @@ export class Dispatcher implements RoleSwitchTarget {
         body: sglangBootstrapBody(this.#bodyFor(pending, slot, form), bootstrap),
         stream: pending.stream,
         queueMs: now - pending.call.enqueuedAt,
+        statsEngineId: prefillId,
         dispatchedAt: now,
         signal,
         http: this.#options.http,

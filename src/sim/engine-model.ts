@@ -295,7 +295,11 @@ export class EngineModel {
       targetOutput,
       finishReason: stopsOnLength ? "length" : "stop",
     });
-    if (request.retentionTag !== undefined) seq.retention = this.retention.open(request.retentionTag);
+    if (request.retentionTag !== undefined) {
+      seq.retention = this.retention.open(request.retentionTag);
+      this.kv.findCachedPrefix(blockHashes, blockHashes.length, this.hitBlocks);
+      this.retention.claim(seq.retention, this.hitBlocks);
+    }
     this.requests.set(id, seq);
     this.waiting.push(seq);
     this.waitingCount++;

@@ -83,19 +83,17 @@ export class KvBlockPool {
   }
 
   /**
-   * Re-ranks a block. An unreferenced one moves to the new rank's queue: at its back
-   * (evicted last of that rank), or its front with `atFront` (a kept block whose keep
-   * ended: its last use was before the wait, older than anything freed since).
+   * Re-ranks a block. An unreferenced one moves to the back of the new rank's queue
+   * (evicted last of that rank), or to its front with `atFront` (evicted first).
    */
   setRank(block: number, rank: EvictionRank, atFront = false): void {
     if (this.rankOf[block] === rank) return;
     const free = this.refCount[block] === 0;
     if (free) this.unlink(block);
     this.rankOf[block] = rank;
-    if (free) {
-      if (atFront) this.prepend(block);
-      else this.append(block);
-    }
+    if (!free) return;
+    if (atFront) this.prepend(block);
+    else this.append(block);
   }
 
   /** The block holding `hash`, if it is cached. */

@@ -39,8 +39,6 @@ export class KvRetentionIndex {
   /** A request without a tag used the block: some context nobody ranked needs it. */
   private readonly untaggedUse: Uint8Array;
   private readonly keepEnds = new EventQueue<RetainedContext>();
-  /** Nothing was ever tagged: untagged releases skip all bookkeeping. */
-  private idle = true;
 
   constructor(private readonly pool: KvBlockPool) {
     this.tagsOfBlock = new Array<RetainedContext[] | undefined>(pool.numBlocks);
@@ -70,7 +68,6 @@ export class KvRetentionIndex {
 
   /** A request with `tag` entered the engine. */
   open(tag: string): RetainedContext {
-    this.idle = false;
     let context = this.contexts.get(tag);
     if (context === undefined) {
       context = { tag, action: "normal", keepUntilMs: 0, blocks: new Set(), liveRequests: 0 };
@@ -87,7 +84,6 @@ export class KvRetentionIndex {
    */
   releasing(context: RetainedContext | undefined, blocks: readonly number[]): void {
     if (context === undefined) {
-      if (this.idle) return;
       for (const b of blocks) this.markUntagged(b);
       return;
     }
@@ -99,6 +95,15 @@ export class KvRetentionIndex {
     if (context === undefined) return;
     context.liveRequests--;
     this.forgetIfEmpty(context);
+  }
+
+  /**
+   * A waiting request of `context` will read these cached blocks (its prefix): they join
+   * its context now, so a drop of an older context sharing them (the generation it
+   * replaces) does not evict them before the request is admitted.
+   */
+  claim(context: RetainedContext, blocks: readonly number[]): void {
+    for (const b of blocks) if (this.pool.isCached(b)) this.attach(context, b);
   }
 
   /** Tags cached blocks that arrived without a request (imported KV). */
@@ -175,17 +180,21 @@ export class KvRetentionIndex {
     context.action = action;
     const kept = this.keptTags;
     const dropped = this.droppedTags;
-    const keepEnded = from === "keep";
-    // Tail-first into a queue's back, as a release does (a context loses its last blocks before its prefix);
-    // prefix-first onto a queue's front, which leaves the same order.
+    // A context loses its last blocks before its prefix. Into the back of a queue, tail-first, as a release
+    // does; a keep that ends counts as a use, so its blocks rank as the most recent ordinary ones (a tool a
+    // little past its prediction still finds them). Kept contexts go onto the front, prefix-first: the one
+    // kept last is evicted first among kept ones, as the one expected back last when tool waits are alike
+    // (Belady's choice; the oldest, LRU's, is the one expected back first).
     const blocks = [...context.blocks];
-    if (!keepEnded) blocks.reverse();
+    const toFront = action === "keep";
+    if (!toFront) blocks.reverse();
     for (const b of blocks) {
       if (from === "keep") kept[b] = (kept[b] ?? 0) - 1;
       if (from === "drop") dropped[b] = (dropped[b] ?? 0) - 1;
       if (action === "keep") kept[b] = (kept[b] ?? 0) + 1;
       if (action === "drop") dropped[b] = (dropped[b] ?? 0) + 1;
-      this.pool.setRank(b, this.rankFor(b), keepEnded);
+      const rank = this.rankFor(b);
+      this.pool.setRank(b, rank, toFront && rank === EvictionRank.kept);
     }
   }
 

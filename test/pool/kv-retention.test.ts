@@ -101,4 +101,29 @@ describe("KV retention signals: pool → engine", () => {
     await waitFor(async () => (metricValue(await metricsOf(failing.pool), hintSeries("keep", "failed")) ?? 0) >= 1, "failed after 500");
     expect(failing.engine.calls).toHaveLength(2);
   });
+
+  it("a disaggregated call's context is tagged on its prefill and its decode engine, and kept on both through the tool wait", async () => {
+    const handoff = { do_remote_prefill: true, do_remote_decode: false, remote_block_ids: [1], remote_engine_id: "p", remote_request_id: "r", remote_host: "10.0.0.1", remote_port: 5600, tp_size: 1 };
+    const prefill = await startFakeEngine({ retention: "takes", answer: () => ({ usage: { prompt: 50, completion: 1 }, extra: { kv_transfer_params: handoff } }) });
+    cleanups.push(() => prefill.close());
+    const decode = await startFakeEngine({ retention: "takes", answer: () => TOOL_ANSWER });
+    cleanups.push(() => decode.close());
+    const pool = await startPool(
+      testConfig({
+        engines: [
+          { id: "p1", url: prefill.url, role: "prefill", retentionHints: "agentix" },
+          { id: "d1", url: decode.url, role: "decode", retentionHints: "agentix" },
+        ],
+      }),
+    );
+    cleanups.push(() => pool.close());
+    await runCall(pool);
+    const tag = `${PROGRAM}:main:0`;
+    expect([prefill.calls[0]?.body[KV_RETENTION_TAG_FIELD], decode.calls[0]?.body[KV_RETENTION_TAG_FIELD]]).toEqual([tag, tag]);
+    await waitFor(() => hintsOf(prefill).length > 0 && hintsOf(decode).length > 0, "a keep on both engines");
+    expect([hintsOf(prefill)[0], hintsOf(decode)[0]]).toMatchObject([
+      { action: "keep", tag },
+      { action: "keep", tag },
+    ]);
+  });
 });

@@ -55,3 +55,36 @@ describe("a disaggregated pool in the simulator", () => {
     expect(run.calls).toHaveLength(programs.reduce((sum, p) => sum + p.shape.calls, 0));
   });
 });
+
+describe("KV beyond one GPU in the simulator", () => {
+  // 28 long-tool, compacting coding agents at once on one mixed engine: their contexts (~700k tokens) outgrow its 421k of KV.
+  const programs: EvolveProgram[] = Array.from({ length: 28 }, (_, i) => ({
+    id: `coding-long-${i}`,
+    kind: "coding-long",
+    phase: 0,
+    arrivalMs: i * 100,
+    shape: { ...AGENT_SHAPES["coding-long"], calls: 6 },
+  }));
+  const run = (hostTier: boolean, retention: boolean) => simulateEvolvingPool({ engines: 1, profile, programs, policy: { kind: "mixed" }, hostTier, retention });
+
+  it("recomputes evicted contexts on the GPU alone; the host tier reloads them instead", () => {
+    const alone = run(false, false);
+    const withHost = run(true, false);
+    expect(alone.kv.recomputedTokens).toBeGreaterThan(100_000);
+    expect(alone.kv.hostHitTokens).toBe(0);
+    expect(withHost.kv.hostHitTokens).toBeGreaterThan(100_000);
+    expect(withHost.kv.recomputedTokens).toBeLessThan(alone.kv.recomputedTokens / 10);
+    expect(withHost.kv.pcieBytes).toBeGreaterThan(0);
+    expect(withHost.calls).toHaveLength(alone.calls.length);
+  });
+
+  it("with retention, the planner's keeps (tool waits) and drops (compaction, program end) reach the engine", () => {
+    const result = run(false, true);
+    expect(result.kv.keepsApplied).toBeGreaterThan(16);
+    // Each program compacts once (call 5) and ends: two drops each, applied where the engine still holds the context.
+    expect(result.kv.dropsApplied).toBeGreaterThan(programs.length);
+    expect(result.kv.hintsSent).toBeGreaterThanOrEqual(result.kv.keepsApplied + result.kv.normalsApplied + result.kv.dropsApplied);
+    expect(result.kv.normalsApplied).toBeGreaterThan(0);
+    expect(result.programsFinished).toBe(programs.length);
+  });
+});

@@ -49,7 +49,17 @@ describe("branch-aware eviction order", () => {
     expect(evictionOrder()).toEqual([3, 2, 5, 4, 1, 0]);
   });
 
-  it("a keep that expires ranks by recency again: its blocks, idle since before the wait, go first", () => {
+  it("among kept contexts, the one kept last goes first (expected back last), its last block first", () => {
+    const { index, end, evictionOrder } = heldPool(6);
+    end("a", [0, 1]);
+    end("b", [2, 3]);
+    end(undefined, [4, 5]);
+    index.apply("a", { action: "keep", keep_ms: 1_000 }, 0);
+    index.apply("b", { action: "keep", keep_ms: 1_000 }, 10);
+    expect(evictionOrder()).toEqual([5, 4, 3, 2, 1, 0]);
+  });
+
+  it("a keep that expires ranks by recency again, its end counting as a use", () => {
     const { index, end, evictionOrder } = heldPool(6);
     end("a", [0, 1]);
     end("b", [2, 3]);
@@ -59,7 +69,7 @@ describe("branch-aware eviction order", () => {
     expect(index.context("b")?.action).toBe("keep");
     index.expire(100);
     expect(index.context("b")?.action).toBe("normal");
-    expect(evictionOrder().slice(0, 2)).toEqual([3, 2]);
+    expect(evictionOrder()).toEqual([1, 0, 5, 4, 3, 2]);
   });
 
   it("a later keep extends an earlier one; normal withdraws a keep at once", () => {
@@ -154,11 +164,48 @@ describe("EngineModel.setRetention", () => {
     expect(stats.dropsApplied).toBe(1);
   });
 
-  it("an expired keep protects nothing", () => {
-    const { cached } = pressured((model, now) => {
-      model.setRetention("prog:main:a", { action: "keep", keep_ms: 1 }, now - 5);
+  it("an expired keep protects nothing: its end counts as the context's last use", () => {
+    // Keep a for 1 ms, then use b again: the keep ends at that step, so a ranks after u (and b's 4th block,
+    // which b-again recomputes into a duplicate block of its own), before b's reused prefix.
+    const touchB = (model: EngineModel, now: number) => {
+      model.submit({ id: "b-again", promptTokens: tokens(64, 0, "b"), outputTokens: 1 }, now);
+      return drain(model, now).endMs;
+    };
+    const expired = pressured((model, now) => {
+      model.setRetention("prog:main:a", { action: "keep", keep_ms: 1 }, now);
+      touchB(model, now + 5);
     });
-    expect(cached).toEqual({ a: 0, b: 32, u: 64 });
+    // Queue: unused 13–15, b's 4th block, u, a, b-again's blocks: the flood takes 3 + 1 + 4 and a's last 2.
+    expect(expired.cached).toEqual({ a: 32, b: 48, u: 0 });
+    const kept = pressured((model, now) => {
+      model.setRetention("prog:main:a", { action: "keep", keep_ms: 60_000 }, now);
+      touchB(model, now + 5);
+    });
+    expect(kept.cached).toEqual({ a: 64, b: 32, u: 0 });
+    // Never kept, a is the oldest: it goes first, and u keeps half.
+    const never = pressured((model, now) => void touchB(model, now + 5));
+    expect(never.cached).toEqual({ a: 0, b: 48, u: 32 });
+  });
+});
+
+describe("a waiting request claims its cached prefix", () => {
+  /** Generation 0 of a context finishes; generation 1 (sharing 3 blocks) waits while gen 0 is dropped and a flood runs first. */
+  function compaction(tagNewGeneration: boolean): number {
+    const model = new EngineModel({ profile: smallProfile(16) });
+    model.submit({ id: "g0", promptTokens: tokens(64, 0, "c"), outputTokens: 1, retentionTag: "p:main:0" }, 0);
+    const t = drain(model).endMs;
+    const next = [...tokens(48, 0, "c"), ...tokens(16, 0, "s")];
+    model.submit({ id: "g1", promptTokens: next, outputTokens: 1, ...(tagNewGeneration ? { retentionTag: "p:main:1" } : {}) }, t);
+    model.setRetention("p:main:0", { action: "drop" }, t);
+    // 13 blocks, admitted first: the dropped blocks go before the 12 never used.
+    model.submit({ id: "flood", promptTokens: tokens(200, 0, "z"), outputTokens: 1, priority: -1 }, t);
+    return finishedOf(drain(model, t).events, "g1").usage.cachedTokens;
+  }
+
+  it("so dropping the generation it replaces does not evict the prefix they share", () => {
+    expect(compaction(true)).toBe(48);
+    // Untagged, it claims nothing: the shared prefix went with the dropped generation.
+    expect(compaction(false)).toBe(0);
   });
 });
 

@@ -9,16 +9,25 @@ import { shiftingWorkload, type WorkloadPhase } from "../../sim/evolve/workload.
  * controller and the Agentix ratio controller (both starting from the split a
  * decode-heavy start favours, a quarter prefill). Evolving Infra's published figures
  * are printed beside ours.
+ *
+ * Then KV beyond one GPU (issue 13): the ratio controller on a mix whose coding phase
+ * is long-tool, compacting coding agents ("coding-long": their live contexts outgrow
+ * the GPUs), with and without the node's host KV tier and with and without
+ * branch-aware retention hints, four variants on the same programs.
  */
 
-export const EVOLVE_BENCH_USAGE = `usage: npm run bench:evolve -- [--engines 8] [--rate 0.5] [--phase-seconds 240] [--seed 7]
-  --rate scales every phase's programs per second (math 4, computer-use 6, coding 1 at 1.0)`;
+export const EVOLVE_BENCH_USAGE = `usage: npm run bench:evolve -- [--engines 8] [--rate 0.5] [--phase-seconds 240] [--seed 7] [--kv-rate 2] [--only policies|kv]
+  --rate scales every phase's programs per second (math 4, computer-use 6, coding 1 at 1.0)
+  --kv-rate: coding-long programs per second in the KV variants' third phase
+  --only: just the policy table, or just the KV variants (default both)`;
 
 export interface EvolveBenchOptions {
   engines: number;
   rate: number;
   phaseSeconds: number;
   seed: number;
+  kvRate: number;
+  only: "policies" | "kv" | undefined;
 }
 
 export function parseEvolveBenchArgs(argv: readonly string[]): EvolveBenchOptions | undefined {
@@ -29,11 +38,23 @@ export function parseEvolveBenchArgs(argv: readonly string[]): EvolveBenchOption
       rate: { type: "string", default: "0.5" },
       "phase-seconds": { type: "string", default: "240" },
       seed: { type: "string", default: "7" },
+      "kv-rate": { type: "string", default: "2" },
+      only: { type: "string" },
       help: { type: "boolean", default: false },
     },
   });
   if (values.help) return undefined;
-  const options = { engines: Number(values.engines), rate: Number(values.rate), phaseSeconds: Number(values["phase-seconds"]), seed: Number(values.seed) };
+  const only = values.only;
+  if (only !== undefined && only !== "policies" && only !== "kv") throw new RangeError("--only: policies or kv");
+  const options: EvolveBenchOptions = {
+    engines: Number(values.engines),
+    rate: Number(values.rate),
+    phaseSeconds: Number(values["phase-seconds"]),
+    seed: Number(values.seed),
+    kvRate: Number(values["kv-rate"]),
+    only,
+  };
+  if (!(options.kvRate > 0)) throw new RangeError("--kv-rate: a positive number");
   if (!Number.isInteger(options.engines) || options.engines < 2) throw new RangeError("--engines: an integer of at least 2");
   if (!(options.rate > 0) || !(options.phaseSeconds > 0) || !Number.isInteger(options.seed)) throw new RangeError("--rate and --phase-seconds: positive numbers; --seed: an integer");
   return options;
@@ -45,14 +66,21 @@ export interface EvolveBenchRow {
   phases: EvolveSummary[];
 }
 
-export function runEvolveBench(options: EvolveBenchOptions): EvolveBenchRow[] {
-  const phases: WorkloadPhase[] = [
+/** The three phases at the bench's rate; `third` replaces the coding phase (the KV variants' coding-long). */
+function benchPhases(options: EvolveBenchOptions, third?: WorkloadPhase): WorkloadPhase[] {
+  return [
     { kind: "math", durationMs: options.phaseSeconds * 1_000, programsPerSec: 4 * options.rate },
     { kind: "computer-use", durationMs: options.phaseSeconds * 1_000, programsPerSec: 6 * options.rate },
-    { kind: "coding", durationMs: options.phaseSeconds * 1_000, programsPerSec: 1 * options.rate },
+    third ?? { kind: "coding", durationMs: options.phaseSeconds * 1_000, programsPerSec: 1 * options.rate },
   ];
+}
+
+const startingSplit = (options: EvolveBenchOptions) => Math.max(1, Math.round(options.engines / 4));
+
+export function runEvolveBench(options: EvolveBenchOptions): EvolveBenchRow[] {
+  const phases = benchPhases(options);
   const programs = shiftingWorkload(phases, options.seed);
-  const start = Math.max(1, Math.round(options.engines / 4));
+  const start = startingSplit(options);
   const policies: [string, EvolvePolicy][] = [
     ["mixed", { kind: "mixed" }],
     ...Array.from({ length: options.engines - 1 }, (_, i): [string, EvolvePolicy] => [`fixed ${i + 1}:${options.engines - i - 1}`, { kind: "fixed", prefillEngines: i + 1 }]),
@@ -62,6 +90,31 @@ export function runEvolveBench(options: EvolveBenchOptions): EvolveBenchRow[] {
   return policies.map(([policy, spec]) => {
     const result = simulateEvolvingPool({ engines: options.engines, profile: "llama-3.1-8b-h100", programs, policy: spec });
     return { policy, all: summarise(result), phases: phases.map((_, index) => summarise(result, index)) };
+  });
+}
+
+export interface EvolveKvRow {
+  variant: string;
+  all: EvolveSummary;
+  /** Wall time of the run (ms), for the DES's own cost. */
+  wallMs: number;
+}
+
+/** The KV variants: the ratio controller, with and without the host tier and retention, on the same coding-long mix. */
+export function runEvolveKvVariants(options: EvolveBenchOptions): EvolveKvRow[] {
+  const phases = benchPhases(options, { kind: "coding-long", durationMs: options.phaseSeconds * 1_000, programsPerSec: options.kvRate });
+  const programs = shiftingWorkload(phases, options.seed);
+  const policy: EvolvePolicy = { kind: "ratio", prefillEngines: startingSplit(options) };
+  const variants: [string, boolean, boolean][] = [
+    ["GPU only, LRU", false, false],
+    ["+ host tier", true, false],
+    ["+ retention", false, true],
+    ["+ host tier + retention", true, true],
+  ];
+  return variants.map(([variant, hostTier, retention]) => {
+    const started = performance.now();
+    const result = simulateEvolvingPool({ engines: options.engines, profile: "llama-3.1-8b-h100", programs, policy, hostTier, retention });
+    return { variant, all: summarise(result), wallMs: performance.now() - started };
   });
 }
 
@@ -93,8 +146,36 @@ export function formatEvolveReport(rows: readonly EvolveBenchRow[], options: Evo
       "  published, Evolving Infra ÷ Dynamo: mean e2e up to ~4.1×, P95 TTFT up to 14×, throughput after the shift 2.1×",
       `best fixed ÷ agentix: mean e2e ${times(best.all.meanE2eMs, ratio.all.meanE2eMs)}; throughput agentix ÷ best fixed ${times(ratio.all.outputTokensPerSec, best.all.outputTokensPerSec)} (published: 1.28×)`,
       `mixed ÷ agentix: mean e2e ${times(rows[0]!.all.meanE2eMs, ratio.all.meanE2eMs)}`,
-      "Not modelled yet: the host KV tier and branch-aware retention (issue 13).",
     );
+  }
+  return `${lines.join("\n")}\n`;
+}
+
+const millions = (tokens: number) => `${(tokens / 1e6).toFixed(2)} M`;
+
+export function formatEvolveKvReport(rows: readonly EvolveKvRow[], options: EvolveBenchOptions): string {
+  const start = startingSplit(options);
+  const lines = [
+    `KV beyond one GPU — agentix ratio (from ${start}:${options.engines - start}), math → computer-use → coding-long (${options.kvRate}/s: 15 s ± 60 % tools, compaction every 5 calls), ${options.phaseSeconds} s a phase, one node's host tier (1 TB: half a DGX H100's 2 TB, PCIe Gen5 64 GB/s)`,
+    "",
+    "| variant | calls | mean e2e | P95 e2e | P95 TTFT | output tok/s | recomputed tokens | host hits (tokens) | GPU prefix hits (tokens) | over PCIe | keeps / normals / drops applied (hints sent) | switches | wall |",
+    "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+  ];
+  for (const row of rows) {
+    const a = row.all;
+    const kv = a.kv;
+    lines.push(
+      `| ${row.variant} | ${a.calls} | ${s(a.meanE2eMs)} | ${s(a.p95E2eMs)} | ${s(a.p95TtftMs)} | ${a.outputTokensPerSec.toFixed(0)} | ${millions(kv.recomputedTokens)} | ${millions(kv.hostHitTokens)} | ${millions(kv.gpuHitTokens)} | ${(kv.pcieBytes / 1e9).toFixed(0)} GB | ${kv.keepsApplied} / ${kv.normalsApplied} / ${kv.dropsApplied} (${kv.hintsSent}) | ${a.switches} | ${(row.wallMs / 1_000).toFixed(0)} s |`,
+    );
+  }
+  const base = rows[0];
+  if (base !== undefined) {
+    lines.push("");
+    for (const row of rows.slice(1)) {
+      lines.push(
+        `${row.variant} vs ${base.variant}: mean e2e ${(base.all.meanE2eMs / row.all.meanE2eMs).toFixed(2)}× lower, P95 TTFT ${(base.all.p95TtftMs / row.all.p95TtftMs).toFixed(2)}× lower, recomputed tokens ${millions(base.all.kv.recomputedTokens)} → ${millions(row.all.kv.recomputedTokens)}`,
+      );
+    }
   }
   return `${lines.join("\n")}\n`;
 }

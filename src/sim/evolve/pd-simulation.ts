@@ -1,12 +1,18 @@
+import { contextTag, type ContextRef, type EngineRetentionHint, RetentionPlanner } from "../../core/kv/retention-planner.js";
+import { MAX_KV_KEEP_MS } from "../../protocol/kv-retention.js";
 import { RatioRoleController, type RatioControllerSettings } from "../../core/roles/ratio-controller.js";
-import type { RoleCapacity, RoleController, RoleDemand, RoleEngineState, SplitRole } from "../../core/roles/roles.js";
+import { RoleDemandMeter, type RoleWorkModel } from "../../core/roles/role-demand-meter.js";
+import type { RoleCapacity, RoleController, RoleEngineState, SplitRole } from "../../core/roles/roles.js";
 import { ThresholdRoleController, type ThresholdControllerSettings } from "../../core/roles/threshold-controller.js";
 import { EventQueue } from "../des/event-queue.js";
-import { EngineModel, type EngineEvent } from "../engine-model.js";
+import { EngineModel, type EngineEvent, type EngineStats } from "../engine-model.js";
+import { hostKvTierFor } from "../host-kv-tier.js";
 import { KV_LINKS, kvTransferMs } from "../kv-links.js";
-import { type EngineProfile, type EngineProfileName, ENGINE_PROFILES } from "../profiles.js";
+import { NodeKvLedger } from "../node-kv-ledger.js";
+import { decodeCostOf, type EngineProfile, type EngineProfileName, ENGINE_PROFILES } from "../profiles.js";
 import { promptBlockHashes } from "../token-hash.js";
-import { type EvolveProgram, promptOf } from "./workload.js";
+import { deriveSeed, hashString, Rng } from "../workload/prng.js";
+import { type EvolveProgram, generationOf, promptOf, toolMsAfter } from "./workload.js";
 
 /*
  * A pool of modelled engines (EngineModel: the simulated engine's own step timing and
@@ -18,10 +24,22 @@ import { type EvolveProgram, promptOf } from "./workload.js";
  * both. The role controllers are the core's (src/core/roles/); a switch drains the
  * engine's current work before it takes its new role, so no call is lost.
  *
+ * KV beyond one GPU (issue 13), when asked: the engines form one node sharing a host-memory
+ * KV tier (host-kv-tier.ts), and branch-aware retention tags each call's KV with its
+ * context (program:main:generation) and sends the core's RetentionPlanner hints to the
+ * engines: keep through a tool wait predicted from the simulator's known tool time
+ * with a predictor's error, normal when the context is used again, drop a compacted
+ * generation and every context of an ended program. Every run counts recomputed
+ * tokens (a node-wide ledger of computed blocks).
+ *
+ * Demand is measured by the core's RoleDemandMeter, as the pool measures it: each
+ * call's prefill work as it is issued, its first token, the KV handed to decode, and
+ * each decode engine's tokens per round at its mean context.
+ *
  * Routing here is the simulator's own, for now: a program's prefill goes to the prefill
  * engine that prefilled its last call (its prefix is cached there) unless that one is
- * clearly busier, decode to the decode engine with the most free KV. The pool core
- * does not route by role yet.
+ * clearly busier, decode to the decode engine with the most free KV (the pool core's
+ * placement, src/core/roles/decode-placement.ts, is not used here yet).
  */
 
 export type EvolvePolicy =
@@ -39,6 +57,17 @@ export interface EvolveConfig {
   roundMs?: number;
   /** Stop here even if programs are left (ms of virtual time). */
   maxSimMs?: number;
+  /** The engines share a node's host KV tier (capacity from the profile's datasheets, or `hostKvBlocks`). */
+  hostTier?: boolean;
+  hostKvBlocks?: number;
+  /** Branch-aware retention hints from the core's RetentionPlanner. */
+  retention?: boolean;
+  /**
+   * The readiness predictor's error: a tool wait of t is predicted as t × a uniform
+   * factor in [1 − e, 1 + e] (default 0.3: TAO's predictor from tool history and hints,
+   * right to within a third; the planner adds its own 2 s margin).
+   */
+  predictionError?: number;
 }
 
 export interface EvolveCallRecord {
@@ -66,7 +95,21 @@ export interface RoleSwitchRecord {
   reason: string;
 }
 
+/** KV beyond one GPU, summed over the pool's engines. */
+export interface EvolveKvTotals {
+  gpuHitTokens: number;
+  hostHitTokens: number;
+  recomputedTokens: number;
+  pcieBytes: number;
+  keepsApplied: number;
+  normalsApplied: number;
+  dropsApplied: number;
+  /** Hints the planner sent (some name a context an engine no longer holds: not applied). */
+  hintsSent: number;
+}
+
 export interface EvolveResult {
+  kv: EvolveKvTotals;
   calls: EvolveCallRecord[];
   switches: RoleSwitchRecord[];
   programsFinished: number;
@@ -81,14 +124,9 @@ export function roleCapacityOf(profile: EngineProfile): RoleCapacity {
   return { decodeKvTokens: profile.kvBlocks * profile.blockSize * 0.9 };
 }
 
-/** Engine-ms to prefill `tokens` tokens after a cached prefix of `prior` (the linear rate and attention, as the engine model steps them). */
-export function prefillWorkMs(profile: EngineProfile, tokens: number, prior: number): number {
-  return tokens * profile.perTokenMs + profile.attentionMsPerTokenPair * tokens * (prior + tokens / 2);
-}
-
-/** Engine-ms one output token costs at `context` tokens: its sequence and KV-read terms, and its share of a full batch's base. */
-export function decodeTokenMs(profile: EngineProfile, context: number): number {
-  return profile.perSequenceMs + context * profile.perContextTokenMs + profile.decodeBaseMs / profile.maxNumSeqs;
+/** The cost model the demand meter prices work with: the profile's terms, a full batch of its max_num_seqs. */
+export function roleWorkModelOf(profile: EngineProfile): RoleWorkModel {
+  return { ...decodeCostOf(profile), batchSequences: profile.maxNumSeqs };
 }
 
 interface SimEngine extends RoleEngineState {
@@ -103,6 +141,8 @@ interface SimEngine extends RoleEngineState {
 interface CallRun {
   program: ProgramRun;
   index: number;
+  context: ContextRef;
+  tag: string | undefined;
   prompt: string[];
   hashes: number[];
   newTokens: number;
@@ -146,12 +186,16 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
         ? new ThresholdRoleController(policy.settings)
         : undefined;
 
+  const hostTier = config.hostTier === true ? hostKvTierFor(config.profile, profile.blockSize, config.hostKvBlocks) : undefined;
+  const nodeLedger = new NodeKvLedger();
+  const planner = config.retention === true ? new RetentionPlanner() : undefined;
+  const predictionError = config.predictionError ?? 0.3;
   const engines: SimEngine[] = Array.from({ length: config.engines }, (_, i) => ({
     id: `engine-${i}`,
     role: !split ? "mixed" : i < prefillAtStart ? "prefill" : "decode",
     switching: false,
     load: 0,
-    model: new EngineModel({ profile: config.profile }),
+    model: new EngineModel({ profile: config.profile, hostTier, nodeLedger }),
     stepping: false,
     next: undefined,
     switchRecord: undefined,
@@ -159,11 +203,12 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
   }));
   const events = new EventQueue<SimEvent>();
   const calls = new Map<string, CallRun>();
-  const result: EvolveResult = { calls: [], switches: [], programsFinished: 0, programsStarted: 0, simMs: 0, prefillEnginesByRound: [] };
-  const window = { prefillWorkMs: 0, firstTokens: [] as number[], tpots: [] as number[] };
-  /** Prefill work of calls sent to prefill and not yet prefilled, and context tokens of calls between prefill and decoding. */
-  const prefilling = new Map<string, number>();
-  const toDecode = new Map<string, number>();
+  const engineById = new Map(engines.map((e) => [e.id, e]));
+  let hintsSent = 0;
+  const result: EvolveResult = { kv: kvTotals([], 0), calls: [], switches: [], programsFinished: 0, programsStarted: 0, simMs: 0, prefillEnginesByRound: [] };
+  // Demand measured as the pool measures it (the core's meter), on virtual time.
+  const workModel = roleWorkModelOf(profile);
+  const meter = new RoleDemandMeter(workModel, 0);
   const kvTokensOf = (engine: SimEngine) => engine.model.kvUsage * profile.kvBlocks * profile.blockSize;
   let now = 0;
 
@@ -188,15 +233,44 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
     return last !== undefined && measure(last) <= measure(least) + slack ? last : least;
   };
 
+  /** Recent time per output token (ms, a moving average): how long a decode is expected to take. */
+  let tpotEstimateMs = 50;
+  /*
+   * Not in the core planner (yet): a disaggregated call's context is in use until its
+   * decode ends, but the prefill engine freed its blocks when the prefill did, so in a
+   * pool where every waiting context is kept it would be the one context evicted first
+   * there (bench:evolve measured 2.4× the recomputed tokens without this). Kept through
+   * the expected transfer and decode, ×1.5; the call's end then keeps it for the tool
+   * wait, or drops it.
+   */
+  const keepThroughDecode = (call: CallRun, transferMs: number) => {
+    const engine = call.program.lastEngine === undefined ? undefined : engineById.get(call.program.lastEngine);
+    if (planner === undefined || call.tag === undefined || engine === undefined) return;
+    const keepMs = Math.min(MAX_KV_KEEP_MS, Math.ceil(1.5 * (transferMs + call.record.outputTokens * tpotEstimateMs)));
+    engine.model.setRetention(call.tag, { action: "keep", keep_ms: keepMs }, now);
+    hintsSent++;
+  };
+
+  const sendHints = (hints: readonly EngineRetentionHint[]) => {
+    for (const { engineId, hint } of hints) {
+      const { tag, ...signal } = hint;
+      engineById.get(engineId)?.model.setRetention(tag, signal, now);
+      hintsSent++;
+    }
+  };
+
   const submit = (engine: SimEngine, id: string, call: CallRun, maxTokens: number) => {
-    engine.model.submit({ id, promptTokens: call.prompt, promptBlockHashes: call.hashes, maxTokens, ignoreEos: true }, now);
+    engine.model.submit({ id, promptTokens: call.prompt, promptBlockHashes: call.hashes, maxTokens, ignoreEos: true, ...(call.tag === undefined ? {} : { retentionTag: call.tag }) }, now);
+    if (planner !== undefined) sendHints(planner.callStarted(call.context, engine.id, now));
     kick(engine);
   };
 
   const issue = (program: ProgramRun, index: number) => {
     const prompt = promptOf(program.spec, index, program.prompt);
-    const newTokens = prompt.length - (program.prompt?.length ?? 0);
+    const newTokens = prompt.length - commonPrefixLength(prompt, program.prompt);
     program.prompt = prompt;
+    const context: ContextRef = { programId: program.spec.id, threadId: "main", generation: generationOf(program.spec.shape, index) };
+    if (planner !== undefined) sendHints(planner.callArrived(context, now));
     const record: EvolveCallRecord = {
       programId: program.spec.id,
       kind: program.spec.kind,
@@ -209,12 +283,10 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
       computedPromptTokens: 0,
       transferMs: 0,
     };
-    const call: CallRun = { program, index, prompt, hashes: promptBlockHashes(prompt, profile.blockSize), newTokens, record };
+    const call: CallRun = { program, index, context, tag: planner === undefined ? undefined : contextTag(context), prompt, hashes: promptBlockHashes(prompt, profile.blockSize), newTokens, record };
     const key = `${program.spec.id}#${index}`;
     calls.set(key, call);
-    const work = prefillWorkMs(profile, newTokens, prompt.length - newTokens);
-    window.prefillWorkMs += work;
-    prefilling.set(key, work);
+    meter.prefillQueued(key, newTokens, prompt.length - newTokens);
     if (!split) {
       const engine = byAffinity(usable("mixed"), program, busy, 4);
       program.lastEngine = engine.id;
@@ -228,12 +300,22 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
 
   const callDone = (call: CallRun) => {
     call.record.finishMs = now;
+    meter.forget(`${call.program.spec.id}#${call.index}`);
     result.calls.push(call.record);
     calls.delete(`${call.program.spec.id}#${call.index}`);
-    if (call.index + 1 < call.program.spec.shape.calls) {
-      events.push(now + call.program.spec.shape.toolMs, { kind: "issue", program: call.program, index: call.index + 1 });
+    const spec = call.program.spec;
+    if (call.index + 1 < spec.shape.calls) {
+      const toolMs = toolMsAfter(spec, call.index);
+      if (planner !== undefined) {
+        // The readiness predictor's guess: the true time, off by up to ±predictionError.
+        const rng = new Rng(deriveSeed(hashString(spec.id), call.index, 7));
+        const predictedMs = toolMs * (1 - predictionError + 2 * predictionError * rng.nextOpen());
+        sendHints(planner.toolWait(spec.id, now + predictedMs, now));
+      }
+      events.push(now + toolMs, { kind: "issue", program: call.program, index: call.index + 1 });
     } else {
       result.programsFinished += 1;
+      if (planner !== undefined) sendHints(planner.programEnded(spec.id));
     }
   };
 
@@ -243,17 +325,21 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
     if (call === undefined) return;
     if (event.type === "first_token" && part !== "d") {
       call.record.firstTokenMs = event.atMs;
-      window.firstTokens.push(event.atMs - call.record.arrivalMs);
-      prefilling.delete(key);
+      meter.prefillDone(key, event.atMs - call.record.arrivalMs);
     }
-    if (event.type === "first_token" && part === "d") toDecode.delete(key);
+    if (event.type === "first_token" && part === "d") meter.decodeStarted(key);
     if (event.type !== "finished") return;
+    planner?.callEnded(call.context, now);
     if (part !== "d") call.record.computedPromptTokens += event.usage.promptTokens - event.usage.cachedTokens;
-    if (part !== "p" && event.timing.tpotMs !== undefined) window.tpots.push(event.timing.tpotMs);
+    if (part !== "p" && event.timing.tpotMs !== undefined) {
+      meter.interToken(event.timing.tpotMs);
+      tpotEstimateMs += 0.05 * (event.timing.tpotMs - tpotEstimateMs);
+    }
     if (part === "p" && call.record.outputTokens > 1) {
       const ms = kvTransferMs(link, call.prompt.length, "engine");
       call.record.transferMs = ms;
-      toDecode.set(key, call.prompt.length);
+      keepThroughDecode(call, ms);
+      meter.decodeQueued(key, call.prompt.length);
       events.push(now + ms, { kind: "transferred", call });
       return;
     }
@@ -272,33 +358,19 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
   const controlRound = () => {
     const prefill = engines.filter((e) => e.role === "prefill");
     const decode = engines.filter((e) => e.role === "decode");
-    let decodeWorkMs = 0;
     for (const engine of engines) {
       const total = engine.model.stats().generationTokens;
       const running = engine.model.numRunning;
       // Tokens made since the last round, at the engine's mean context now.
-      if (engine.role === "decode" && running > 0) decodeWorkMs += (total - engine.generatedAtRound) * decodeTokenMs(profile, kvTokensOf(engine) / running);
+      if (engine.role === "decode" && running > 0) meter.decoded(total - engine.generatedAtRound, kvTokensOf(engine) / running);
       engine.generatedAtRound = total;
       engine.load = busy(engine);
     }
-    const seconds = roundMs / 1_000;
-    let backlogMs = 0;
-    for (const work of prefilling.values()) backlogMs += work;
-    let waitingKv = 0;
-    for (const tokens of toDecode.values()) waitingKv += tokens;
-    const demand: RoleDemand = {
-      prefillWorkMsPerSec: window.prefillWorkMs / seconds,
-      prefillBacklogMs: backlogMs,
-      decodeWorkMsPerSec: decodeWorkMs / seconds,
-      decodeKvTokens: decode.reduce((sum, e) => sum + kvTokensOf(e), 0) + waitingKv,
+    const demand = meter.read(now, {
+      decodeKvTokens: decode.reduce((sum, e) => sum + kvTokensOf(e), 0),
       prefillQueue: prefill.reduce((sum, e) => sum + e.model.numWaiting, 0),
       decodeKvUsage: decode.length === 0 ? 0 : decode.reduce((sum, e) => sum + e.model.kvUsage, 0) / decode.length,
-      ttftP95Ms: percentileOf(window.firstTokens, 0.95),
-      itlMs: window.tpots.length === 0 ? undefined : window.tpots.reduce((a, b) => a + b, 0) / window.tpots.length,
-    };
-    window.prefillWorkMs = 0;
-    window.firstTokens = [];
-    window.tpots = [];
+    });
     const decision = controller?.decide(engines, demand, now);
     for (const roleSwitch of decision?.action === "switch" ? decision.switches : []) {
       const engine = engines.find((e) => e.id === roleSwitch.engineId);
@@ -328,7 +400,7 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
       case "transferred": {
         const candidates = usable("decode");
         const engine = candidates.reduce((a, b) => (b.model.kvUsage < a.model.kvUsage || (b.model.kvUsage === a.model.kvUsage && busy(b) < busy(a)) ? b : a));
-        engine.model.importKv(event.call.hashes);
+        engine.model.importKv(event.call.hashes, event.call.tag);
         submit(engine, `${event.call.program.spec.id}#${event.call.index}/d`, event.call, event.call.record.outputTokens - 1);
         break;
       }
@@ -348,7 +420,34 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
     }
   }
   result.simMs = now;
+  result.kv = kvTotals(
+    engines.map((e) => e.model.stats()),
+    hintsSent,
+  );
   return result;
+}
+
+function kvTotals(stats: readonly EngineStats[], hintsSent: number): EvolveKvTotals {
+  const sum = (read: (s: EngineStats) => number) => stats.reduce((total, s) => total + read(s), 0);
+  return {
+    gpuHitTokens: sum((s) => s.prefixCacheHits),
+    hostHitTokens: sum((s) => s.hostHitTokens),
+    recomputedTokens: sum((s) => s.recomputedTokens),
+    pcieBytes: sum((s) => s.hostLoadBytes + s.hostStoreBytes),
+    keepsApplied: sum((s) => s.keepsApplied),
+    normalsApplied: sum((s) => s.normalsApplied),
+    dropsApplied: sum((s) => s.dropsApplied),
+    hintsSent,
+  };
+}
+
+/** Tokens `next` shares with `previous` from the start (what the prefix cache can serve). */
+function commonPrefixLength(next: readonly string[], previous: readonly string[] | undefined): number {
+  if (previous === undefined) return 0;
+  const limit = Math.min(next.length, previous.length);
+  let k = 0;
+  while (k < limit && next[k] === previous[k]) k++;
+  return k;
 }
 
 export interface EvolveSummary {
@@ -361,6 +460,8 @@ export interface EvolveSummary {
   outputTokensPerSec: number;
   computedPromptTokens: number;
   switches: number;
+  /** The run's KV totals (whole run, every phase). */
+  kv: EvolveKvTotals;
 }
 
 export function summarise(result: EvolveResult, phase?: number): EvolveSummary {
@@ -377,5 +478,6 @@ export function summarise(result: EvolveResult, phase?: number): EvolveSummary {
     outputTokensPerSec: calls.reduce((sum, c) => sum + c.outputTokens, 0) / seconds,
     computedPromptTokens: calls.reduce((sum, c) => sum + c.computedPromptTokens, 0),
     switches: result.switches.length,
+    kv: result.kv,
   };
 }

@@ -1,4 +1,4 @@
-import { deriveSeed, Rng } from "../workload/prng.js";
+import { deriveSeed, hashString, Rng } from "../workload/prng.js";
 
 /*
  * The shifting agent mix of Evolving Infra's evaluation (issue 13), as sequential
@@ -20,12 +20,29 @@ export interface AgentShape {
   calls: number;
   /** The client's time between an answer and its next call (the tool), ms. */
   toolMs: number;
+  /** Tool times vary: each is toolMs × a uniform factor in [1 − spread, 1 + spread] (default 0: fixed). */
+  toolSpread?: number;
+  /**
+   * The agent compacts its history every this many calls: the next call's context is
+   * the first prompt (system prompt and task, a prefix the old context shares) and a
+   * summary, a new context generation that replaces the old one.
+   */
+  compactEvery?: number;
+  /** Tokens of that summary. */
+  summaryTokens?: number;
 }
 
 export const AGENT_SHAPES = {
   math: { firstPromptTokens: 400, stepTokens: 150, outputTokens: 1_500, calls: 3, toolMs: 500 },
   "computer-use": { firstPromptTokens: 1_500, stepTokens: 2_500, outputTokens: 60, calls: 8, toolMs: 1_000 },
   coding: { firstPromptTokens: 24_000, stepTokens: 1_200, outputTokens: 250, calls: 6, toolMs: 2_000 },
+  /**
+   * A coding agent on a real repository: test runs and builds between calls (15 s ± 60 %),
+   * its history compacted into a summary every 5 calls (as Claude Code and Codex
+   * compact): live contexts outgrow the GPUs' KV, so what is evicted, and what is
+   * reloaded or recomputed, matters (the host tier and retention variants).
+   */
+  "coding-long": { firstPromptTokens: 20_000, stepTokens: 1_500, outputTokens: 200, calls: 12, toolMs: 15_000, toolSpread: 0.6, compactEvery: 5, summaryTokens: 2_000 },
 } as const satisfies Record<string, AgentShape>;
 export type AgentKind = keyof typeof AGENT_SHAPES;
 
@@ -57,8 +74,28 @@ export function shiftingWorkload(phases: readonly WorkloadPhase[], seed: number)
   return programs;
 }
 
-/** The prompt of a program's call `index`, as engine tokens: the program's context so far, extended (calls share its prefix). */
+/** The context generation of call `index`: how many compactions came before it. */
+export function generationOf(shape: AgentShape, index: number): number {
+  return shape.compactEvery === undefined ? 0 : Math.floor(index / shape.compactEvery);
+}
+
+/** The tool time after call `index` (ms), deterministic per program and call. */
+export function toolMsAfter(program: EvolveProgram, index: number): number {
+  const spread = program.shape.toolSpread ?? 0;
+  if (spread === 0) return program.shape.toolMs;
+  const rng = new Rng(deriveSeed(hashString(program.id), index));
+  return program.shape.toolMs * (1 - spread + 2 * spread * rng.nextOpen());
+}
+
+/** The prompt of a program's call `index`, as engine tokens: the program's context so far, extended (calls share its prefix); after a compaction, the first prompt and a summary. */
 export function promptOf(program: EvolveProgram, index: number, previous: readonly string[] | undefined): string[] {
+  const { shape } = program;
+  if (index > 0 && generationOf(shape, index) !== generationOf(shape, index - 1)) {
+    const tokens: string[] = [];
+    for (let i = 0; i < shape.firstPromptTokens; i++) tokens.push(`${program.id}:p0:${i}`);
+    for (let i = 0; i < (shape.summaryTokens ?? 0); i++) tokens.push(`${program.id}:s${index}:${i}`);
+    return tokens;
+  }
   const add = index === 0 ? program.shape.firstPromptTokens : program.shape.stepTokens;
   const tokens = previous === undefined ? [] : [...previous];
   // The previous answer is part of the context too.
