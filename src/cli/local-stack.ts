@@ -41,6 +41,8 @@ export interface LocalStackOptions {
    * serving, issue 13); 0 or unset: every engine mixed.
    */
   prefillEngines?: number;
+  /** The pools' role controller (pool config roles.controller) for disaggregated pools; default off. */
+  roleController?: "off" | "ratio" | "threshold";
   /** Per-engine buffer the pool keeps (calls sent to one engine at once). */
   engineMaxInFlight?: number;
   idleTtlMs?: number;
@@ -260,6 +262,7 @@ async function startLocalPool(
           // They take Agentix's KV retention hints (context tags, keep / normal / drop): stock engines do not.
           retentionHints: "agentix",
         })),
+        ...((options.prefillEngines ?? 0) > 0 ? { roles: { controller: options.roleController ?? "off" } } : {}),
       }),
     );
   } catch (error) {
@@ -273,6 +276,7 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
   const log = options.log ?? (() => {});
   const poolCount = options.pools ?? 2;
   const prefill = options.prefillEngines ?? 0;
+  if (prefill === 0 && (options.roleController ?? "off") !== "off") throw new Error("a role controller moves engines between prefill and decode: start the pools with prefill engines (--prefill N)");
   if (prefill > 0 && prefill >= options.engines) throw new Error(`${prefill} prefill engines of ${options.engines} leave none to decode: give fewer prefill engines or more engines`);
   if (!(Number.isInteger(poolCount) && poolCount >= 1 && poolCount <= LOCAL_REGIONS.length)) {
     throw new RangeError(`pools must be a whole number from 1 to ${LOCAL_REGIONS.length}, got ${poolCount}`);

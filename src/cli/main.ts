@@ -4,6 +4,7 @@ import { fileURLToPath } from "node:url";
 import { runAdminCommand } from "./admin.js";
 import { runCalibrate } from "./bench/calibrate.js";
 import { runProxyBench } from "./bench/proxy-bench.js";
+import { runRelayBench } from "./bench/relay-bench.js";
 import { runSchedulingBench } from "./bench/scheduling.js";
 import { runStart } from "./start.js";
 
@@ -13,6 +14,7 @@ const USAGE = `agentix <command>
   admin      tenants, plans, keys and usage export through the edge's admin API
   bench      scheduling policies side by side in the simulator (--workload NAME|FILE)
   bench proxy       added latency and throughput: engine, pool, Portkey, edge
+  bench relay       streaming relay throughput: tokens/s one pool core relays, and where it saturates
   bench calibrate   the simulated engine against published figures
 
 Run "agentix <command> --help" for a command's options.`;
@@ -24,6 +26,8 @@ function runBench(argv: string[]): Promise<void> {
   switch (what) {
     case "proxy":
       return runProxyBench(rest);
+    case "relay":
+      return runRelayBench(rest);
     case "calibrate":
       return runCalibrate(
         rest,

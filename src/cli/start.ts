@@ -12,6 +12,9 @@ const USAGE = `agentix start [options]   start the whole stack on this machine
   --time-scale X    simulated model time per real time (default 1 = real time)
   --prefill N       disaggregated pools: the first N engines of each prefill, the rest decode
                     (default 0: every engine mixed; env AGENTIX_PREFILL_ENGINES)
+  --role-controller off|ratio|threshold
+                    with --prefill: move engines between prefill and decode as demand shifts
+                    (default off; env AGENTIX_ROLE_CONTROLLER)
   --state-dir DIR   local D1, Durable Objects and dev credentials (default .agentix)
   --verbose         show wrangler's output`;
 
@@ -27,6 +30,12 @@ function nonNegativeInteger(name: string, raw: string | undefined, fallback: num
   const value = Number(raw);
   if (!Number.isInteger(value) || value < 0) throw new Error(`--${name} must be a whole number >= 0, got "${raw}"`);
   return value;
+}
+
+function roleControllerOf(raw: string | undefined): "off" | "ratio" | "threshold" {
+  if (raw === undefined || raw === "" || raw === "off") return "off";
+  if (raw === "ratio" || raw === "threshold") return raw;
+  throw new Error(`--role-controller must be off, ratio or threshold, got "${raw}"`);
 }
 
 function banner(stack: LocalStack): string {
@@ -74,6 +83,7 @@ export async function runStart(argv: string[], root: string): Promise<void> {
       engines: { type: "string" },
       "time-scale": { type: "string" },
       prefill: { type: "string" },
+      "role-controller": { type: "string" },
       "state-dir": { type: "string" },
       verbose: { type: "boolean", default: false },
       help: { type: "boolean", short: "h", default: false },
@@ -93,6 +103,7 @@ export async function runStart(argv: string[], root: string): Promise<void> {
     engines: positiveNumber("engines", values.engines, 3),
     timeScale: positiveNumber("time-scale", values["time-scale"], 1),
     prefillEngines: nonNegativeInteger("prefill", values.prefill ?? process.env.AGENTIX_PREFILL_ENGINES, 0),
+    roleController: roleControllerOf(values["role-controller"] ?? process.env.AGENTIX_ROLE_CONTROLLER),
     log: (line) => console.log(`[agentix] ${line}`),
     ...(values.verbose ? { wranglerLog: (line: string) => console.log(`[wrangler] ${line}`) } : {}),
   });

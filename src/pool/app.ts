@@ -29,8 +29,10 @@ import {
   verifyStatusRequest,
 } from "./verify-forward.js";
 
-/** A forwarded event (or KV-hint) batch is at most 64 small events; this bounds what is read before the MAC is checked. */
+/** A forwarded event batch is at most 64 small events; this bounds what is read before the MAC is checked. */
 const MAX_EVENT_BODY_BYTES = 4 * 1024 * 1024;
+/** A KV-hint batch is at most 16 hints of a few dozen bytes. */
+const MAX_KV_HINTS_BODY_BYTES = 64 * 1024;
 
 export interface PoolAppDeps {
   config: PoolConfig;
@@ -53,8 +55,8 @@ export type PoolHealthStatus = z.infer<typeof PoolHealthStatus>;
  *
  * Operator endpoints need `Authorization: Bearer <operatorToken>`: `GET /metrics`,
  * `GET /roles` (each engine's prefill/decode/mixed role, the one it drains toward, the controller),
- * `GET /tao/*` (`/tao/programs/{id}`: what the readiness predictor and the
- * cache-credit ledger know about a program), and the detail of `GET /health` (queue,
+ * `GET /tao/*` (`/tao/programs/{id}`: what the readiness predictor, the
+ * cache-credit ledger and the KV retention planner know about a program), and the detail of `GET /health` (queue,
  * engines). Without the token /health says only `{"status":"ok"|"degraded"}`, with
  * 503 when no engine is healthy, so a balancer (or the edge) can steer away from a
  * pool that cannot serve anything.
@@ -153,6 +155,13 @@ export function createPoolApp(deps: PoolAppDeps): Hono<ForwardedEnv> {
         made_at: program.readiness.madeAt ?? null,
       },
       cache_credit_tokens: program.credits,
+      // The retention planner's view: each thread's current context, where it is held, and a keep in force.
+      kv_contexts: program.kvContexts.map((context) => ({
+        thread: context.threadId,
+        generation: context.generation,
+        engines: context.engines,
+        kept_until: context.keptUntil ?? null,
+      })),
     });
   });
 
@@ -173,7 +182,7 @@ export function createPoolApp(deps: PoolAppDeps): Hono<ForwardedEnv> {
 
   app.post(
     POOL_PATHS.kvHints,
-    verifyForwardedKvHints(verifyOptions(POOL_PATHS.kvHints, Math.min(config.maxBodyBytes, MAX_EVENT_BODY_BYTES))),
+    verifyForwardedKvHints(verifyOptions(POOL_PATHS.kvHints, Math.min(config.maxBodyBytes, MAX_KV_HINTS_BODY_BYTES))),
     (c) => {
       const { fields, batch } = c.get("kvHints");
       const accepted: KvHintsAccepted = { accepted: dispatcher.kvHints(fields.program, batch.hints) };

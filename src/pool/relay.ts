@@ -69,6 +69,8 @@ export interface RelayRequest {
   body: Record<string, unknown>;
   stream: boolean;
   queueMs: number;
+  /** The engine the call's stats name, when not the one relayed from: a split call's prefill engine, which holds the program's prefix for its next call. */
+  statsEngineId?: string | undefined;
   dispatchedAt: number;
   /** Aborts the engine request: client gone, or the pool shutting down. */
   signal: AbortSignal;
@@ -142,7 +144,7 @@ export async function relayToEngine(req: RelayRequest): Promise<RelayStart> {
     return serviceMs;
   };
   const stats = (serviceMs: number): PoolCallStats => ({
-    engine: engine.id,
+    engine: req.statsEngineId ?? engine.id,
     queueMs: round(req.queueMs),
     serviceMs: round(serviceMs),
   });
@@ -309,7 +311,7 @@ function relayEventStream(
       "content-type": "text/event-stream; charset=utf-8",
       "cache-control": "no-cache",
       // Known from the start, so a stream cut before its stats comment still says where it ran.
-      [Header.engine]: req.engine.id,
+      [Header.engine]: req.statsEngineId ?? req.engine.id,
       [Header.queueMs]: String(round(req.queueMs)),
     },
   });

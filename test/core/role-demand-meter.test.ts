@@ -69,4 +69,16 @@ describe("RoleDemandMeter", () => {
     expect(demand.decodeWorkMsPerSec).toBe(0);
     expect(demand.prefillWorkMsPerSec).toBeCloseTo(1_000.05, 9); // 1.00005 engine-ms over 1 ms
   });
+
+  it("takes a decode's inter-token spacing apart from its tokens, adding no work", () => {
+    const meter = new RoleDemandMeter(MODEL, 0);
+    meter.interToken(30);
+    meter.interToken(Number.NaN);
+    meter.decoded(10, 1_000);
+    meter.interToken(10);
+    const demand = meter.read(1_000, IDLE);
+    expect(demand.itlMs).toBe(20);
+    expect(demand.decodeWorkMsPerSec).toBeCloseTo(10 * (0.05 + 1_000 * 0.001 + 10 / 100), 9);
+    expect(meter.read(2_000, IDLE).itlMs).toBeUndefined();
+  });
 });

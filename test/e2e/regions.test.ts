@@ -195,13 +195,14 @@ describe("regional pools end to end", () => {
     expect(euAfter.every((r) => r.status === 502 || r.status === 503)).toBe(true);
     expect(euAfter.at(-1)).toMatchObject({ status: 503, code: "no_pool_available" });
 
-    // The ledger: one row per call, on the pool that answered it, with the tokens the client saw.
-    const rows = await localUsageRows(local.stateDir, programId, UsageRow);
+    // The ledger: one row per call, on the pool that answered it, with the tokens the client saw
+    // (rows reach D1 in batches within LEDGER_FLUSH_MS, so they are waited for).
+    const rows = await waitFor(() => localUsageRows(local.stateDir, programId, UsageRow), (found) => found.length >= results.length);
     expect(rows).toHaveLength(results.length);
     expect(rows.map((r) => r.status)).toEqual(Array(results.length).fill("ok"));
     expect(rows.map((r) => r.pool).sort()).toEqual(results.map((r) => r.pool).sort());
     expect(rows.reduce((sum, r) => sum + r.completion_tokens, 0)).toBe(results.reduce((sum, r) => sum + r.completionTokens, 0));
-    const euRows = await localUsageRows(local.stateDir, firstEu.programId!, UsageRow);
+    const euRows = await waitFor(() => localUsageRows(local.stateDir, firstEu.programId!, UsageRow), (found) => found.length >= euResults.length);
     expect(euRows).toHaveLength(euResults.length);
     expect(euRows.every((r) => r.pool !== US)).toBe(true);
 

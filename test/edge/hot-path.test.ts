@@ -11,7 +11,10 @@ import {
   chat,
   chatBody,
   drain,
+  edge,
   expectOpenAIError,
+  frozenClock,
+  limitsOf,
   mockPool,
   newPlan,
   newTenant,
@@ -155,6 +158,38 @@ describe("the edge hot path", () => {
   });
 });
 
+describe("bench:edge's counts (COUNT_IO=1)", () => {
+  it("count one round of two object calls and no D1 query before the pool on the hot path, two rounds and one query on the baseline", async () => {
+    frozenClock(); // the isolate's pool snapshot stays fresh: no refresh joins the count
+    mockPool(() => poolJson());
+    const tenant = await newTenant();
+    const first = await chat(tenant);
+    const programId = programHeader(first)!;
+    await drain();
+    const counted = async (vars: Record<string, string>) => {
+      const res = await edge(
+        "/v1/chat/completions",
+        {
+          method: "POST",
+          body: chatBody(),
+          headers: { authorization: `Bearer ${tenant.key}`, "content-type": "application/json", [Header.program]: programId },
+        },
+        { ...env, COUNT_IO: "1", ...vars },
+      );
+      expect(res.status).toBe(200);
+      await res.text();
+      await drain();
+      return res.headers.get(Header.ioCounts);
+    };
+    expect(await counted({})).toBe("objects=2;rounds=1;d1=0");
+    expect(await counted({ EDGE_BASELINE_HOT_PATH: "1" })).toBe("objects=2;rounds=2;d1=1");
+    // Without COUNT_IO nothing is counted or said.
+    const plain = await chat(tenant, chatBody(), { [Header.program]: programId });
+    expect(plain.headers.get(Header.ioCounts)).toBeNull();
+    await drain();
+  });
+});
+
 describe("a call's begin in parallel with its admission", () => {
   it("is taken back when the admission is refused: no call stays in flight, no new program remains", async () => {
     const pool = mockPool(() => poolJson());
@@ -197,5 +232,33 @@ describe("admitAndBegin", () => {
     expect(await abandonCall.mock.results[0]!.value).toEqual({ abandoned: true, programDropped: true });
     expect(await stub.state()).toBeNull();
     expect(await stub.beginCall({ callId: "call_later", thread: "main", model: "m", now })).toEqual({ ok: false, error: "not_found" });
+  });
+
+  it("goes back to admission-then-begin for a tenant for a second after a limit refused it, not after a profile change", async () => {
+    const tenant = await newTenant();
+    const limits = { ...(await limitsOf(tenant)), maxOutputTokens: 10 };
+    const programId = "prog_CooldownAfterRefusal01";
+    const stub = programSession(env, tenant.id, programId);
+    const beginCall = vi.fn((input: Parameters<typeof stub.beginCall>[0]) => stub.beginCall(input));
+    const session = { beginCall, abandonCall: (input: Parameters<typeof stub.abandonCall>[0]) => stub.abandonCall(input) };
+    const attempt = (callId: string, admit: Record<string, unknown>) =>
+      admitAndBegin({
+        tenantId: tenant.id,
+        limiter: tenantLimiter(env, tenant.id),
+        session: session as unknown as typeof stub,
+        admit: { callId, now: Date.now(), promptTokens: 5, newProgramId: programId, ...admit },
+        begin: { newProgram: { tenantId: tenant.id, programId }, callId, thread: "main", model: "m", now: Date.now() },
+      });
+    // A stale profile version: refused before anything is taken, and not a reason to stop running in parallel.
+    const stale = await attempt("call_stale", { auth: { tenantId: tenant.id, keyHash: await hashApiKey(tenant.key), profileVersion: 0 } });
+    expect(stale).toMatchObject({ kind: "admission_refused", admitted: { refusal: "profile_changed" } });
+    const refused = await attempt("call_too_long", { limits, maxTokens: 100 });
+    expect(refused).toMatchObject({ kind: "admission_refused", admitted: { refusal: { reason: "max_tokens_above_plan" } } });
+    expect(beginCall).toHaveBeenCalledTimes(2);
+    // Within the cooldown the next refusal costs the program nothing: the begin waits for an admission.
+    expect(await attempt("call_too_long_again", { limits, maxTokens: 100 })).toMatchObject({ kind: "admission_refused" });
+    expect(beginCall).toHaveBeenCalledTimes(2);
+    expect(await attempt("call_fits", { limits, maxTokens: 5 })).toMatchObject({ kind: "begun" });
+    expect(beginCall).toHaveBeenCalledTimes(3);
   });
 });

@@ -55,6 +55,9 @@ describe("context generation on forwarded calls", () => {
     expect(calls.map((f) => f.request.headers.get(Header.contextGeneration))).toEqual(["0", "0", "1"]);
     const verified = await verifyForward(POOL_KEYS, CALL_ROUTE, calls[2]!.request.headers, calls[2]!.body, { now: Date.now(), windowMs: 30_000 });
     expect(verified).toMatchObject({ ok: true, fields: { program: programId, generation: 1 } });
+    // The program's view shows it too (kept in the object's SQLite).
+    const view = (await (await tenantFetch(tenant, `/v1/programs/${programId}`)).json()) as { threads: { name: string; context_generation: number }[] };
+    expect(view.threads).toMatchObject([{ name: "main", context_generation: 1 }]);
   });
 
   it("threads are independent, and a fork starts at its parent's context", async () => {

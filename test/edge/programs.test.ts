@@ -32,7 +32,7 @@ describe("programs API", () => {
       engine: null,
       in_flight: 0,
       totals: { calls: 0, prompt_tokens: 0, cached_tokens: 0, completion_tokens: 0 },
-      threads: [{ name: "main", parent: null, in_flight: 0, calls: 0, service_ms: 0 }],
+      threads: [{ name: "main", parent: null, in_flight: 0, calls: 0, service_ms: 0, context_generation: 0 }],
     });
     expect(programHeader(res)).toBe(program.id);
     expect(await programRow(program.id as string)).toMatchObject({ tenant_id: tenant.id, status: "active" });

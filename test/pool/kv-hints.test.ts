@@ -46,5 +46,6 @@ describe("POST /v1/kv-hints: verified exactly like calls and tool events", () =>
     expect((await postHints(pool, signed)).status).toBe(202);
     await expectError(await postHints(pool, signed), 401, "replayed_call");
     await expectError(await postHints(pool, await signedKvHints({ body: JSON.stringify({ hints: [{ type: "program_paused" }] }) })), 400, "invalid_request");
+    await expectError(await postHints(pool, await signedKvHints({ body: JSON.stringify({ hints: [], pad: "x".repeat(70_000) }) })), 413, "body_too_large");
   });
 });

@@ -52,6 +52,9 @@ describe("KV retention signals: pool → engine", () => {
     expect(keep?.action === "keep" && keep.keep_ms > 0 && keep.keep_ms <= MAX_KV_KEEP_MS).toBe(true);
     await waitFor(async () => metricValue(await metricsOf(pool), "agentix_pool_kv_retention_hints_applied_total{engine=\"e1\"}") === 1, "applied counted");
     expect(metricValue(await metricsOf(pool), hintSeries("keep", "sent"))).toBe(1);
+    // The operator's view of the program shows the context, where it is held and the keep in force.
+    const inspected = (await (await pool.app.request(`/tao/programs/${PROGRAM}`, { headers: operatorHeaders() })).json()) as { kv_contexts: unknown };
+    expect(inspected.kv_contexts).toEqual([{ thread: "main", generation: 0, engines: ["e1"], kept_until: expect.any(Number) }]);
   });
 
   it("a tool event that moves the prediction keeps again for the new duration", async () => {
@@ -100,5 +103,30 @@ describe("KV retention signals: pool → engine", () => {
     await runCall(failing.pool);
     await waitFor(async () => (metricValue(await metricsOf(failing.pool), hintSeries("keep", "failed")) ?? 0) >= 1, "failed after 500");
     expect(failing.engine.calls).toHaveLength(2);
+  });
+
+  it("a disaggregated call's context is tagged on its prefill and its decode engine, and kept on both through the tool wait", async () => {
+    const handoff = { do_remote_prefill: true, do_remote_decode: false, remote_block_ids: [1], remote_engine_id: "p", remote_request_id: "r", remote_host: "10.0.0.1", remote_port: 5600, tp_size: 1 };
+    const prefill = await startFakeEngine({ retention: "takes", answer: () => ({ usage: { prompt: 50, completion: 1 }, extra: { kv_transfer_params: handoff } }) });
+    cleanups.push(() => prefill.close());
+    const decode = await startFakeEngine({ retention: "takes", answer: () => TOOL_ANSWER });
+    cleanups.push(() => decode.close());
+    const pool = await startPool(
+      testConfig({
+        engines: [
+          { id: "p1", url: prefill.url, role: "prefill", retentionHints: "agentix" },
+          { id: "d1", url: decode.url, role: "decode", retentionHints: "agentix" },
+        ],
+      }),
+    );
+    cleanups.push(() => pool.close());
+    await runCall(pool);
+    const tag = `${PROGRAM}:main:0`;
+    expect([prefill.calls[0]?.body[KV_RETENTION_TAG_FIELD], decode.calls[0]?.body[KV_RETENTION_TAG_FIELD]]).toEqual([tag, tag]);
+    await waitFor(() => hintsOf(prefill).length > 0 && hintsOf(decode).length > 0, "a keep on both engines");
+    expect([hintsOf(prefill)[0], hintsOf(decode)[0]]).toMatchObject([
+      { action: "keep", tag },
+      { action: "keep", tag },
+    ]);
   });
 });

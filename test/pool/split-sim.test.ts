@@ -47,8 +47,10 @@ describe("a disaggregated call through the pool, on simulated engines", () => {
     expect(text.trim().split(/\s+/)).toHaveLength(40);
     expect(events.some((e) => isDoneEvent(e))).toBe(true);
     const usages = chunks.map((c) => c.usage).filter((u): u is Record<string, unknown> => u !== undefined && u !== null && (c0(u) > 0));
-    const final = usages.at(-1) as { prompt_tokens: number; completion_tokens: number };
+    const final = usages.at(-1) as { prompt_tokens: number; completion_tokens: number; prompt_tokens_details?: { cached_tokens: number } };
     expect(final.completion_tokens).toBe(40);
+    // Billed as the prefill engine ran the prompt (nothing cached there), not as the decode engine saw it (imported KV).
+    expect(final.prompt_tokens_details?.cached_tokens).toBe(0);
     const promptTokens = final.prompt_tokens;
     // Whole blocks short of the last token, which is always computed (vLLM caps a cache hit at prompt − 1).
     const wholeBlocks = Math.floor((promptTokens - 1) / 16) * 16;

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from "vitest";
-import { isDoneEvent, SseEventSplitter } from "../../src/protocol/sse.js";
+import { eventObject, isDoneEvent, SseEventSplitter } from "../../src/protocol/sse.js";
 import { type PoolHandle, startPool } from "../../src/pool/server.js";
 import type { EngineConfig } from "../../src/pool/config.js";
 import { type FakeEngine, type FakeEngineOptions, startFakeEngine } from "./fake-engine.js";
@@ -96,11 +96,16 @@ describe("vLLM disaggregated calls (kv_transfer_params)", () => {
     expect(decode.calls).toHaveLength(1);
     expect(prefill.calls).toHaveLength(1);
 
-    // The client reads the decode engine's stream to its end, and the stats name the decode engine.
+    // The client reads the decode engine's stream to its end; the stats name the prefill engine (the edge's affinity hint: the prefix is cached there).
     expect(stream.some((e) => e.includes('"Hel"'))).toBe(true);
     expect(stream.some((e) => isDoneEvent(e))).toBe(true);
-    expect(stream.find((e) => e.startsWith(": agentix"))).toMatch(/"engine":"d1"/);
-    expect(answer.headers.get("x-agentix-engine")).toBe("d1");
+    expect(stream.find((e) => e.startsWith(": agentix"))).toMatch(/"engine":"p1"/);
+    expect(answer.headers.get("x-agentix-engine")).toBe("p1");
+
+    // The client's usage: the prompt as the prefill engine ran it (none of it cached there), the output as the decode engine made it
+    // (which had said 48 of the prompt's 50 tokens were cached: they came as KV).
+    const usage = stream.map((e) => eventObject(e)?.usage).filter((u) => u !== undefined && u !== null).at(-1);
+    expect(usage).toMatchObject({ prompt_tokens: 50, completion_tokens: 7, total_tokens: 57, prompt_tokens_details: { cached_tokens: 0 } });
 
     await settled(p);
     const text = await metrics(p);
@@ -123,8 +128,8 @@ describe("vLLM disaggregated calls (kv_transfer_params)", () => {
     ]);
     const answer = await send(p, chatBody({ max_tokens: 16 }));
     expect(answer.status).toBe(200);
-    const json = (await answer.json()) as { usage: { completion_tokens: number } };
-    expect(json.usage.completion_tokens).toBe(7);
+    const json = (await answer.json()) as { usage: Record<string, unknown> };
+    expect(json.usage).toMatchObject({ prompt_tokens: 50, completion_tokens: 7, prompt_tokens_details: { cached_tokens: 0 } });
     expect(decode.calls[0]!.body).toMatchObject({ max_tokens: 16, kv_transfer_params: HANDOFF });
     expect(decode.calls[0]!.body.stream).toBeUndefined();
     await settled(p);
@@ -140,6 +145,8 @@ describe("vLLM disaggregated calls (kv_transfer_params)", () => {
     const answer = await send(p, chatBody({ max_tokens: 16 }));
     expect(answer.status).toBe(200);
     expect(decode.calls[0]!.body).not.toHaveProperty("kv_transfer_params");
+    // The decode engine computed the prompt itself: its own usage is the bill.
+    expect(((await answer.json()) as { usage: Record<string, unknown> }).usage).toMatchObject({ prompt_tokens_details: { cached_tokens: 48 } });
     await settled(p);
     expect(metricValue(await metrics(p), 'agentix_pool_split_handoffs_total{outcome="no_kv_transfer_params"}')).toBe(1);
   });
@@ -250,6 +257,36 @@ describe("vLLM disaggregated calls (kv_transfer_params)", () => {
     await decodeCall.aborted;
     await settled(p);
     expect(metricValue(await metrics(p), 'agentix_pool_calls_total{engine="d1",outcome="aborted"}')).toBe(1);
+  });
+});
+
+describe("disaggregated calls under TAO placement and other APIs", () => {
+  it("places a call's prefill by TAO's plan on a prefill engine only, and answers a Messages call from the decode engine", async () => {
+    const prefill = await prefillEngine();
+    const decode = await decodeEngine();
+    const started = await startPool(
+      testConfig({
+        engines: [
+          { id: "d1", url: decode.url, role: "decode" },
+          { id: "p1", url: prefill.url, role: "prefill" },
+        ],
+        scheduling: { placement: "tao" },
+      }),
+    );
+    open.pools.push(started);
+    const answers = await Promise.all(Array.from({ length: 4 }, () => send(started, chatBody({ max_tokens: 8 }))));
+    expect(answers.map((a) => a.status)).toEqual([200, 200, 200, 200]);
+    expect(prefill.calls).toHaveLength(4);
+    expect(decode.calls).toHaveLength(4);
+    expect(decode.calls.every((c) => c.body.kv_transfer_params !== undefined)).toBe(true);
+
+    // A Messages call goes split as chat completions, and its answer comes back in Anthropic's shape.
+    const call = await signedCall({ path: "/v1/messages", body: { model: "test-model", max_tokens: 8, messages: [{ role: "user", content: "hi" }] } });
+    const messages = await fetch(`${started.url}/v1/messages`, { method: "POST", headers: call.headers, body: call.body });
+    expect(messages.status).toBe(200);
+    expect(((await messages.json()) as { type: string }).type).toBe("message");
+    expect(prefill.calls[4]!.body).toMatchObject({ max_tokens: 1, kv_transfer_params: { do_remote_decode: true } });
+    await settled(started);
   });
 });
 

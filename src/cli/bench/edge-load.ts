@@ -17,7 +17,8 @@ import { type LocalStack, startLocalStack } from "../local-stack.js";
  * (one ProgramIndex round trip before the call, one after it).
  * The dev tenant's limits are lifted in this throwaway state, so nothing is throttled.
  *
- * Each phase runs twice, in one sitting: on the baseline (the call path before issue 14:
+ * Each phase runs on two stacks started side by side, in one sitting, interleaved A B B A
+ * (each side twice for half the phase's time): the baseline (the call path before issue 14:
  * EDGE_BASELINE_HOT_PATH=1, the key read from D1 on every request, admission then begin,
  * a usage row written to D1 at every settle) and on the hot path (the limiter verifies the
  * key and admits; the begin runs alongside; usage rows batched). The edge counts every
@@ -30,7 +31,7 @@ import { type LocalStack, startLocalStack } from "../local-stack.js";
 const USAGE = `edge-load [options]   calls/s and latency of the edge under wrangler dev
 
   --workers N      concurrent clients (default 24)
-  --seconds S      seconds per phase (default 6)
+  --seconds S      seconds per phase and side, run in two halves (default 8)
   --engines N      simulated engines (default 2)
   --state-base DIR where the throwaway state directory goes (default the OS temp dir)`;
 
@@ -65,7 +66,7 @@ function parseOptions(argv: string[]): Options {
   };
   return {
     workers: count("workers", values.workers, 24),
-    seconds: count("seconds", values.seconds, 6),
+    seconds: count("seconds", values.seconds, 8),
     engines: count("engines", values.engines, 2),
     stateBase: values["state-base"] ?? tmpdir(),
   };
@@ -133,12 +134,17 @@ async function isolateD1(stack: LocalStack): Promise<number> {
   return totals.worker + totals.objects;
 }
 
+/** What one run of a phase saw: its answered calls' latencies and I/O counts. */
+interface PhaseRun {
+  latencies: number[];
+  ios: { objects: number; rounds: number; d1: number }[];
+  failures: Map<number, number>;
+  wallSeconds: number;
+}
+
 /** Clients calling back to back for `seconds`; client i uses programs[i] (undefined: a new program per call). */
-async function runPhase(stack: LocalStack, programs: (string | undefined)[], seconds: number, ledgerTailMs: number): Promise<PhaseResult> {
-  const latencies: number[] = [];
-  const ios: { objects: number; rounds: number; d1: number }[] = [];
-  const failures = new Map<number, number>();
-  const d1Before = await isolateD1(stack);
+async function runOnce(stack: LocalStack, programs: (string | undefined)[], seconds: number): Promise<PhaseRun> {
+  const run: PhaseRun = { latencies: [], ios: [], failures: new Map(), wallSeconds: 0 };
   const started = performance.now();
   const deadline = started + seconds * 1000;
   await Promise.all(
@@ -146,37 +152,36 @@ async function runPhase(stack: LocalStack, programs: (string | undefined)[], sec
       while (performance.now() < deadline) {
         const result = await chatCall(stack, programId);
         if (result.status === 200) {
-          latencies.push(result.ms);
+          run.latencies.push(result.ms);
           const io = parseIo(result.io);
-          if (io) ios.push(io);
-        } else failures.set(result.status, (failures.get(result.status) ?? 0) + 1);
+          if (io) run.ios.push(io);
+        } else run.failures.set(result.status, (run.failures.get(result.status) ?? 0) + 1);
       }
     }),
   );
-  const wallSeconds = (performance.now() - started) / 1000;
-  // The phase's usage rows reach D1 within the ledger's delay: wait for them before reading the total.
-  await new Promise((resolve) => setTimeout(resolve, ledgerTailMs));
-  const d1After = await isolateD1(stack);
-  latencies.sort((a, b) => a - b);
+  run.wallSeconds = (performance.now() - started) / 1000;
+  return run;
+}
+
+function summarise(runs: PhaseRun[], d1Queries: number): PhaseResult {
+  const latencies = runs.flatMap((r) => r.latencies).sort((a, b) => a - b);
+  const ios = runs.flatMap((r) => r.ios);
+  const failures = new Map<number, number>();
+  for (const run of runs) for (const [status, n] of run.failures) failures.set(status, (failures.get(status) ?? 0) + n);
   return {
-    callsPerSecond: latencies.length / wallSeconds,
+    callsPerSecond: latencies.length / runs.reduce((sum, r) => sum + r.wallSeconds, 0),
     p50: percentile(latencies, 0.5),
     p99: percentile(latencies, 0.99),
     failed: [...failures].map(([status, n]) => `${n}×${status === 0 ? "unreachable" : status}`).join(" ") || "none",
     objectCalls: mean(ios.map((io) => io.objects)),
     objectRounds: mean(ios.map((io) => io.rounds)),
     d1OnPath: mean(ios.map((io) => io.d1)),
-    d1Total: (d1After - d1Before) / Math.max(1, latencies.length),
+    d1Total: d1Queries / Math.max(1, latencies.length),
   };
 }
 
 const PHASES = ["new-program", "existing-program", "new, no inference"] as const;
 type PhaseName = (typeof PHASES)[number];
-
-interface ModeResult {
-  unloaded: { newProgram: string; existingProgram: string };
-  phases: Map<PhaseName, PhaseResult>;
-}
 
 /** The edge's vars for each side of the comparison (both count their I/O). */
 const MODES = {
@@ -184,16 +189,39 @@ const MODES = {
   "hot path": { COUNT_IO: "1" },
 } as const;
 type ModeName = keyof typeof MODES;
-/** How long after a phase its last usage rows may still be on their way to D1 (LEDGER_FLUSH_MS default 5 s, and slack). */
-const LEDGER_TAIL_MS = { baseline: 1_000, "hot path": 6_500 } as const;
+const MODE_NAMES = Object.keys(MODES) as ModeName[];
+/**
+ * Each phase runs A B B A (baseline, hot path, hot path, baseline), so a change in the
+ * machine's load during the phase weighs on both sides alike (it is shared with others).
+ */
+const ORDER: readonly ModeName[] = ["baseline", "hot path", "hot path", "baseline"];
+/** After a phase, its last usage rows may still be on their way to D1 (LEDGER_FLUSH_MS default 5 s, and slack). */
+const LEDGER_TAIL_MS = 6_500;
 
-async function runMode(options: Options, mode: ModeName): Promise<ModeResult> {
+/** One side: its stack (started idle next to the other), and its clients' programs. */
+interface Side {
+  stack: LocalStack;
+  stateDir: string;
+  programs: string[];
+  unloaded: { newProgram: string; existingProgram: string };
+}
+
+async function adminPatch(stack: LocalStack, path: string, body: unknown): Promise<void> {
+  const res = await fetch(`${stack.edgeUrl}${path}`, {
+    method: "PATCH",
+    headers: { authorization: `Bearer ${stack.adminToken}`, "content-type": "application/json" },
+    body: JSON.stringify(body),
+  });
+  if (!res.ok) throw new Error(`PATCH ${path} answered ${res.status}: ${await res.text()}`);
+}
+
+async function startSide(options: Options, mode: ModeName): Promise<Side> {
   const stateDir = await mkdtemp(path.join(options.stateBase, "agentix-edge-load-"));
   const stack = await startLocalStack({
     root: path.resolve(import.meta.dirname, "../../.."),
     stateDir,
     edgePort: await freePort(),
-    poolPort: await freePort(),
+    poolPort: 0,
     // One pool: the bench measures the edge in front of it.
     pools: 1,
     engines: options.engines,
@@ -202,89 +230,110 @@ async function runMode(options: Options, mode: ModeName): Promise<ModeResult> {
     engineMaxInFlight: options.workers,
     edgeVars: MODES[mode],
   });
-  try {
-    const lifted = await fetch(`${stack.edgeUrl}/admin/tenants/${stack.tenantId}/overrides`, {
-      method: "PATCH",
-      headers: { authorization: `Bearer ${stack.adminToken}`, "content-type": "application/json" },
-      body: JSON.stringify({ rpm: 1_000_000, tpm: 1_000_000_000, max_concurrent: 10_000, max_active_programs: 10_000_000 }),
-    });
-    if (!lifted.ok) throw new Error(`lifting the dev tenant's limits answered ${lifted.status}: ${await lifted.text()}`);
-
-    const unloaded = async (programId?: string) => {
-      const latencies: number[] = [];
-      for (let i = 0; i < 20; i++) latencies.push((await chatCall(stack, programId)).ms);
-      return percentile(latencies.sort((a, b) => a - b), 0.5).toFixed(1);
-    };
-    for (let i = 0; i < 10; i++) await chatCall(stack); // warm-up
-    const programs: string[] = [];
-    for (let i = 0; i < options.workers; i++) {
-      const first = await chatCall(stack);
-      if (!first.programId) throw new Error(`starting a program answered ${first.status}`);
-      programs.push(first.programId);
-    }
-    const result: ModeResult = {
-      unloaded: { newProgram: await unloaded(), existingProgram: await unloaded(programs[0]) },
-      phases: new Map(),
-    };
-    const tail = LEDGER_TAIL_MS[mode];
-    result.phases.set("new-program", await runPhase(stack, programs.map(() => undefined), options.seconds, tail));
-    result.phases.set("existing-program", await runPhase(stack, programs, options.seconds, tail));
-    const off = await fetch(`${stack.edgeUrl}/admin/tenants/${stack.tenantId}`, {
-      method: "PATCH",
-      headers: { authorization: `Bearer ${stack.adminToken}`, "content-type": "application/json" },
-      body: JSON.stringify({ program_inference: false }),
-    });
-    if (!off.ok) throw new Error(`turning program inference off answered ${off.status}: ${await off.text()}`);
-    result.phases.set("new, no inference", await runPhase(stack, programs.map(() => undefined), options.seconds, tail));
-    return result;
-  } finally {
-    await stack.stop();
-    await rm(stateDir, { recursive: true, force: true });
+  await adminPatch(stack, `/admin/tenants/${stack.tenantId}/overrides`, {
+    rpm: 1_000_000,
+    tpm: 1_000_000_000,
+    max_concurrent: 10_000,
+    max_active_programs: 10_000_000,
+  });
+  for (let i = 0; i < 10; i++) await chatCall(stack); // warm-up
+  const programs: string[] = [];
+  for (let i = 0; i < options.workers; i++) {
+    const first = await chatCall(stack);
+    if (!first.programId) throw new Error(`starting a program answered ${first.status}`);
+    programs.push(first.programId);
   }
+  return { stack, stateDir, programs, unloaded: { newProgram: "", existingProgram: "" } };
+}
+
+async function unloadedP50(stack: LocalStack, programId?: string): Promise<string> {
+  const latencies: number[] = [];
+  for (let i = 0; i < 20; i++) latencies.push((await chatCall(stack, programId)).ms);
+  return percentile(latencies.sort((a, b) => a - b), 0.5).toFixed(1);
 }
 
 const fixed = (value: number, digits: number) => (Number.isFinite(value) ? value.toFixed(digits) : "-");
 
 async function main(options: Options): Promise<void> {
-  const results = new Map<ModeName, ModeResult>();
-  // One after the other (never both stacks at once): each gets the machine to itself.
-  for (const mode of Object.keys(MODES) as ModeName[]) results.set(mode, await runMode(options, mode));
+  const sides = new Map<ModeName, Side>();
+  try {
+    for (const mode of MODE_NAMES) sides.set(mode, await startSide(options, mode));
+    const side = (mode: ModeName): Side => {
+      const found = sides.get(mode);
+      if (!found) throw new Error(`no ${mode} stack`);
+      return found;
+    };
+    for (const mode of MODE_NAMES) {
+      const s = side(mode);
+      s.unloaded = { newProgram: await unloadedP50(s.stack), existingProgram: await unloadedP50(s.stack, s.programs[0]) };
+    }
+    const results = new Map<PhaseName, Map<ModeName, PhaseResult>>();
+    for (const phase of PHASES) {
+      if (phase === "new, no inference") {
+        for (const mode of MODE_NAMES) await adminPatch(side(mode).stack, `/admin/tenants/${side(mode).stack.tenantId}`, { program_inference: false });
+      }
+      const d1Before = new Map<ModeName, number>();
+      for (const mode of MODE_NAMES) d1Before.set(mode, await isolateD1(side(mode).stack));
+      const runs = new Map<ModeName, PhaseRun[]>(MODE_NAMES.map((mode) => [mode, []]));
+      for (const mode of ORDER) {
+        const s = side(mode);
+        const programs = phase === "existing-program" ? s.programs : s.programs.map(() => undefined);
+        runs.get(mode)?.push(await runOnce(s.stack, programs, options.seconds / 2));
+      }
+      // The phase's usage rows reach D1 within the ledger's delay: wait for them before reading the totals.
+      await new Promise((resolve) => setTimeout(resolve, LEDGER_TAIL_MS));
+      const byMode = new Map<ModeName, PhaseResult>();
+      for (const mode of MODE_NAMES) {
+        const d1 = (await isolateD1(side(mode).stack)) - (d1Before.get(mode) ?? 0);
+        byMode.set(mode, summarise(runs.get(mode) ?? [], d1));
+      }
+      results.set(phase, byMode);
+    }
 
-  console.log(`${options.workers} clients, ${options.seconds} s per phase, engines take no model time; per call: DO calls / sequential DO rounds / D1 queries before the pool, and all D1 queries per call (ledger included)`);
-  for (const [mode, result] of results) {
-    console.log(`unloaded p50 (${mode}): new-program ${result.unloaded.newProgram} ms, existing-program ${result.unloaded.existingProgram} ms`);
-  }
-  const header = [
-    "phase".padEnd(17),
-    "mode".padEnd(9),
-    "calls/s".padStart(8),
-    "p50 ms".padStart(7),
-    "p99 ms".padStart(7),
-    "DO calls".padStart(9),
-    "DO rounds".padStart(10),
-    "D1 on path".padStart(11),
-    "D1 total".padStart(9),
-    "  failures",
-  ];
-  console.log(header.join(" "));
-  for (const phase of PHASES) {
-    for (const [mode, result] of results) {
-      const r = result.phases.get(phase);
-      if (!r) continue;
-      console.log(
-        [
-          phase.padEnd(17),
-          mode.padEnd(9),
-          fixed(r.callsPerSecond, 1).padStart(8),
-          fixed(r.p50, 0).padStart(7),
-          fixed(r.p99, 0).padStart(7),
-          fixed(r.objectCalls, 2).padStart(9),
-          fixed(r.objectRounds, 2).padStart(10),
-          fixed(r.d1OnPath, 2).padStart(11),
-          fixed(r.d1Total, 2).padStart(9),
-          `  ${r.failed}`,
-        ].join(" "),
-      );
+    console.log(
+      `${options.workers} clients, ${options.seconds} s per phase and side (two halves, A B B A), engines take no model time; ` +
+        "per call: DO calls / sequential DO rounds / D1 queries before the pool, and all D1 queries per call (ledger included)",
+    );
+    for (const mode of MODE_NAMES) {
+      const { unloaded } = side(mode);
+      console.log(`unloaded p50 (${mode}): new-program ${unloaded.newProgram} ms, existing-program ${unloaded.existingProgram} ms`);
+    }
+    console.log(
+      [
+        "phase".padEnd(17),
+        "mode".padEnd(9),
+        "calls/s".padStart(8),
+        "p50 ms".padStart(7),
+        "p99 ms".padStart(7),
+        "DO calls".padStart(9),
+        "DO rounds".padStart(10),
+        "D1 on path".padStart(11),
+        "D1 total".padStart(9),
+        "  failures",
+      ].join(" "),
+    );
+    for (const [phase, byMode] of results) {
+      for (const [mode, r] of byMode) {
+        console.log(
+          [
+            phase.padEnd(17),
+            mode.padEnd(9),
+            fixed(r.callsPerSecond, 1).padStart(8),
+            fixed(r.p50, 0).padStart(7),
+            fixed(r.p99, 0).padStart(7),
+            fixed(r.objectCalls, 2).padStart(9),
+            fixed(r.objectRounds, 2).padStart(10),
+            fixed(r.d1OnPath, 2).padStart(11),
+            fixed(r.d1Total, 2).padStart(9),
+            `  ${r.failed}`,
+          ].join(" "),
+        );
+      }
+    }
+  } finally {
+    for (const { stack, stateDir } of sides.values()) {
+      await stack.stop();
+      await rm(stateDir, { recursive: true, force: true });
     }
   }
 }

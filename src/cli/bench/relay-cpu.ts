@@ -26,6 +26,20 @@ export function processCpuMs(pid: number): number | undefined {
   }
 }
 
+/**
+ * Time the process's main thread has spent runnable but waiting for a CPU, in ms
+ * (/proc/<pid>/schedstat, second field, ns): high while CPU use is low means the
+ * machine starved it (other work), not that it had nothing to do.
+ */
+export function processRunQueueWaitMs(pid: number): number | undefined {
+  try {
+    const waitNs = Number(readFileSync(`/proc/${pid}/schedstat`, "utf8").split(" ")[1]);
+    return Number.isFinite(waitNs) ? waitNs / 1e6 : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 export function ownCpuMs(): number {
   const { user, system } = process.cpuUsage();
   return (user + system) / 1000;

@@ -7,7 +7,7 @@ import { RelayStreamReader, type StreamVerdict } from "./relay-stream-reader.js"
 /*
  * One level of the relay benchmark: N concurrent streams, each on its own connection,
  * started evenly over one token interval (so the source's ticks are spread as a real
- * engine's streams would be), each asking for `tokens` tokens. Every token's arrival
+ * engine's streams would be; `staggerMs` widens it), each asking for `tokens` tokens. Every token's arrival
  * at the client is counted in 1 ms buckets, so the delivered rate can be taken over
  * the steady window afterwards: from the moment every stream has its first token to
  * the moment the first stream has its last (all streams active, ramp up and down
@@ -25,6 +25,8 @@ export interface RelayLevelPlan {
   streams: number;
   tokens: number;
   intervalMs: number;
+  /** Streams start evenly over this long (default: one interval). */
+  staggerMs?: number;
   /** The whole level is cut off after this long; streams still open then fail. */
   deadlineMs: number;
   /** CPU readers of the processes whose share is reported (name → CPU ms so far). */
@@ -50,7 +52,10 @@ export interface RelayLevelFigures {
   offeredTokensPerSecond: number;
   /** Tokens per second at the client over the steady window (or the whole run when it had none); null if no token arrived. */
   deliveredTokensPerSecond: number | null;
-  /** Relative to the level's start; null when no moment had every stream active (then the rate is over the whole run). */
+  /**
+   * Relative to the level's start; null when every stream was active together for less
+   * than half a stream's length (then the rate is over the whole run, ramps included).
+   */
   steadyWindowMs: { from: number; to: number } | null;
   tokensReceived: number;
   /** Between consecutive tokens of a stream at the client; null without any. */
@@ -152,7 +157,7 @@ export async function runRelayLevel(plan: RelayLevelPlan): Promise<RelayLevelFig
   for (let index = 0; index < streams; index++) {
     const record: StreamRecord = { firstTokenMs: undefined, lastTokenMs: undefined, verdict: undefined };
     records.push(record);
-    const offset = Math.floor((index * intervalMs) / streams);
+    const offset = Math.floor((index * (plan.staggerMs ?? intervalMs)) / streams);
     starts.set(offset, [...(starts.get(offset) ?? []), record]);
   }
   await Promise.all(
@@ -191,8 +196,9 @@ export async function runRelayLevel(plan: RelayLevelPlan): Promise<RelayLevelFig
   if (firsts.length === streams) {
     const from = Math.ceil(Math.max(...firsts));
     const to = Math.floor(Math.min(...lasts));
-    // Shorter than a few intervals, a window says nothing about a steady rate.
-    if (to - from >= 4 * intervalMs) window = { from, to };
+    // A short window says nothing about a steady rate: right after a stall, tokens held
+    // up arrive together and such a window can show more than the offered rate.
+    if (to - from >= Math.max(4 * intervalMs, ((tokens - 1) * intervalMs) / 2)) window = { from, to };
   }
   const span = window ?? (received > 0 ? { from: Math.floor(Math.min(...firsts)), to: Math.ceil(Math.max(...lasts)) } : { from: 0, to: 0 });
   let delivered: number | null = null;

@@ -2,7 +2,7 @@
 import { ProxyBenchInterrupted } from "./proxy-bench.js";
 import { runRelayBench } from "./relay-bench.js";
 
-/* Entry of `npm run bench:relay`. */
+/* Entry of `npm run bench:relay` (the `agentix bench relay` command runs the same function). */
 
 runRelayBench(process.argv.slice(2)).then(
   // Exit explicitly: a server handle left open by mistake must not keep the bench alive.

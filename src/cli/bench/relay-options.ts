@@ -23,7 +23,7 @@ export interface RelayBenchOptions {
   cpuProfileDir: string | undefined;
 }
 
-export const RELAY_BENCH_USAGE = `npm run bench:relay -- [options]   streaming relay throughput: engine direct vs pool
+export const RELAY_BENCH_USAGE = `agentix bench relay [options]   streaming relay throughput: engine direct vs pool
 
 Opens N concurrent streams (each on its own connection) to a paced token source, which
 emits one OpenAI chunk per stream every interval, directly and through one pool core,

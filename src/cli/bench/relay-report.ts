@@ -144,6 +144,7 @@ export function formatRelayTable(report: RelayBenchReport, summary: RelaySummary
     "ttft p50".padStart(8),
     "ttft p99".padStart(8),
     "pool cpu".padStart(8),
+    "pool wait".padStart(9),
     "source cpu".padStart(10),
     "client cpu".padStart(10),
     "load".padStart(5),
@@ -152,6 +153,7 @@ export function formatRelayTable(report: RelayBenchReport, summary: RelaySummary
     const start = [String(row.streams).padStart(7), RELAY_TARGET_LABELS[row.target].padEnd(6), String(row.offeredTokensPerSecond).padStart(13)];
     const tail = [
       (row.target === "pool" ? cpu(row.cpuPercent.pool) : "—").padStart(8),
+      (row.target === "pool" ? cpu(row.cpuPercent.poolWait) : "—").padStart(9),
       cpu(row.cpuPercent.source).padStart(10),
       cpu(row.cpuPercent.client).padStart(10),
       row.loadAverage.toFixed(1).padStart(5),
@@ -202,7 +204,8 @@ export function formatRelayVerdict(report: RelayBenchReport, summary: RelaySumma
   }
   lines.push(
     `Rules: delivered < ${DELIVERED_SHARE_FLOOR * 100} % of offered, or p99 gap > ${GAP_P99_CEILING} × ${intervalMs} ms, or any stream broken. ` +
-      "Gaps and TTFT in ms at the client; CPU in % of one core over the steady window; * = no moment with every stream active (rate over the whole run).",
+      "Gaps and TTFT in ms at the client; CPU in % of one core over the steady window; pool wait: % of that time the pool was " +
+      "runnable but waiting for a CPU (starved by the machine); * = every stream active together for less than half a stream (rate over the whole run).",
   );
   return lines.join("\n");
 }

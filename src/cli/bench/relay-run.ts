@@ -2,7 +2,7 @@ import os from "node:os";
 import { randomToken } from "../../protocol/ids.js";
 import { chatRequestBody } from "./proxy-workload.js";
 import { startPoolProcess, startRelaySourceProcess } from "./proxy-server-process.js";
-import { ownCpuMs, processCpuMs } from "./relay-cpu.js";
+import { ownCpuMs, processCpuMs, processRunQueueWaitMs } from "./relay-cpu.js";
 import { type RelayLevelFigures, runRelayLevel } from "./relay-load.js";
 import type { RelayBenchOptions, RelayTargetName } from "./relay-options.js";
 import { directTarget, poolRelayTarget, type RelayTarget } from "./relay-targets.js";
@@ -48,6 +48,13 @@ const UNBOUNDED_KV_TOKENS = 1_000_000_000;
 /** Tokens per warm-up stream: enough to open and reuse every connection, short enough to take a moment. */
 const WARMUP_TOKENS = 2;
 
+/**
+ * The warm-up opens its connections 2 ms apart: 2,000 connects within one interval
+ * overflow the pool's accept queue (Node's default listen backlog, 511), and a
+ * connection left that long unaccepted was reset (ECONNRESET in a run at load 11).
+ */
+const WARMUP_CONNECT_SPACING_MS = 2;
+
 const loadNow = () => Math.round((os.loadavg()[0] ?? 0) * 100) / 100;
 
 export async function measureRelayThroughput(options: RelayBenchOptions, hooks: RelayHooks = {}): Promise<RelayBenchReport> {
@@ -86,6 +93,7 @@ export async function measureRelayThroughput(options: RelayBenchOptions, hooks: 
       );
       stops.push({ name: "pool", stop: pool.stop });
       cpu.pool = () => processCpuMs(pool.pid);
+      cpu.poolWait = () => processRunQueueWaitMs(pool.pid);
       targets.push(poolRelayTarget(pool.ready, signingKey, largest));
       log(`pool core: ${pool.ready.url} (engine kind openai, maxInFlight ${largest})`);
     }
@@ -107,7 +115,9 @@ export async function measureRelayThroughput(options: RelayBenchOptions, hooks: 
         streams,
         tokens,
         intervalMs: options.intervalMs,
-        deadlineMs: 3 * expectedMs + 30_000,
+        staggerMs: phase === "warmup" ? Math.max(options.intervalMs, streams * WARMUP_CONNECT_SPACING_MS) : options.intervalMs,
+        // Generous: a saturated pool takes many seconds just to start its streams; only a hang should hit this.
+        deadlineMs: 3 * expectedMs + 60_000,
         cpu,
         signal,
       });

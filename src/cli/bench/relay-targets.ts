@@ -39,6 +39,8 @@ function clientPool(origin: string, connections: number): Pool {
     pipelining: 1,
     keepAliveTimeout: CLIENT_KEEP_ALIVE_MS,
     keepAliveMaxTimeout: CLIENT_KEEP_ALIVE_MS,
+    // A saturated pool accepts 2,000 connections slowly (undici's default, 10 s, timed out in the warm-up).
+    connect: { timeout: 60_000 },
     headersTimeout: 60_000,
     // A stream silent this long is broken (tokens come every interval).
     bodyTimeout: 30_000,

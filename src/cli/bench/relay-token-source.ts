@@ -14,8 +14,12 @@ import { TickScheduler } from "./relay-tick-scheduler.js";
  * streams emit `max_tokens` content chunks, one every `intervalMs`, like a real
  * engine's inter-token latency, with no model behind them. Chunks are in vLLM's
  * shapes (src/sim/openai-responses.ts: role chunk, token chunks, finish chunk, the
- * include_usage chunk with no choices, then [DONE]). The first token goes out at once
- * (no prefill), so a client's time to first token is the relay's own.
+ * include_usage chunk with no choices, then [DONE]; checked against vLLM's
+ * vllm/entrypoints/openai/serving_chat.py, chat_completion_stream_generator). One
+ * difference: vLLM puts the last token's text in the chunk that carries finish_reason,
+ * this source sends an empty finish chunk after it, as the simulated engine does (one
+ * more event per stream, 1 in 200 at the default length). The first token goes out at
+ * once (no prefill), so a client's time to first token is the relay's own.
  *
  * It is built to stay off the critical path: one timer serves every stream due in the
  * same millisecond (TickScheduler), and each stream's token event is serialised once.

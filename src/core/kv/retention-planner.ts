@@ -8,9 +8,9 @@ import { type KvRetentionHint, KvRetentionTag, MAX_KV_KEEP_MS } from "../../prot
  * core/recognition/context-generation.ts), tagged `program:thread:generation`.
  *
  * - keep, while the program waits on a tool and TAO's readiness predictor says when it
- *   comes back: each thread's current context that no call is using, on the engines that
- *   hold it, until the predicted return plus a margin (at most MAX_KV_KEEP_MS). A tool
- *   event that moves the prediction keeps again with the new duration.
+ *   comes back: the current context of each thread its last turn used, on the engines
+ *   that hold it, until the predicted return plus a margin (at most MAX_KV_KEEP_MS). A
+ *   tool event that moves the prediction keeps again with the new duration.
  * - normal, when a call of that context is dispatched again (it is in use; recency rules).
  * - drop, for a context the program replaced: a thread's older generation once a newer one
  *   arrives, and every context of a program that ended.
@@ -48,6 +48,16 @@ export interface EngineRetentionHint {
   hint: KvRetentionHint;
 }
 
+/** What the planner knows of one thread's current context (inspection). */
+export interface ContextInspection {
+  threadId: string;
+  generation: number;
+  /** Engines that hold it. */
+  engines: string[];
+  /** Kept until then (the caller's clock); undefined: not kept. */
+  keptUntil: number | undefined;
+}
+
 /** A context's tag, or undefined when its IDs cannot form one (KvRetentionTag: then it is not tagged). */
 export function contextTag(ref: ContextRef): string | undefined {
   const tag = `${ref.programId}:${ref.threadId}:${ref.generation}`;
@@ -58,16 +68,24 @@ interface TrackedThread {
   generation: number;
   /** Engines a call of the current generation ran on. */
   engines: Set<string>;
-  /** Calls of the thread dispatched and not yet ended. */
+  /** Calls of the thread dispatched and not yet ended (of any generation). */
   live: number;
   /** The current context is kept until then (pool clock); undefined: not kept. */
   keptUntil: number | undefined;
+  /** When a call of the thread last ended; undefined while none has. */
+  lastEndedAt: number | undefined;
 }
 
 interface TrackedProgram {
   threads: Map<string, TrackedThread>;
   lastActiveAt: number;
+  /** Calls of the program dispatched and not yet ended. */
+  live: number;
+  /** When its current turn began: the first dispatch after it had nothing running. */
+  turnStartedAt: number;
 }
+
+const newThread = (generation: number): TrackedThread => ({ generation, engines: new Set(), live: 0, keptUntil: undefined, lastEndedAt: undefined });
 
 export function validateRetentionSettings(settings: RetentionSettings): void {
   if (!(settings.keepMarginMs >= 0)) throw new RangeError(`keepMarginMs must be >= 0, got ${settings.keepMarginMs}`);
@@ -77,9 +95,13 @@ export function validateRetentionSettings(settings: RetentionSettings): void {
   if (!(settings.forgetAfterMs > 0)) throw new RangeError(`forgetAfterMs must be > 0, got ${settings.forgetAfterMs}`);
 }
 
+/** prune() sweeps at most this often (ms of the caller's clock): it is called on every engine reading. */
+const PRUNE_INTERVAL_MS = 5_000;
+
 export class RetentionPlanner {
   readonly #settings: RetentionSettings;
   readonly #programs = new Map<string, TrackedProgram>();
+  #prunedAt = Number.NEGATIVE_INFINITY;
 
   constructor(settings: RetentionSettings = DEFAULT_RETENTION_SETTINGS) {
     validateRetentionSettings(settings);
@@ -98,25 +120,32 @@ export class RetentionPlanner {
     const program = this.#program(ref.programId, now);
     const thread = program.threads.get(ref.threadId);
     if (thread === undefined) {
-      program.threads.set(ref.threadId, { generation: ref.generation, engines: new Set(), live: 0, keptUntil: undefined });
+      program.threads.set(ref.threadId, newThread(ref.generation));
       return [];
     }
     if (ref.generation <= thread.generation) return [];
     const hints = this.#hints(ref.programId, ref.threadId, thread, "drop");
-    program.threads.set(ref.threadId, { generation: ref.generation, engines: new Set(), live: thread.live, keptUntil: undefined });
+    program.threads.set(ref.threadId, { ...newThread(ref.generation), live: thread.live, lastEndedAt: thread.lastEndedAt });
     return hints;
   }
 
-  /** A call of the context was dispatched to `engineId`: the engine holds it now, and a keep of it is withdrawn. */
+  /**
+   * A call of the context was dispatched to `engineId` (each dispatch is ended by one
+   * callEnded): the engine holds the context now, and a keep of it is withdrawn.
+   */
   callStarted(ref: ContextRef, engineId: string, now: number): EngineRetentionHint[] {
     const program = this.#program(ref.programId, now);
-    const thread = program.threads.get(ref.threadId);
-    if (thread === undefined || ref.generation !== thread.generation) {
-      // Its arrival was not seen (or it is an older generation's late call): nothing to withdraw.
-      if (thread === undefined) program.threads.set(ref.threadId, { generation: ref.generation, engines: new Set([engineId]), live: 1, keptUntil: undefined });
-      return [];
+    let thread = program.threads.get(ref.threadId);
+    if (thread === undefined) {
+      // Its arrival was not seen: the thread starts here.
+      thread = newThread(ref.generation);
+      program.threads.set(ref.threadId, thread);
     }
+    if (program.live === 0) program.turnStartedAt = now;
+    program.live += 1;
     thread.live += 1;
+    // An older generation's late call: its context is not the thread's any more.
+    if (ref.generation !== thread.generation) return [];
     const kept = thread.keptUntil !== undefined && thread.keptUntil > now;
     thread.keptUntil = undefined;
     // The engines that held the kept context hear "normal"; the one it runs on now holds it too.
@@ -125,19 +154,29 @@ export class RetentionPlanner {
     return hints;
   }
 
+  /** The engine holds the context too (a split call's decode engine, handed the prefill's KV). */
+  heldOn(ref: ContextRef, engineId: string): void {
+    const thread = this.#programs.get(ref.programId)?.threads.get(ref.threadId);
+    if (thread !== undefined && thread.generation === ref.generation) thread.engines.add(engineId);
+  }
+
   /** A dispatched call of the context ended (answered, failed or abandoned). */
   callEnded(ref: ContextRef, now: number): void {
     const program = this.#programs.get(ref.programId);
     const thread = program?.threads.get(ref.threadId);
     if (program === undefined || thread === undefined) return;
     program.lastActiveAt = now;
-    if (ref.generation === thread.generation) thread.live = Math.max(0, thread.live - 1);
+    program.live = Math.max(0, program.live - 1);
+    thread.live = Math.max(0, thread.live - 1);
+    thread.lastEndedAt = now;
   }
 
   /**
-   * The program waits on tools and TAO predicts its next call at `readyAt`: each thread's
-   * current context that no call uses is kept until then plus the margin. A prediction
-   * already past (or no engine holding the context) keeps nothing.
+   * The program waits on tools and TAO predicts its next call at `readyAt`: the current
+   * context of each thread its last turn used (a call of it ended since the turn began),
+   * that no call uses now, is kept until then plus the margin. A branch the program did
+   * not touch in that turn is not kept. A prediction already past (or no engine holding
+   * the context) keeps nothing.
    */
   toolWait(programId: string, readyAt: number, now: number): EngineRetentionHint[] {
     const program = this.#programs.get(programId);
@@ -148,6 +187,7 @@ export class RetentionPlanner {
     const hints: EngineRetentionHint[] = [];
     for (const [threadId, thread] of program.threads) {
       if (thread.live > 0 || thread.engines.size === 0) continue;
+      if (thread.lastEndedAt === undefined || thread.lastEndedAt < program.turnStartedAt) continue;
       const tag = contextTag({ programId, threadId, generation: thread.generation });
       if (tag === undefined) continue;
       thread.keptUntil = now + rounded;
@@ -166,17 +206,31 @@ export class RetentionPlanner {
     return hints;
   }
 
+  /** Each thread's current context of the program; undefined when the planner knows nothing of it. */
+  inspect(programId: string, now: number): ContextInspection[] | undefined {
+    const program = this.#programs.get(programId);
+    if (program === undefined) return undefined;
+    return [...program.threads].map(([threadId, thread]) => ({
+      threadId,
+      generation: thread.generation,
+      engines: [...thread.engines],
+      keptUntil: thread.keptUntil !== undefined && thread.keptUntil > now ? thread.keptUntil : undefined,
+    }));
+  }
+
   /** The engine lost its cache (it went down): it holds nothing any more. */
   engineLost(engineId: string): void {
     for (const program of this.#programs.values()) for (const thread of program.threads.values()) thread.engines.delete(engineId);
   }
 
-  /** Forgets programs idle for forgetAfterMs: no live call, no keep running. */
+  /** Forgets programs idle for forgetAfterMs (no live call, no keep running); sweeps at most every PRUNE_INTERVAL_MS. */
   prune(now: number): void {
+    if (now - this.#prunedAt < PRUNE_INTERVAL_MS) return;
+    this.#prunedAt = now;
     for (const [programId, program] of this.#programs) {
       let busy = false;
       for (const thread of program.threads.values()) {
-        if (thread.live > 0 || (thread.keptUntil !== undefined && thread.keptUntil > now)) busy = true;
+        if (program.live > 0 || (thread.keptUntil !== undefined && thread.keptUntil > now)) busy = true;
       }
       if (!busy && now - program.lastActiveAt >= this.#settings.forgetAfterMs) this.#programs.delete(programId);
     }
@@ -185,7 +239,7 @@ export class RetentionPlanner {
   #program(programId: string, now: number): TrackedProgram {
     let program = this.#programs.get(programId);
     if (program === undefined) {
-      program = { threads: new Map(), lastActiveAt: now };
+      program = { threads: new Map(), lastActiveAt: now, live: 0, turnStartedAt: now };
       this.#programs.set(programId, program);
     }
     program.lastActiveAt = Math.max(program.lastActiveAt, now);

@@ -91,6 +91,11 @@ export class RoleDemandMeter {
     if (interTokenMs !== undefined && Number.isFinite(interTokenMs)) this.#interTokens.push(interTokenMs);
   }
 
+  /** A decode's mean inter-token spacing, where its tokens are counted by `decoded` apart from it (the simulator counts them per engine per round). */
+  interToken(interTokenMs: number): void {
+    if (Number.isFinite(interTokenMs)) this.#interTokens.push(interTokenMs);
+  }
+
   /** A call that ended anywhere: nothing of it is backlog any more. */
   forget(callId: string): void {
     this.#prefilling.delete(callId);

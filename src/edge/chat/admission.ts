@@ -62,7 +62,7 @@ export async function admitAndBegin(input: AdmitAndBeginInput): Promise<AdmitAnd
   if (input.sequential || refusedLately) {
     const admitted = await limiter.admitCall(admit);
     if (!admitted.ok) {
-      noteRefusal(tenantId, admit.now);
+      if (admitted.refusal !== "profile_changed") noteRefusal(tenantId, admit.now);
       return { kind: "admission_refused", admitted };
     }
     return afterBegin(admitted, await settledOf<BeginCallResult>(session.beginCall(begin)));
@@ -84,7 +84,8 @@ export async function admitAndBegin(input: AdmitAndBeginInput): Promise<AdmitAnd
   }
   const admitted = admission.value;
   if (admitted.ok) return afterBegin(admitted, beginning);
-  noteRefusal(tenantId, admit.now);
+  // A profile that changed is not the tenant hammering at a limit: its retry stays parallel.
+  if (admitted.refusal !== "profile_changed") noteRefusal(tenantId, admit.now);
   await takeBackBegin();
   return { kind: "admission_refused", admitted };
 }

@@ -2,6 +2,10 @@
  * When a program's pending usage rows go to D1. Rows wait where they were settled (the
  * program's Durable Object storage, which survives eviction) and leave in one batch, so a
  * program making several calls within the window costs D1 one write for all of them.
+ * This is Cloudflare's own batching pattern for alarms ("Use the Alarms API",
+ * developers.cloudflare.com/durable-objects/examples/alarms-api/); alarms run at least once
+ * and are retried when the handler throws (developers.cloudflare.com/durable-objects/api/alarms/),
+ * and the batch is idempotent on the call ID, so a repeated run writes nothing twice.
  */
 
 /** First retry after a failed batch; each further failure doubles it, up to LEDGER_RETRY_MAX_MS. */

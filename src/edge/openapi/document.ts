@@ -110,7 +110,7 @@ export const SECURITY_SCHEMES = {
   tenantApiKey: {
     type: "http",
     scheme: "bearer",
-    bearerFormat: "agx_ and 40 letters or digits",
+    bearerFormat: "agx_, 40 letters or digits, then _ and the tenant ID (keys issued before: agx_ and 40 letters or digits)",
     description:
       "A tenant's API key (`Authorization: Bearer agx_…`), created by the admin API. Checked on every request: a revoked key is refused from the next one.",
   },

@@ -63,7 +63,16 @@ export const ProgramObject = z.object({
   in_flight: count,
   totals: z.object({ calls: count, prompt_tokens: count, cached_tokens: count, completion_tokens: count }),
   threads: z
-    .array(z.object({ name: z.string(), parent: z.string().nullable(), in_flight: count, calls: count, service_ms: z.number() }))
+    .array(
+      z.object({
+        name: z.string(),
+        parent: z.string().nullable(),
+        in_flight: count,
+        calls: count,
+        service_ms: z.number(),
+        context_generation: count.describe("One more each time a call no longer extended the thread's previous call (its history compacted or rewritten)."),
+      }),
+    )
     .describe("Empty once the program has ended or expired."),
   tools: ToolsObject,
 });

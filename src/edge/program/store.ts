@@ -310,8 +310,8 @@ export class ProgramStore {
 
   threads(): ThreadState[] {
     return this.sql
-      .exec<{ name: string; parent: string | null; calls: number; service_ms: number; in_flight: number }>(
-        `SELECT t.name, t.parent, t.calls, t.service_ms,
+      .exec<{ name: string; parent: string | null; calls: number; service_ms: number; in_flight: number; context_generation: number }>(
+        `SELECT t.name, t.parent, t.calls, t.service_ms, t.context_generation,
                 (SELECT COUNT(*) FROM calls c WHERE c.thread = t.name AND c.status = 'in_flight') AS in_flight
          FROM threads t ORDER BY t.created_at, t.name`,
       )
@@ -322,6 +322,7 @@ export class ProgramStore {
         inFlight: row.in_flight,
         calls: row.calls,
         serviceMs: row.service_ms,
+        contextGeneration: row.context_generation,
       }));
   }
 

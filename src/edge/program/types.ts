@@ -121,6 +121,8 @@ export interface ThreadState {
   inFlight: number;
   calls: number;
   serviceMs: number;
+  /** One more each time a call stopped extending the thread's previous one (core/recognition/context-generation.ts). */
+  contextGeneration: number;
 }
 
 export interface ProgramState {

@@ -48,6 +48,8 @@ export function programView(state: ProgramState) {
       in_flight: t.inFlight,
       calls: t.calls,
       service_ms: t.serviceMs,
+      /** Bumped when a call no longer extended the thread's previous one (history compacted or rewritten). */
+      context_generation: t.contextGeneration,
     })),
     tools: toolsView(state.tools),
   };

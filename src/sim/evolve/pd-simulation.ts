@@ -1,14 +1,15 @@
 import { contextTag, type ContextRef, type EngineRetentionHint, RetentionPlanner } from "../../core/kv/retention-planner.js";
 import { MAX_KV_KEEP_MS } from "../../protocol/kv-retention.js";
 import { RatioRoleController, type RatioControllerSettings } from "../../core/roles/ratio-controller.js";
-import type { RoleCapacity, RoleController, RoleDemand, RoleEngineState, SplitRole } from "../../core/roles/roles.js";
+import { RoleDemandMeter, type RoleWorkModel } from "../../core/roles/role-demand-meter.js";
+import type { RoleCapacity, RoleController, RoleEngineState, SplitRole } from "../../core/roles/roles.js";
 import { ThresholdRoleController, type ThresholdControllerSettings } from "../../core/roles/threshold-controller.js";
 import { EventQueue } from "../des/event-queue.js";
 import { EngineModel, type EngineEvent, type EngineStats } from "../engine-model.js";
 import { hostKvTierFor } from "../host-kv-tier.js";
 import { KV_LINKS, kvTransferMs } from "../kv-links.js";
 import { NodeKvLedger } from "../node-kv-ledger.js";
-import { type EngineProfile, type EngineProfileName, ENGINE_PROFILES } from "../profiles.js";
+import { decodeCostOf, type EngineProfile, type EngineProfileName, ENGINE_PROFILES } from "../profiles.js";
 import { promptBlockHashes } from "../token-hash.js";
 import { deriveSeed, hashString, Rng } from "../workload/prng.js";
 import { type EvolveProgram, generationOf, promptOf, toolMsAfter } from "./workload.js";
@@ -31,10 +32,14 @@ import { type EvolveProgram, generationOf, promptOf, toolMsAfter } from "./workl
  * generation and every context of an ended program. Every run counts recomputed
  * tokens (a node-wide ledger of computed blocks).
  *
+ * Demand is measured by the core's RoleDemandMeter, as the pool measures it: each
+ * call's prefill work as it is issued, its first token, the KV handed to decode, and
+ * each decode engine's tokens per round at its mean context.
+ *
  * Routing here is the simulator's own, for now: a program's prefill goes to the prefill
  * engine that prefilled its last call (its prefix is cached there) unless that one is
- * clearly busier, decode to the decode engine with the most free KV. The pool core
- * does not route by role yet.
+ * clearly busier, decode to the decode engine with the most free KV (the pool core's
+ * placement, src/core/roles/decode-placement.ts, is not used here yet).
  */
 
 export type EvolvePolicy =
@@ -119,14 +124,9 @@ export function roleCapacityOf(profile: EngineProfile): RoleCapacity {
   return { decodeKvTokens: profile.kvBlocks * profile.blockSize * 0.9 };
 }
 
-/** Engine-ms to prefill `tokens` tokens after a cached prefix of `prior` (the linear rate and attention, as the engine model steps them). */
-export function prefillWorkMs(profile: EngineProfile, tokens: number, prior: number): number {
-  return tokens * profile.perTokenMs + profile.attentionMsPerTokenPair * tokens * (prior + tokens / 2);
-}
-
-/** Engine-ms one output token costs at `context` tokens: its sequence and KV-read terms, and its share of a full batch's base. */
-export function decodeTokenMs(profile: EngineProfile, context: number): number {
-  return profile.perSequenceMs + context * profile.perContextTokenMs + profile.decodeBaseMs / profile.maxNumSeqs;
+/** The cost model the demand meter prices work with: the profile's terms, a full batch of its max_num_seqs. */
+export function roleWorkModelOf(profile: EngineProfile): RoleWorkModel {
+  return { ...decodeCostOf(profile), batchSequences: profile.maxNumSeqs };
 }
 
 interface SimEngine extends RoleEngineState {
@@ -206,10 +206,9 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
   const engineById = new Map(engines.map((e) => [e.id, e]));
   let hintsSent = 0;
   const result: EvolveResult = { kv: kvTotals([], 0), calls: [], switches: [], programsFinished: 0, programsStarted: 0, simMs: 0, prefillEnginesByRound: [] };
-  const window = { prefillWorkMs: 0, firstTokens: [] as number[], tpots: [] as number[] };
-  /** Prefill work of calls sent to prefill and not yet prefilled, and context tokens of calls between prefill and decoding. */
-  const prefilling = new Map<string, number>();
-  const toDecode = new Map<string, number>();
+  // Demand measured as the pool measures it (the core's meter), on virtual time.
+  const workModel = roleWorkModelOf(profile);
+  const meter = new RoleDemandMeter(workModel, 0);
   const kvTokensOf = (engine: SimEngine) => engine.model.kvUsage * profile.kvBlocks * profile.blockSize;
   let now = 0;
 
@@ -287,9 +286,7 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
     const call: CallRun = { program, index, context, tag: planner === undefined ? undefined : contextTag(context), prompt, hashes: promptBlockHashes(prompt, profile.blockSize), newTokens, record };
     const key = `${program.spec.id}#${index}`;
     calls.set(key, call);
-    const work = prefillWorkMs(profile, newTokens, prompt.length - newTokens);
-    window.prefillWorkMs += work;
-    prefilling.set(key, work);
+    meter.prefillQueued(key, newTokens, prompt.length - newTokens);
     if (!split) {
       const engine = byAffinity(usable("mixed"), program, busy, 4);
       program.lastEngine = engine.id;
@@ -303,6 +300,7 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
 
   const callDone = (call: CallRun) => {
     call.record.finishMs = now;
+    meter.forget(`${call.program.spec.id}#${call.index}`);
     result.calls.push(call.record);
     calls.delete(`${call.program.spec.id}#${call.index}`);
     const spec = call.program.spec;
@@ -327,22 +325,21 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
     if (call === undefined) return;
     if (event.type === "first_token" && part !== "d") {
       call.record.firstTokenMs = event.atMs;
-      window.firstTokens.push(event.atMs - call.record.arrivalMs);
-      prefilling.delete(key);
+      meter.prefillDone(key, event.atMs - call.record.arrivalMs);
     }
-    if (event.type === "first_token" && part === "d") toDecode.delete(key);
+    if (event.type === "first_token" && part === "d") meter.decodeStarted(key);
     if (event.type !== "finished") return;
     planner?.callEnded(call.context, now);
     if (part !== "d") call.record.computedPromptTokens += event.usage.promptTokens - event.usage.cachedTokens;
     if (part !== "p" && event.timing.tpotMs !== undefined) {
-      window.tpots.push(event.timing.tpotMs);
+      meter.interToken(event.timing.tpotMs);
       tpotEstimateMs += 0.05 * (event.timing.tpotMs - tpotEstimateMs);
     }
     if (part === "p" && call.record.outputTokens > 1) {
       const ms = kvTransferMs(link, call.prompt.length, "engine");
       call.record.transferMs = ms;
       keepThroughDecode(call, ms);
-      toDecode.set(key, call.prompt.length);
+      meter.decodeQueued(key, call.prompt.length);
       events.push(now + ms, { kind: "transferred", call });
       return;
     }
@@ -361,33 +358,19 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
   const controlRound = () => {
     const prefill = engines.filter((e) => e.role === "prefill");
     const decode = engines.filter((e) => e.role === "decode");
-    let decodeWorkMs = 0;
     for (const engine of engines) {
       const total = engine.model.stats().generationTokens;
       const running = engine.model.numRunning;
       // Tokens made since the last round, at the engine's mean context now.
-      if (engine.role === "decode" && running > 0) decodeWorkMs += (total - engine.generatedAtRound) * decodeTokenMs(profile, kvTokensOf(engine) / running);
+      if (engine.role === "decode" && running > 0) meter.decoded(total - engine.generatedAtRound, kvTokensOf(engine) / running);
       engine.generatedAtRound = total;
       engine.load = busy(engine);
     }
-    const seconds = roundMs / 1_000;
-    let backlogMs = 0;
-    for (const work of prefilling.values()) backlogMs += work;
-    let waitingKv = 0;
-    for (const tokens of toDecode.values()) waitingKv += tokens;
-    const demand: RoleDemand = {
-      prefillWorkMsPerSec: window.prefillWorkMs / seconds,
-      prefillBacklogMs: backlogMs,
-      decodeWorkMsPerSec: decodeWorkMs / seconds,
-      decodeKvTokens: decode.reduce((sum, e) => sum + kvTokensOf(e), 0) + waitingKv,
+    const demand = meter.read(now, {
+      decodeKvTokens: decode.reduce((sum, e) => sum + kvTokensOf(e), 0),
       prefillQueue: prefill.reduce((sum, e) => sum + e.model.numWaiting, 0),
       decodeKvUsage: decode.length === 0 ? 0 : decode.reduce((sum, e) => sum + e.model.kvUsage, 0) / decode.length,
-      ttftP95Ms: percentileOf(window.firstTokens, 0.95),
-      itlMs: window.tpots.length === 0 ? undefined : window.tpots.reduce((a, b) => a + b, 0) / window.tpots.length,
-    };
-    window.prefillWorkMs = 0;
-    window.firstTokens = [];
-    window.tpots = [];
+    });
     const decision = controller?.decide(engines, demand, now);
     for (const roleSwitch of decision?.action === "switch" ? decision.switches : []) {
       const engine = engines.find((e) => e.id === roleSwitch.engineId);

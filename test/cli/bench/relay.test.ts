@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { chatRequestBody } from "../../../src/cli/bench/proxy-workload.js";
 import { ownCpuMs } from "../../../src/cli/bench/relay-cpu.js";
 import { runRelayLevel } from "../../../src/cli/bench/relay-load.js";
-import type { RelayBenchOptions } from "../../../src/cli/bench/relay-options.js";
+import { parseRelayBenchArgs, type RelayBenchOptions } from "../../../src/cli/bench/relay-options.js";
 import { formatRelayTable, formatRelayVerdict, relayFailures, summariseRelayReport } from "../../../src/cli/bench/relay-report.js";
 import { measureRelayThroughput, type RelayBenchReport } from "../../../src/cli/bench/relay-run.js";
 import { RelayStreamReader } from "../../../src/cli/bench/relay-stream-reader.js";
@@ -33,6 +33,25 @@ const SHORT: RelayBenchOptions = {
   cpuProfileDir: mkdtempSync(path.join(tmpdir(), "agentix-relay-profile-")),
 };
 
+describe("relay benchmark flags", () => {
+  it("defaults to the issue's levels and sorts and dedupes given ones", () => {
+    expect(parseRelayBenchArgs([], "/repo")).toMatchObject({ levels: [100, 250, 500, 1000, 2000], intervalMs: 20, tokens: 200, targets: ["engine", "pool"] });
+    expect(parseRelayBenchArgs(["--levels", "500,100,500", "--targets", "pool", "--cpu-profile", "prof"], "/repo")).toMatchObject({
+      levels: [100, 500],
+      targets: ["pool"],
+      cpuProfileDir: "/repo/prof",
+    });
+    expect(parseRelayBenchArgs(["--help"], "/repo")).toBeUndefined();
+  });
+
+  it("refuses bad values with a message naming the flag", () => {
+    expect(() => parseRelayBenchArgs(["--levels", "100,0"], "/repo")).toThrow(/--levels must be a number/);
+    expect(() => parseRelayBenchArgs(["--tokens", "2.5"], "/repo")).toThrow(/--tokens must be an integer/);
+    expect(() => parseRelayBenchArgs(["--targets", "portkey"], "/repo")).toThrow(/--targets takes/);
+    expect(() => parseRelayBenchArgs(["--interval", "5"], "/repo")).toThrow();
+  });
+});
+
 describe("relay benchmark against the token source and the pool", () => {
   let report: RelayBenchReport;
   beforeAll(async () => {
@@ -55,8 +74,10 @@ describe("relay benchmark against the token source and the pool", () => {
       expect(figures.ttftMs?.p50).toBeGreaterThan(0);
       expect(figures.cpuPercent.client).toBeTypeOf("number");
     }
-    // The pool's CPU is read from its own process.
-    expect(measured.find((r) => r.target === "pool")?.figures.cpuPercent.pool).toBeTypeOf("number");
+    // The pool's CPU and run-queue wait are read from its own process.
+    const poolCpu = measured.find((r) => r.target === "pool")?.figures.cpuPercent;
+    expect(poolCpu?.pool).toBeTypeOf("number");
+    expect(poolCpu?.poolWait).toBeTypeOf("number");
   });
 
   it("summarises every level with a figure and states the saturation verdicts", () => {

@@ -76,6 +76,40 @@ describe("retention planner", () => {
     expect(planner.toolWait(P, 5_000, 3_000)).toEqual([{ engineId: "e2", hint: { action: "keep", tag: tag("main", 1), keep_ms: 4_000 } }]);
   });
 
+  it("keeps only the branches the program's last turn used: a thread it left earlier is not kept", () => {
+    const planner = afterOneCall("e1", ref("main"));
+    // The next turn runs on another branch only.
+    planner.callArrived(ref("branch"), 2_000);
+    planner.callStarted(ref("branch"), "e2", 2_000);
+    planner.callEnded(ref("branch"), 2_500);
+    expect(planner.toolWait(P, 5_000, 2_500)).toEqual([{ engineId: "e2", hint: { action: "keep", tag: tag("branch"), keep_ms: 4_500 } }]);
+  });
+
+  it("keeps every branch of a parallel turn, including one that finished before the others started", () => {
+    const planner = new RetentionPlanner();
+    planner.callArrived(ref("a"), 0);
+    planner.callStarted(ref("a"), "e1", 0);
+    planner.callArrived(ref("b"), 10);
+    planner.callStarted(ref("b"), "e2", 10);
+    planner.callEnded(ref("a"), 100);
+    planner.callArrived(ref("c"), 150);
+    planner.callStarted(ref("c"), "e1", 150);
+    planner.callEnded(ref("b"), 200);
+    planner.callEnded(ref("c"), 300);
+    expect(planner.toolWait(P, 2_000, 300).map((h) => h.hint.tag)).toEqual([tag("a"), tag("b"), tag("c")]);
+  });
+
+  it("an older generation's call that ends late does not hold the new generation's context back from a keep", () => {
+    const planner = new RetentionPlanner();
+    planner.callArrived(ref("main", 0), 0);
+    planner.callStarted(ref("main", 0), "e1", 0);
+    planner.callArrived(ref("main", 1), 10);
+    planner.callStarted(ref("main", 1), "e2", 10);
+    planner.callEnded(ref("main", 1), 100);
+    planner.callEnded(ref("main", 0), 200);
+    expect(planner.toolWait(P, 2_000, 200)).toEqual([{ engineId: "e2", hint: { action: "keep", tag: tag("main", 1), keep_ms: 3_800 } }]);
+  });
+
   it("a newer generation of one thread leaves the other threads' contexts alone", () => {
     const planner = afterOneCall("e1", ref("main"));
     planner.callArrived(ref("side"), 1_100);
@@ -96,6 +130,19 @@ describe("retention planner", () => {
     ]);
     expect(planner.programCount).toBe(0);
     expect(planner.toolWait(P, 9_000, 2_000)).toEqual([]);
+    expect(planner.programEnded(P)).toEqual([]);
+  });
+
+  it("a split call's decode engine holds the context too: keeps and drops reach it beside the prefill engine", () => {
+    const planner = new RetentionPlanner();
+    planner.callArrived(ref(), 0);
+    planner.callStarted(ref(), "prefill-1", 0);
+    planner.heldOn(ref(), "decode-1");
+    planner.callEnded(ref(), 1_000);
+    expect(planner.toolWait(P, 3_000, 1_000).map((h) => h.engineId)).toEqual(["prefill-1", "decode-1"]);
+    // An older generation's late decode adds nothing to the current one.
+    planner.callArrived(ref("main", 1), 2_000);
+    planner.heldOn(ref("main", 0), "decode-2");
     expect(planner.programEnded(P)).toEqual([]);
   });
 
