@@ -159,6 +159,16 @@ describe("a sharded limiter", () => {
     await setOverrides(tenant, { limiter_shards: 2 });
     const after = await limitsOf(tenant);
     expect(after.limiterShards).toBe(2);
+    // The shards beyond the new N hold the new profile too: an isolate still on the old one is refused there as profile_changed.
+    const keyHash = await hashApiKey(tenant.key);
+    const versions = await Promise.all(
+      [0, 1, 2, 3].map(async (index) => {
+        const answer = await limiterShard(env, tenant.id, index).authenticate({ tenantId: tenant.id, keyHash, now: clock.now() });
+        return answer.ok ? `${answer.version}:${answer.tenant.limits.limiterShards}` : "refused";
+      }),
+    );
+    expect(new Set(versions)).toEqual(new Set([versions[0]]));
+    expect(versions[0]).toMatch(/:2$/);
     const young = await Promise.all(Array.from({ length: 8 }, (_, i) => admit(after, `call_newN${i}`)));
     expect(young.every((call) => call.limiter.grantingIndex < 2)).toBe(true);
 

@@ -15,9 +15,10 @@ import { limiterShard, tenantLimiter } from "../limiter/access.js";
 const REFRESH_PARALLELISM = 32;
 
 /**
- * Reloads one tenant's profile in its limiter and, when it is sharded (limiter/shards.ts),
- * in every shard it now has, so revocation and plan changes apply on whichever shard a call
- * reaches. Shards beyond a lowered count only settle the calls they admitted: they need no profile.
+ * Reloads one tenant's profile in its limiter and, when it is or was sharded
+ * (limiter/shards.ts), in every shard it ever had, so revocation and plan changes apply
+ * on whichever shard a call reaches: also one beyond a lowered N, where an isolate still
+ * holding the old profile would send a call (it is then refused as profile_changed).
  */
 async function refreshTenant(env: Env, tenantId: string): Promise<void> {
   const first = await tenantLimiter(env, tenantId).refreshProfile({ tenantId });

@@ -159,7 +159,7 @@ export class TenantLimiter extends DurableObject<Env> {
     const { tenantId } = RefreshProfileInput.parse(raw);
     const loaded = await this.loadProfile(tenantId);
     return loaded.ok
-      ? { ok: true, version: loaded.stored.version, shards: shardCount(loaded.stored.profile.limits) }
+      ? { ok: true, version: loaded.stored.version, shards: this.auth.mostShards() }
       : { ok: false, reason: loaded.reason };
   }
 

@@ -168,7 +168,7 @@ export type AuthenticateResult =
     }
   | AuthRefusal;
 
-export type RefreshProfileResult = { ok: true; version: number; /** The tenant's shard count (the admin API reloads the others too). */ shards: number } | { ok: false; reason: "not_found" | "plan_missing" };
+export type RefreshProfileResult = { ok: true; version: number; /** The most shards the tenant ever had (shard 0's answer): the admin API reloads them all. */ shards: number } | { ok: false; reason: "not_found" | "plan_missing" };
 
 export type AdmitResult =
   | {
