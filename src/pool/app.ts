@@ -55,8 +55,8 @@ export type PoolHealthStatus = z.infer<typeof PoolHealthStatus>;
  *
  * Operator endpoints need `Authorization: Bearer <operatorToken>`: `GET /metrics`,
  * `GET /roles` (each engine's prefill/decode/mixed role, the one it drains toward, the controller),
- * `GET /tao/*` (`/tao/programs/{id}`: what the readiness predictor and the
- * cache-credit ledger know about a program), and the detail of `GET /health` (queue,
+ * `GET /tao/*` (`/tao/programs/{id}`: what the readiness predictor, the
+ * cache-credit ledger and the KV retention planner know about a program), and the detail of `GET /health` (queue,
  * engines). Without the token /health says only `{"status":"ok"|"degraded"}`, with
  * 503 when no engine is healthy, so a balancer (or the edge) can steer away from a
  * pool that cannot serve anything.
@@ -166,6 +166,13 @@ export function createPoolApp(deps: PoolAppDeps): Hono<ForwardedEnv> {
         made_at: program.readiness.madeAt ?? null,
       },
       cache_credit_tokens: program.credits,
+      // The retention planner's view: each thread's current context, where it is held, and a keep in force.
+      kv_contexts: program.kvContexts.map((context) => ({
+        thread: context.threadId,
+        generation: context.generation,
+        engines: context.engines,
+        kept_until: context.keptUntil ?? null,
+      })),
     });
   });
 

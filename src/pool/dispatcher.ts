@@ -1,5 +1,4 @@
 import { loadPerHealthyEngine, type PoolStatus } from "../protocol/pool-status.js";
-import type { UnofficialStatusCode } from "hono/utils/http-status";
 import type { Dispatcher as HttpDispatcher } from "undici";
 import type { HoldReason } from "../core/admission.js";
 import type { Clock } from "../core/clock.js";
@@ -15,13 +14,13 @@ import type { ForwardFields } from "../protocol/forward.js";
 import { estimatePromptTokens } from "../protocol/tokens.js";
 import type { KvHint } from "../protocol/kv-hints.js";
 import { KV_RETENTION_TAG_FIELD } from "../protocol/kv-retention.js";
-import { type ContextRef, contextTag, RetentionPlanner } from "../core/kv/retention-planner.js";
+import { type ContextInspection, type ContextRef, contextTag, RetentionPlanner } from "../core/kv/retention-planner.js";
 import { KvRetentionRelay } from "./kv-retention-relay.js";
 import type { ToolEvent } from "../protocol/tool-events.js";
 import { CALL_ERROR_MESSAGES, callError, callErrorResponse } from "./call-errors.js";
 import type { EngineConfig } from "./config.js";
 import { adapterFor } from "./engines/index.js";
-import { type CallApi, type CallForms, type EngineRequestForm, formFor } from "./engine-request.js";
+import { type CallForms, type EngineRequestForm, formFor } from "./engine-request.js";
 import type { EngineReading } from "./engine-monitor.js";
 import type { CallOutcome, PoolMetrics, PoolStateSource } from "./metrics.js";
 import { type EngineTarget, type RelayEnd, type RelayStart, relayToEngine } from "./relay.js";
@@ -29,14 +28,12 @@ import { type PlacementSettings, TaoConfig } from "./tao/config.js";
 import { PlanLoop } from "./tao/plan-loop.js";
 import { type CountingEngine, countingEngine, countTokensOn, type TokenCount } from "./token-count.js";
 import type { CountTokensRequest } from "../protocol/messages.js";
-import { handoffOf, type KvTransferParams } from "../protocol/kv-transfer.js";
-import type { CallTokens } from "../core/admission.js";
 import type { RoleDemandMeter, RoleEngineReadings } from "../core/roles/role-demand-meter.js";
 import type { RoleEngineState, RoleSwitch } from "../core/roles/roles.js";
 import type { RoleSwitchTarget } from "./role-control.js";
-import { billPromptFromPrefill } from "./split-usage.js";
-import type { CallUsage } from "./call-facts.js";
-import { bootstrapRoom, hostOf, sglangBootstrapBody, vllmDecodeBody, vllmPrefillBody } from "./engines/split.js";
+import { clientClosedResponse, type EngineSlot, type PendingCall, shuttingDownResponse } from "./pending-call.js";
+import { SplitCalls } from "./split-call.js";
+import type { SplitCallHost } from "./split-call-host.js";
 
 /** How long an engine may take to count a prompt before the pool says it could not. */
 const TOKEN_COUNT_TIMEOUT_MS = 5_000;
@@ -95,38 +92,6 @@ export interface CallSubmission {
   signal: AbortSignal;
 }
 
-interface EngineSlot {
-  target: EngineTarget;
-  model: string | undefined;
-  nativeApis: ReadonlySet<CallApi>;
-  /** SGLang's bootstrap port of the engine as a prefill engine. */
-  bootstrapPort: number;
-}
-
-/** A split call goes as chat completions (or completions): the APIs whose requests carry kv_transfer_params and bootstrap fields. */
-const NO_NATIVE_APIS: ReadonlySet<CallApi> = new Set();
-
-/** A decode's tokens as its engine ran them: the prompt arrived as KV, so it counts as cached (what the decode computed of it is small). */
-const handedOffTokens = (usage: CallTokens | undefined): CallTokens | undefined => (usage === undefined ? undefined : { ...usage, cachedTokens: usage.promptTokens });
-
-type CallStage = "queued" | "running" | "done";
-
-interface PendingCall {
-  call: QueuedCall;
-  /** The context its KV belongs to (program, thread, the edge's context generation). */
-  context: ContextRef;
-  forms: CallForms;
-  stream: boolean;
-  signal: AbortSignal;
-  stage: CallStage;
-  level: number;
-  retriesLeft: number;
-  failedEngines: Set<string>;
-  attempt?: { engineId: string; controller: AbortController };
-  resolve(response: Response): void;
-  detach(): void;
-}
-
 /** What /health and tests can read. */
 export interface EngineSnapshot extends EngineState {
   kind: string;
@@ -137,9 +102,9 @@ export interface EngineSnapshot extends EngineState {
 /** What the pool knows about one program for TAO (inspection). */
 export interface ProgramInspection extends ProgramSignals {
   placement: PlacementSettings["policy"];
+  /** Its threads' current contexts as the retention planner knows them (empty when it knows none). */
+  kvContexts: ContextInspection[];
 }
-
-type RelayServiceOf = NonNullable<Parameters<typeof relayToEngine>[0]["serviceOf"]>;
 
 export class Dispatcher implements RoleSwitchTarget {
   readonly #options: DispatcherOptions;
@@ -158,6 +123,7 @@ export class Dispatcher implements RoleSwitchTarget {
   readonly #models: ReadonlySet<string> | undefined;
   readonly #retention = new RetentionPlanner();
   readonly #retentionRelay: KvRetentionRelay;
+  readonly #split: SplitCalls;
 
   constructor(options: DispatcherOptions) {
     this.#options = options;
@@ -198,6 +164,7 @@ export class Dispatcher implements RoleSwitchTarget {
       this.#slots.set(engine.id, { target, model: engine.model, nativeApis: new Set(engine.nativeApis), bootstrapPort: engine.bootstrapPort });
     }
     this.#retentionRelay = new KvRetentionRelay({ engines: options.engines, http: options.http, metrics });
+    this.#split = new SplitCalls(this.#splitHost());
     this.#lastHealthyAt = options.clock.now();
     if (this.#placement.policy === "tao") {
       this.#planLoop = new PlanLoop({
@@ -357,8 +324,12 @@ export class Dispatcher implements RoleSwitchTarget {
 
   /** What the pool knows about a program for TAO; undefined when nothing. */
   inspectProgram(programId: string): ProgramInspection | undefined {
-    const signals = this.#core.signals.inspect(programId, this.#options.clock.now());
-    return signals === undefined ? undefined : { ...signals, placement: this.#placement.policy };
+    const now = this.#options.clock.now();
+    const signals = this.#core.signals.inspect(programId, now);
+    const kvContexts = this.#retention.inspect(programId, now);
+    if (signals === undefined && kvContexts === undefined) return undefined;
+    const known = signals ?? { programId, live: 0, contextTokens: 0, readiness: { status: "unknown" as const }, credits: {} };
+    return { ...known, placement: this.#placement.policy, kvContexts: kvContexts ?? [] };
   }
 
   /** The TAO placement's figures; undefined under "routing". */
@@ -543,15 +514,37 @@ export class Dispatcher implements RoleSwitchTarget {
     else this.pump();
   }
 
+  /** What the split-call flow uses of this dispatcher (split-call-host.ts). */
+  #splitHost(): SplitCallHost {
+    const options = this.#options;
+    return {
+      core: this.#core,
+      clock: options.clock,
+      http: options.http,
+      metrics: options.metrics,
+      roleMeter: options.roleMeter,
+      closed: () => this.#closed,
+      slot: (engineId) => this.#slots.get(engineId),
+      holds: (callId) => this.#calls.has(callId),
+      bodyFor: (pending, slot, form) => this.#bodyFor(pending, slot, form),
+      heldOn: (context, engineId) => this.#retention.heldOn(context, engineId),
+      release: (pending, engineId, outcome, end) => this.#release(pending, engineId, outcome, end),
+      finish: (pending, response) => this.#finish(pending, response),
+      forget: (pending, end) => this.#forget(pending, end),
+      attemptStarted: (pending, engineId, start, form) => this.#attemptStarted(pending, engineId, start, form),
+      start: (pending, engineId, slot, now) => this.#start(pending, engineId, slot, now),
+      requeue: (pending) => this.#requeue(pending),
+      retryAfter: () => this.#retryAfter(),
+      engineDown: (engineId) => options.onEngineDown?.(engineId),
+      noteRoleSwitches: () => this.#noteRoleSwitches(),
+      pump: () => this.pump(),
+    };
+  }
+
   #start(pending: PendingCall, engineId: string, slot: EngineSlot, now: number): void {
     // The engine (a split call's prefill engine) holds the call's context from now; its #release ends that.
     this.#retentionRelay.send(this.#retention.callStarted(pending.context, engineId, now));
-    const split = slot.target.adapter.split;
-    if (split !== undefined && this.#core.roles.role(engineId) === "prefill") {
-      if (split === "kv-transfer-params") this.#startKvTransferSplit(pending, engineId, slot, now);
-      else this.#startBootstrapSplit(pending, engineId, slot, now);
-      return;
-    }
+    if (this.#split.start(pending, engineId, slot, now)) return;
     const controller = new AbortController();
     pending.stage = "running";
     pending.attempt = { engineId, controller };
@@ -592,341 +585,6 @@ export class Dispatcher implements RoleSwitchTarget {
     const tag = this.#retentionRelay.takesHints(slot.target.id) ? contextTag(pending.context) : undefined;
     if (tag !== undefined) body[KV_RETENTION_TAG_FIELD] = tag;
     return body;
-  }
-
-  /**
-   * vLLM's two steps (engines/split.ts): the prefill engine computes the prompt
-   * (max_tokens 1, not streamed) and answers where its KV is; then the decode engine is
-   * sent the call with that handoff and its answer is the client's. A prefill that
-   * fails before its first byte is retried as any attempt; a 4xx is the request's and
-   * goes to the client.
-   */
-  #startKvTransferSplit(pending: PendingCall, prefillId: string, prefill: EngineSlot, now: number): void {
-    this.#options.roleMeter?.prefillQueued(pending.call.callId, pending.call.promptTokens, 0);
-    const controller = new AbortController();
-    pending.stage = "running";
-    pending.attempt = { engineId: prefillId, controller };
-    const callId = pending.call.callId;
-    const form = formFor(pending.forms, NO_NATIVE_APIS);
-    let prefillEnd: RelayEnd | undefined;
-    relayToEngine({
-      engine: prefill.target,
-      callId,
-      api: form.api,
-      path: form.path,
-      body: vllmPrefillBody(this.#bodyFor(pending, prefill, form)),
-      stream: false,
-      queueMs: now - pending.call.enqueuedAt,
-      dispatchedAt: now,
-      signal: controller.signal,
-      http: this.#options.http,
-      clock: this.#options.clock,
-      serviceOf: (wallMs, facts) => this.#core.serviceMs(prefillId, wallMs, facts?.usage),
-      onEnd: (end) => {
-        prefillEnd = end;
-        this.#prefillEnded(pending, prefillId, end);
-      },
-    }).then(
-      async (start) => {
-        if (start.kind !== "response") return this.#attemptStarted(pending, prefillId, start, form);
-        if (!start.response.ok) {
-          // The request's fault (or a body that broke off): that answer is the call's.
-          this.#closeSplitCall(pending, prefillEnd);
-          return this.#deliver(pending, prefillId, start.response, form);
-        }
-        const handoff = await start.response.json().then(handoffOf, () => undefined);
-        this.#prefilled(pending, prefillId, form, handoff, prefillEnd);
-      },
-      (error: unknown) => this.#relayThrew(pending, prefillId, error),
-    );
-  }
-
-  /** The prefill engine answered: the decode goes to a decode engine with its handoff (or, without one, to compute the prompt itself). */
-  #prefilled(pending: PendingCall, prefillId: string, form: EngineRequestForm, handoff: KvTransferParams | undefined, prefillEnd: RelayEnd | undefined): void {
-    const { metrics } = this.#options;
-    const callId = pending.call.callId;
-    if (this.#closed || pending.signal.aborted) {
-      this.#finish(pending, this.#closed ? shuttingDownResponse(callId, this.#retryAfter()) : clientClosedResponse(callId));
-      return;
-    }
-    if (handoff === undefined) console.warn(`agentix pool: call ${callId}: prefill engine ${prefillId} answered without kv_transfer_params; the decode engine computes the prompt`);
-    const decodeId = this.#core.placeDecode(pending.call, pending.failedEngines);
-    const decode = decodeId === undefined ? undefined : this.#slots.get(decodeId);
-    if (decodeId === undefined || decode === undefined) {
-      metrics.splitHandoffs.inc({ outcome: "no_decode_engine" });
-      this.#recompute(pending, prefillId, "no decode engine is healthy");
-      return;
-    }
-    metrics.splitHandoffs.inc({ outcome: handoff === undefined ? "no_kv_transfer_params" : "handed_off" });
-    this.#options.roleMeter?.decodeQueued(callId, pending.call.promptTokens);
-    // With the KV handed over, the prompt is billed as the prefill engine ran it; without, the decode engine computed it and says so.
-    const prefillPrompt = handoff === undefined ? undefined : prefillEnd?.facts?.usage;
-    this.#startDecode(pending, prefillId, decodeId, decode, form, vllmDecodeBody(this.#bodyFor(pending, decode, form), handoff), prefillEnd?.serviceMs ?? 0, handoff !== undefined, prefillPrompt);
-  }
-
-  /** The decode of a split call; its answer is the client's. A failure before its first byte recomputes the call whole (#recompute). */
-  #startDecode(
-    pending: PendingCall,
-    prefillId: string,
-    decodeId: string,
-    decode: EngineSlot,
-    form: EngineRequestForm,
-    body: Record<string, unknown>,
-    prefillServiceMs: number,
-    handedOff: boolean,
-    prefillPrompt: CallUsage | undefined,
-  ): void {
-    const controller = new AbortController();
-    pending.attempt = { engineId: decodeId, controller };
-    const now = this.#options.clock.now();
-    this.#retention.heldOn(pending.context, decodeId);
-    relayToEngine({
-      engine: decode.target,
-      callId: pending.call.callId,
-      api: form.api,
-      path: form.path,
-      body,
-      stream: pending.stream,
-      queueMs: now - pending.call.enqueuedAt,
-      // The edge's affinity hint for the program's next call: its prefix is cached where it was prefilled.
-      statsEngineId: prefillId,
-      dispatchedAt: now,
-      signal: controller.signal,
-      http: this.#options.http,
-      clock: this.#options.clock,
-      // The call's service is both legs': the prefill's, and the decode's with the prompt it was handed.
-      serviceOf: (wallMs, facts) => prefillServiceMs + this.#core.serviceMs(decodeId, wallMs, handedOff ? handedOffTokens(facts?.usage) : facts?.usage),
-      onEnd: (end) => {
-        this.#decodeEnded(pending, decodeId, end);
-        this.#closeSplitCall(pending, end);
-      },
-    }).then(
-      (start) => {
-        this.#options.roleMeter?.decodeStarted(pending.call.callId);
-        if (start.kind === "response" && prefillPrompt !== undefined) {
-          return this.#attemptStarted(pending, decodeId, { kind: "response", response: billPromptFromPrefill(start.response, prefillPrompt) }, form);
-        }
-        if (start.kind !== "failed") return this.#attemptStarted(pending, decodeId, start, form);
-        this.#decodeRefused(pending, decodeId, start);
-        this.#recompute(pending, decodeId, start.reason);
-        this.pump();
-      },
-      (error: unknown) => this.#relayThrew(pending, decodeId, error),
-    );
-  }
-
-  /**
-   * SGLang's PD mode (engines/split.ts): the same body with the bootstrap fields to the
-   * prefill and the decode engine at once, as its proxy does; the decode's answer is the
-   * client's and the prefill's is read to its end (its usage is the prompt's). A prefill
-   * that does not start fails the attempt (the decode would wait for KV that never
-   * comes) and is retried as any attempt; a decode that does not start recomputes the
-   * call whole.
-   */
-  #startBootstrapSplit(pending: PendingCall, prefillId: string, prefill: EngineSlot, now: number): void {
-    const callId = pending.call.callId;
-    this.#options.roleMeter?.prefillQueued(callId, pending.call.promptTokens, 0);
-    const form = formFor(pending.forms, NO_NATIVE_APIS);
-    const decodeId = this.#core.placeDecode(pending.call, pending.failedEngines);
-    const decode = decodeId === undefined ? undefined : this.#slots.get(decodeId);
-    pending.stage = "running";
-    if (decodeId === undefined || decode === undefined) {
-      this.#release(pending, prefillId, "engine_error", { serviceMs: 0 });
-      this.#options.metrics.splitHandoffs.inc({ outcome: "no_decode_engine" });
-      this.#recompute(pending, prefillId, "no decode engine is healthy");
-      return;
-    }
-    const call = new AbortController();
-    const prefillLeg = new AbortController();
-    const decodeLeg = new AbortController();
-    call.signal.addEventListener("abort", () => {
-      prefillLeg.abort(call.signal.reason);
-      decodeLeg.abort(call.signal.reason);
-    });
-    pending.attempt = { engineId: decodeId, controller: call };
-    this.#retention.heldOn(pending.context, decodeId);
-    const bootstrap = { host: hostOf(prefill.target.url), port: prefill.bootstrapPort, room: bootstrapRoom() };
-    let prefillEnd: RelayEnd | undefined;
-    let decodeEnd: RelayEnd | undefined;
-    let delivered = false;
-    const relay = (engineId: string, slot: EngineSlot, signal: AbortSignal, onEnd: (end: RelayEnd) => void, serviceOf: RelayServiceOf) =>
-      relayToEngine({
-        engine: slot.target,
-        callId,
-        api: form.api,
-        path: form.path,
-        body: sglangBootstrapBody(this.#bodyFor(pending, slot, form), bootstrap),
-        stream: pending.stream,
-        queueMs: now - pending.call.enqueuedAt,
-        statsEngineId: prefillId,
-        dispatchedAt: now,
-        signal,
-        http: this.#options.http,
-        clock: this.#options.clock,
-        serviceOf,
-        onEnd,
-      });
-    const prefillStart = relay(
-      prefillId,
-      prefill,
-      prefillLeg.signal,
-      (end) => {
-        prefillEnd = end;
-        this.#prefillEnded(pending, prefillId, end);
-      },
-      (wallMs, facts) => this.#core.serviceMs(prefillId, wallMs, facts?.usage),
-    );
-    const decodeStart = relay(
-      decodeId,
-      decode,
-      decodeLeg.signal,
-      (end) => {
-        decodeEnd = end;
-        this.#decodeEnded(pending, decodeId, end);
-        if (delivered) this.#closeSplitCall(pending, end);
-      },
-      (wallMs, facts) => (prefillEnd?.serviceMs ?? 0) + this.#core.serviceMs(decodeId, wallMs, handedOffTokens(facts?.usage)),
-    );
-    /** A leg's answer nobody reads: cancelled, so its relay ends (and gives its slot back). */
-    const drop = (start: RelayStart) => {
-      if (start.kind === "response") void start.response.body?.cancel().catch(() => undefined);
-    };
-    Promise.all([prefillStart, decodeStart]).then(
-      ([p, d]) => {
-        if (p.kind !== "response" || !p.response.ok) {
-          decodeLeg.abort(new Error("the prefill leg did not start"));
-          drop(d);
-          if (d.kind === "failed") this.#core.decodeEnded(callId, { serviceMs: 0 }, this.#options.clock.now());
-          if (p.kind === "response") {
-            // The request's fault: that answer is the call's.
-            delivered = true;
-            this.#closeSplitCall(pending, prefillEnd);
-            return this.#deliver(pending, prefillId, p.response, form);
-          }
-          return this.#attemptStarted(pending, prefillId, p, form);
-        }
-        if (d.kind === "failed") {
-          drop(p);
-          this.#decodeRefused(pending, decodeId, d);
-          this.#recompute(pending, decodeId, d.reason);
-          this.pump();
-          return;
-        }
-        // The prefill's answer is not the client's; read to its end, it gives back the prefill slot with the prompt's usage.
-        if (p.kind === "response") void p.response.arrayBuffer().catch(() => undefined);
-        this.#options.metrics.splitHandoffs.inc({ outcome: "handed_off" });
-        delivered = true;
-        if (decodeEnd !== undefined) this.#closeSplitCall(pending, decodeEnd);
-        return this.#attemptStarted(pending, decodeId, d, form);
-      },
-      (error: unknown) => this.#relayThrew(pending, prefillId, error),
-    );
-  }
-
-  /** A split call's prefill left its engine: the slot back, what it computed counted (its one token is not the call's output). */
-  #prefillEnded(pending: PendingCall, engineId: string, end: RelayEnd): void {
-    const { metrics } = this.#options;
-    this.#release(pending, engineId, end.outcome, { serviceMs: end.serviceMs });
-    metrics.serviceSeconds.observe({ engine: engineId }, end.wallMs / 1000);
-    const usage = end.facts?.usage;
-    if (usage !== undefined) metrics.engineTokens.inc({ engine: engineId, kind: "prompt", outcome: end.outcome }, usage.promptTokens);
-    // Its first token is out when the prefill ends (a failed one is no longer backlog either).
-    this.#options.roleMeter?.prefillDone(pending.call.callId, end.outcome === "completed" ? this.#options.clock.now() - pending.call.enqueuedAt : undefined);
-    this.#noteRoleSwitches();
-  }
-
-  /** A split call's decode left its engine: the slot back, its output counted (its prompt was the prefill's). */
-  #decodeEnded(pending: PendingCall, engineId: string, end: RelayEnd): void {
-    const { metrics, clock } = this.#options;
-    const usage = end.facts?.usage;
-    this.#core.decodeEnded(
-      pending.call.callId,
-      { serviceMs: end.serviceMs, ...(end.outcome === "completed" && usage !== undefined ? { outputTokens: usage.completionTokens } : {}) },
-      clock.now(),
-    );
-    metrics.calls.inc({ engine: engineId, outcome: end.outcome });
-    metrics.serviceSeconds.observe({ engine: engineId }, end.wallMs / 1000);
-    if (end.outcome === "completed") metrics.cacheObservations.inc({ engine: engineId, usage: usage ? "reported" : "estimated" });
-    if (usage !== undefined) metrics.engineTokens.inc({ engine: engineId, kind: "completion", outcome: end.outcome }, usage.completionTokens);
-    if (usage !== undefined && usage.completionTokens > 0) {
-      const context = usage.promptTokens + usage.completionTokens / 2;
-      this.#options.roleMeter?.decoded(usage.completionTokens, context, end.wallMs / usage.completionTokens);
-    }
-    if (end.outcome === "aborted" || end.outcome === "failed") {
-      const work = usage === undefined ? "no usage reported" : `engine reported ${usage.completionTokens} completion tokens`;
-      console.info(`agentix pool: call ${pending.call.callId} ${end.outcome} on decode engine ${engineId} after ${end.wallMs} ms; ${work}`);
-    }
-    this.#noteRoleSwitches();
-  }
-
-  /** The decode engine failed before its first byte: its slot back, the engine noted as failed for this call. */
-  #decodeRefused(pending: PendingCall, decodeId: string, start: Extract<RelayStart, { kind: "failed" }>): void {
-    const { metrics, clock } = this.#options;
-    console.warn(`agentix pool: call ${pending.call.callId}: decode engine ${decodeId} failed before its first byte: ${start.reason}`);
-    this.#core.decodeEnded(pending.call.callId, { serviceMs: 0 }, clock.now());
-    metrics.calls.inc({ engine: decodeId, outcome: "engine_error" });
-    metrics.splitHandoffs.inc({ outcome: "decode_failed" });
-    pending.failedEngines.add(decodeId);
-    if (start.connectionFailed) {
-      this.#core.engineDown(decodeId);
-      this.#options.onEngineDown?.(decodeId);
-    }
-    this.#noteRoleSwitches();
-  }
-
-  /**
-   * Nothing of a split call reached the client and its decode cannot go on: it is sent
-   * again whole (counted as a retry), to a mixed engine, else a decode engine that
-   * computes the prompt itself; with none free now it waits in the queue at its place
-   * (and is split again). No retries left: it fails.
-   */
-  #recompute(pending: PendingCall, engineId: string, reason: string): void {
-    const callId = pending.call.callId;
-    if (this.#closed) return this.#finish(pending, shuttingDownResponse(callId, this.#retryAfter()));
-    if (pending.signal.aborted) return this.#finish(pending, clientClosedResponse(callId));
-    if (pending.retriesLeft <= 0) {
-      console.error(`agentix pool: call ${callId}: its decode could not go on and no retries are left; last: ${reason}`);
-      return this.#finish(pending, callErrorResponse(502, CALL_ERROR_MESSAGES.engine_unavailable, callId, { code: "engine_unavailable" }));
-    }
-    pending.retriesLeft -= 1;
-    this.#options.metrics.retries.inc({ engine: engineId });
-    const dispatch = this.#core.routeRecompute(pending.call, pending.failedEngines);
-    const slot = dispatch && this.#slots.get(dispatch.engineId);
-    if (dispatch && slot) {
-      this.#options.metrics.dispatches.inc({ engine: dispatch.engineId, reason: dispatch.reason });
-      this.#start(pending, dispatch.engineId, slot, this.#options.clock.now());
-      return;
-    }
-    pending.stage = "queued";
-    pending.attempt = undefined;
-    this.#core.requeue(pending.call);
-  }
-
-  /** The split call is over (its answer delivered, or given up): it leaves the pool once. */
-  #closeSplitCall(pending: PendingCall, end: RelayEnd | undefined): void {
-    if (!this.#calls.has(pending.call.callId)) return;
-    pending.stage = "done";
-    this.#forget(pending, end);
-    this.pump();
-  }
-
-  /** An engine's answer to the client, in the call's API. */
-  #deliver(pending: PendingCall, engineId: string, response: Response, form: EngineRequestForm): void {
-    const callId = pending.call.callId;
-    if (form.answer === undefined) return pending.resolve(response);
-    form.answer(response).then(pending.resolve, (error: unknown) => {
-      console.error(`agentix pool: call ${callId}: the answer from engine ${engineId} could not be put in the call's API`, error);
-      pending.resolve(callErrorResponse(502, CALL_ERROR_MESSAGES.engine_response_error, callId, { code: "engine_response_error" }));
-    });
-  }
-
-  /** relayToEngine handles its own failures; this is a bug guard, not a path. */
-  #relayThrew(pending: PendingCall, engineId: string, error: unknown): void {
-    console.error(`agentix pool: call ${pending.call.callId}: relay to engine ${engineId} threw`, error);
-    this.#core.decodeEnded(pending.call.callId, { serviceMs: 0 }, this.#options.clock.now());
-    if (pending.stage !== "done") this.#release(pending, engineId, "failed", { serviceMs: 0 });
-    this.#finish(pending, callErrorResponse(500, CALL_ERROR_MESSAGES.internal_error, pending.call.callId, { code: "internal_error" }));
-    this.pump();
   }
 
   /** Role switches whose engine drained since the last look: logged once each and counted. */
@@ -1019,6 +677,10 @@ export class Dispatcher implements RoleSwitchTarget {
       return;
     }
     // No other engine free now: wait in the queue at the call's original place.
+    this.#requeue(pending);
+  }
+
+  #requeue(pending: PendingCall): void {
     pending.stage = "queued";
     pending.attempt = undefined;
     this.#core.requeue(pending.call);
@@ -1093,13 +755,4 @@ export class Dispatcher implements RoleSwitchTarget {
   #noteHealth(now: number): void {
     if (this.hasHealthyEngine()) this.#lastHealthyAt = now;
   }
-}
-
-/** Never read by anyone (the client is gone); 499 as nginx logs it. */
-function clientClosedResponse(callId: string): Response {
-  return callErrorResponse(499 as UnofficialStatusCode, "Client closed the request", callId, { code: "client_closed" });
-}
-
-function shuttingDownResponse(callId: string, headers: Record<string, string>): Response {
-  return callErrorResponse(503, "The pool is shutting down", callId, { code: "shutting_down", headers });
 }

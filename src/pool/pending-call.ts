@@ -1,0 +1,46 @@
+import type { UnofficialStatusCode } from "hono/utils/http-status";
+import type { ContextRef } from "../core/kv/retention-planner.js";
+import type { QueuedCall } from "../core/queue.js";
+import { callErrorResponse } from "./call-errors.js";
+import type { CallApi, CallForms } from "./engine-request.js";
+import type { EngineTarget } from "./relay.js";
+
+/*
+ * A call while the pool holds it, and the engines it can be sent to: what the
+ * dispatcher and the split-call flow (split-call.ts) share.
+ */
+
+export type CallStage = "queued" | "running" | "done";
+
+export interface PendingCall {
+  call: QueuedCall;
+  /** The context its KV belongs to (program, thread, the edge's context generation). */
+  context: ContextRef;
+  forms: CallForms;
+  stream: boolean;
+  signal: AbortSignal;
+  stage: CallStage;
+  level: number;
+  retriesLeft: number;
+  failedEngines: Set<string>;
+  attempt?: { engineId: string; controller: AbortController };
+  resolve(response: Response): void;
+  detach(): void;
+}
+
+export interface EngineSlot {
+  target: EngineTarget;
+  model: string | undefined;
+  nativeApis: ReadonlySet<CallApi>;
+  /** SGLang's bootstrap port of the engine as a prefill engine. */
+  bootstrapPort: number;
+}
+
+/** Never read by anyone (the client is gone); 499 as nginx logs it. */
+export function clientClosedResponse(callId: string): Response {
+  return callErrorResponse(499 as UnofficialStatusCode, "Client closed the request", callId, { code: "client_closed" });
+}
+
+export function shuttingDownResponse(callId: string, headers: Record<string, string>): Response {
+  return callErrorResponse(503, "The pool is shutting down", callId, { code: "shutting_down", headers });
+}
