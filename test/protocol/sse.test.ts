@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { eventData, isDoneEvent, SseEventSplitter } from "../../src/protocol/sse.js";
+import { eventData, isDoneEvent, SseEventCutter, SseEventSplitter } from "../../src/protocol/sse.js";
 import { parseStatsEvent, statsCommentEvent } from "../../src/protocol/stats.js";
 
 async function split(pieces: string[]): Promise<string[]> {
@@ -25,6 +25,17 @@ describe("SSE splitting", () => {
 
   it("handles CRLF boundaries and a final event without blank line", async () => {
     expect(await split(["data: x\r\n\r\ndata: [DONE]"])).toEqual(["data: x", "data: [DONE]"]);
+  });
+
+  it("cuts synchronously (the pool's relay) exactly as the stream splitter does, a multi-byte character cut included", () => {
+    const bytes = new TextEncoder().encode('data: {"t":"héllo"}\r\n\r\n: agentix {}\n\ndata: [DONE]');
+    for (let cut = 1; cut < bytes.length; cut++) {
+      const cutter = new SseEventCutter();
+      const events = [...cutter.push(bytes.slice(0, cut)), ...cutter.push(bytes.slice(cut))];
+      const last = cutter.end();
+      expect([...events, ...(last === undefined ? [] : [last])]).toEqual(['data: {"t":"héllo"}', ": agentix {}", "data: [DONE]"]);
+      expect(cutter.end()).toBeUndefined();
+    }
   });
 
   it("reads data and [DONE]", () => {
