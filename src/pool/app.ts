@@ -63,9 +63,20 @@ export type PoolHealthStatus = z.infer<typeof PoolHealthStatus>;
  */
 /** A call's answer with the pool's load at that moment, for the edge's choice between pools. */
 function withPoolLoad(response: Response, load: number): Response {
-  const headers = new Headers(response.headers);
-  headers.set(Header.poolLoad, formatPoolLoad(load));
-  return new Response(response.body, { status: response.status, statusText: response.statusText, headers });
+  /*
+   * Set in place: the pool built the response, so its headers are mutable. A copy
+   * would read `response.body`, which turns @hono/node-server's lightweight response
+   * (written in one go) into a WHATWG Response and a stream. A response with immutable
+   * headers (none today) is still copied.
+   */
+  try {
+    response.headers.set(Header.poolLoad, formatPoolLoad(load));
+    return response;
+  } catch {
+    const headers = new Headers(response.headers);
+    headers.set(Header.poolLoad, formatPoolLoad(load));
+    return new Response(response.body, { status: response.status, statusText: response.statusText, headers });
+  }
 }
 
 export function createPoolApp(deps: PoolAppDeps): Hono<ForwardedEnv> {

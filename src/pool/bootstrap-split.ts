@@ -4,17 +4,26 @@ import type { EngineSlot, PendingCall } from "./pending-call.js";
 import { type RelayEnd, type RelayRequest, type RelayStart, relayToEngine } from "./relay.js";
 import type { SplitCallHost } from "./split-call-host.js";
 import { handedOffTokens, NO_NATIVE_APIS, type SplitLegs } from "./split-legs.js";
+import { billPromptFromPrefill, pendingPrefillPrompt } from "./split-usage.js";
 
 /*
  * SGLang's PD mode (engines/split.ts): the same body with the bootstrap fields to the
  * prefill and the decode engine at once, as its proxy does; the decode's answer is the
- * client's and the prefill's is read to its end (its usage is the prompt's). A prefill
+ * client's and the prefill's is read to its end: its usage is the prompt's, and the
+ * decode's answer is billed with it (split-usage.ts). A prefill
  * that does not start fails the attempt (the decode would wait for KV that never
  * comes) and is retried as any attempt; a decode that does not start recomputes the
  * call whole.
  */
 
 type RelayServiceOf = NonNullable<RelayRequest["serviceOf"]>;
+
+/**
+ * How long the decode's usage waits for the prefill leg's: the prefill answers once its
+ * KV has gone to the decode engine, long before the decode's last chunk, so this only
+ * bounds a prefill answer that hangs.
+ */
+const PREFILL_USAGE_WAIT_MS = 10_000;
 
 export class BootstrapSplit {
   readonly #host: SplitCallHost;
@@ -51,6 +60,7 @@ export class BootstrapSplit {
     host.heldOn(pending.context, decodeId);
     const bootstrap = { host: hostOf(prefill.target.url), port: prefill.bootstrapPort, room: bootstrapRoom() };
     let prefillEnd: RelayEnd | undefined;
+    const prefillPrompt = pendingPrefillPrompt(PREFILL_USAGE_WAIT_MS);
     let decodeEnd: RelayEnd | undefined;
     let delivered = false;
     const relay = (slot: EngineSlot, signal: AbortSignal, onEnd: (end: RelayEnd) => void, serviceOf: RelayServiceOf) =>
@@ -75,6 +85,7 @@ export class BootstrapSplit {
       prefillLeg.signal,
       (end) => {
         prefillEnd = end;
+        prefillPrompt.settle(end.outcome === "completed" ? end.facts?.usage : undefined);
         legs.prefillEnded(pending, prefillId, end);
       },
       (wallMs, facts) => host.core.serviceMs(prefillId, wallMs, facts?.usage),
@@ -96,6 +107,7 @@ export class BootstrapSplit {
     Promise.all([prefillStart, decodeStart]).then(
       ([p, d]) => {
         if (p.kind !== "response" || !p.response.ok) {
+          prefillPrompt.settle(undefined);
           decodeLeg.abort(new Error("the prefill leg did not start"));
           drop(d);
           if (d.kind === "failed") host.core.decodeEnded(callId, { serviceMs: 0 }, host.clock.now());
@@ -119,7 +131,8 @@ export class BootstrapSplit {
         host.metrics.splitHandoffs.inc({ outcome: "handed_off" });
         delivered = true;
         if (decodeEnd !== undefined) legs.close(pending, decodeEnd);
-        return host.attemptStarted(pending, decodeId, d, form);
+        const answer = d.kind === "response" ? { kind: "response" as const, response: billPromptFromPrefill(d.response, prefillPrompt.prompt) } : d;
+        return host.attemptStarted(pending, decodeId, answer, form);
       },
       (error: unknown) => legs.relayThrew(pending, prefillId, error),
     );

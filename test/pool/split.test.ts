@@ -316,6 +316,40 @@ describe("SGLang disaggregated calls (bootstrap)", () => {
     expect(metricValue(text, 'agentix_pool_engine_tokens_total{engine="d1",kind="completion",outcome="completed"}')).toBe(7);
   });
 
+  it("bills the prompt as the prefill engine computed it, not as the decode engine counts it, even when the prefill's answer ends last", async () => {
+    // As SGLang runs a PD call: the prefill server answers the call itself (one token, its own prefix hit as cached_tokens); the
+    // decode server's cached_tokens is its own arithmetic over the handed-over KV (decode.py _commit_transfer_to_req,
+    // decode_schedule_batch_mixin.py prepare_for_prebuilt_extend), here none of it.
+    const sglangPrefill = await engine({
+      behave: (call) => (call.body.stream === true ? { kind: "stream" } : { kind: "json", hold: true }),
+      answer: () => ({ usage: { prompt: 50, completion: 1, cached: 32 } }),
+    });
+    const sglangDecode = await engine({
+      behave: (call) => (call.body.stream === true ? { kind: "stream" } : { kind: "json" }),
+      answer: () => ({ usage: { prompt: 50, completion: 7, cached: 0 } }),
+    });
+    const p = await pool([
+      { id: "p1", url: sglangPrefill.url, kind: "sglang", role: "prefill" },
+      { id: "d1", url: sglangDecode.url, kind: "sglang", role: "decode" },
+    ]);
+    const streamed = await send(p, chatBody({ stream: true, stream_options: { include_usage: true }, max_tokens: 32 }));
+    const [prefillCall, decodeCall] = await Promise.all([sglangPrefill.call(0), sglangDecode.call(0)]);
+    // The decode finishes first: its usage chunk waits for the prefill's answer, whose figures it then carries.
+    decodeCall.release();
+    const reading = events(streamed);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    prefillCall.release();
+    const usage = (await reading).map((e) => eventObject(e)?.usage).filter((u) => u !== undefined && u !== null).at(-1);
+    expect(usage).toMatchObject({ prompt_tokens: 50, completion_tokens: 7, total_tokens: 57, prompt_tokens_details: { cached_tokens: 32 } });
+
+    // The pool answers once both legs have started: the held prefill answer is let go first.
+    const answering = send(p, chatBody({ max_tokens: 32 }));
+    (await sglangPrefill.call(1)).release();
+    const whole = await answering;
+    expect(((await whole.json()) as { usage: Record<string, unknown> }).usage).toMatchObject({ prompt_tokens: 50, completion_tokens: 7, prompt_tokens_details: { cached_tokens: 32 } });
+    await settled(p);
+  });
+
   it("drops the decode and retries when the prefill engine fails before its first byte", async () => {
     let failures = 1;
     const prefill = await engine({ behave: () => (failures-- > 0 ? { kind: "status", status: 503 } : { kind: "json" }) });
