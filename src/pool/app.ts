@@ -55,17 +55,28 @@ export type PoolHealthStatus = z.infer<typeof PoolHealthStatus>;
  *
  * Operator endpoints need `Authorization: Bearer <operatorToken>`: `GET /metrics`,
  * `GET /roles` (each engine's prefill/decode/mixed role, the one it drains toward, the controller),
- * `GET /tao/*` (`/tao/programs/{id}`: what the readiness predictor and the
- * cache-credit ledger know about a program), and the detail of `GET /health` (queue,
+ * `GET /tao/*` (`/tao/programs/{id}`: what the readiness predictor, the
+ * cache-credit ledger and the KV retention planner know about a program), and the detail of `GET /health` (queue,
  * engines). Without the token /health says only `{"status":"ok"|"degraded"}`, with
  * 503 when no engine is healthy, so a balancer (or the edge) can steer away from a
  * pool that cannot serve anything.
  */
 /** A call's answer with the pool's load at that moment, for the edge's choice between pools. */
 function withPoolLoad(response: Response, load: number): Response {
-  const headers = new Headers(response.headers);
-  headers.set(Header.poolLoad, formatPoolLoad(load));
-  return new Response(response.body, { status: response.status, statusText: response.statusText, headers });
+  /*
+   * Set in place: the pool built the response, so its headers are mutable. A copy
+   * would read `response.body`, which turns @hono/node-server's lightweight response
+   * (written in one go) into a WHATWG Response and a stream. A response with immutable
+   * headers (none today) is still copied.
+   */
+  try {
+    response.headers.set(Header.poolLoad, formatPoolLoad(load));
+    return response;
+  } catch {
+    const headers = new Headers(response.headers);
+    headers.set(Header.poolLoad, formatPoolLoad(load));
+    return new Response(response.body, { status: response.status, statusText: response.statusText, headers });
+  }
 }
 
 export function createPoolApp(deps: PoolAppDeps): Hono<ForwardedEnv> {
@@ -155,6 +166,13 @@ export function createPoolApp(deps: PoolAppDeps): Hono<ForwardedEnv> {
         made_at: program.readiness.madeAt ?? null,
       },
       cache_credit_tokens: program.credits,
+      // The retention planner's view: each thread's current context, where it is held, and a keep in force.
+      kv_contexts: program.kvContexts.map((context) => ({
+        thread: context.threadId,
+        generation: context.generation,
+        engines: context.engines,
+        kept_until: context.keptUntil ?? null,
+      })),
     });
   });
 

@@ -71,7 +71,7 @@ export function factsFromCompletion(body: unknown): CallFacts {
 }
 
 /** Facts of a non-streaming body's bytes; empty when they are not a JSON completion. */
-export function factsFromJsonBytes(bytes: ArrayBuffer): CallFacts {
+export function factsFromJsonBytes(bytes: ArrayBuffer | Uint8Array): CallFacts {
   return jsonFacts(bytes, factsFromCompletion);
 }
 
@@ -149,11 +149,11 @@ export class StreamFactsCollector {
 
 /** Reads an answer's facts in the API it was written in (the engine's form of the call: engine-request.ts). */
 export interface AnswerFactsReader {
-  fromJsonBytes(bytes: ArrayBuffer): CallFacts;
+  fromJsonBytes(bytes: ArrayBuffer | Uint8Array): CallFacts;
   stream(): { observe(event: string): void; facts(): CallFacts };
 }
 
-function jsonFacts(bytes: ArrayBuffer, read: (body: unknown) => CallFacts): CallFacts {
+function jsonFacts(bytes: ArrayBuffer | Uint8Array, read: (body: unknown) => CallFacts): CallFacts {
   try {
     return read(JSON.parse(new TextDecoder().decode(bytes)));
   } catch {

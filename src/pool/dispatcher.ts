@@ -14,7 +14,7 @@ import type { ForwardFields } from "../protocol/forward.js";
 import { estimatePromptTokens } from "../protocol/tokens.js";
 import type { KvHint } from "../protocol/kv-hints.js";
 import { KV_RETENTION_TAG_FIELD } from "../protocol/kv-retention.js";
-import { type ContextRef, contextTag, RetentionPlanner } from "../core/kv/retention-planner.js";
+import { type ContextInspection, type ContextRef, contextTag, RetentionPlanner } from "../core/kv/retention-planner.js";
 import { KvRetentionRelay } from "./kv-retention-relay.js";
 import type { ToolEvent } from "../protocol/tool-events.js";
 import { CALL_ERROR_MESSAGES, callError, callErrorResponse } from "./call-errors.js";
@@ -102,6 +102,8 @@ export interface EngineSnapshot extends EngineState {
 /** What the pool knows about one program for TAO (inspection). */
 export interface ProgramInspection extends ProgramSignals {
   placement: PlacementSettings["policy"];
+  /** Its threads' current contexts as the retention planner knows them (empty when it knows none). */
+  kvContexts: ContextInspection[];
 }
 
 export class Dispatcher implements RoleSwitchTarget {
@@ -322,8 +324,12 @@ export class Dispatcher implements RoleSwitchTarget {
 
   /** What the pool knows about a program for TAO; undefined when nothing. */
   inspectProgram(programId: string): ProgramInspection | undefined {
-    const signals = this.#core.signals.inspect(programId, this.#options.clock.now());
-    return signals === undefined ? undefined : { ...signals, placement: this.#placement.policy };
+    const now = this.#options.clock.now();
+    const signals = this.#core.signals.inspect(programId, now);
+    const kvContexts = this.#retention.inspect(programId, now);
+    if (signals === undefined && kvContexts === undefined) return undefined;
+    const known = signals ?? { programId, live: 0, contextTokens: 0, readiness: { status: "unknown" as const }, credits: {} };
+    return { ...known, placement: this.#placement.policy, kvContexts: kvContexts ?? [] };
   }
 
   /** The TAO placement's figures; undefined under "routing". */

@@ -1,3 +1,4 @@
+import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Context, MiddlewareHandler } from "hono";
 import type { z } from "zod";
 import type { Clock } from "../core/clock.js";
@@ -18,11 +19,11 @@ import {
   SignatureProblem,
   type SigningKey,
   signingKeyById,
-  verifyForwardMac,
 } from "../protocol/signing.js";
 import { KvHintBatch } from "../protocol/kv-hints.js";
 import { ToolEventBatch } from "../protocol/tool-events.js";
 import { readBoundedBody } from "./bounded-body.js";
+import { verifyForwardMacSync } from "./node-mac.js";
 import { CHAT_COMPLETIONS_PATH } from "./engines/adapter.js";
 import { type CallApi, type CallForms, type EngineRequestForm } from "./engine-request.js";
 import { nativeResponsesAnswer } from "./native-answers.js";
@@ -133,6 +134,8 @@ export interface ForwardedKvHints {
 }
 
 export type ForwardedEnv = {
+  /** @hono/node-server's Node request and response; absent under Hono's `app.request()` (tests). */
+  Bindings: { incoming?: IncomingMessage; outgoing?: ServerResponse };
   Variables: { forwarded: ForwardedCall; toolEvents: ForwardedToolEvents; tokenCount: ForwardedTokenCount; kvHints: ForwardedKvHints };
 };
 
@@ -195,9 +198,9 @@ async function verifySignedRequest(
     throw reject("stale_timestamp", 401, `Unauthenticated pool ${what}: stale timestamp`);
   }
 
-  const body = await readBoundedBody(c.req.raw, maxBodyBytes);
+  const body = await readBoundedBody(c.req.raw, maxBodyBytes, c.env?.incoming);
   if (!body.ok) throw reject("body_too_large", 413, `Request body exceeds ${maxBodyBytes} bytes`);
-  if (!(await verifyForwardMac(key, { method: c.req.method, path }, signed.fields, signed.mac, body.sha256Hex))) {
+  if (!verifyForwardMacSync(key, { method: c.req.method, path }, signed.fields, signed.mac, body.sha256Hex)) {
     throw reject("invalid_signature", 401, `Unauthenticated pool ${what}: bad signature`);
   }
   const seen = replay.check(signed.fields.call, clock.now());

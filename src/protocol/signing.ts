@@ -91,7 +91,7 @@ export async function canonicalString(route: SignedRoute, keyId: string, fields:
 }
 
 /** The canonical string when the body's SHA-256 (hex) is already known, e.g. hashed as it streamed in. */
-function canonicalStringOfDigest(route: SignedRoute, keyId: string, fields: ForwardFields, bodySha256Hex: string): string {
+export function canonicalStringOfDigest(route: SignedRoute, keyId: string, fields: ForwardFields, bodySha256Hex: string): string {
   if (!SigningKeyId.safeParse(keyId).success) throw new RangeError(`signing: invalid key id ${JSON.stringify(keyId)}`);
   const values = FORWARD_FIELD_ORDER.map((key) => String(fields[key]));
   return [SIGNATURE_VERSION, ...routeLines(route), keyId, ...values, bodySha256Hex].join("\n");

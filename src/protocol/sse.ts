@@ -9,24 +9,45 @@ import { isJsonObject, type JsonObject } from "./json.js";
 
 const EVENT_BOUNDARY = /\r?\n\r?\n/;
 
+/**
+ * The splitting rule itself, synchronous: bytes in, the complete events they finish
+ * out (without their blank line); `end()` gives a last event left without one. For a
+ * caller that reads Node streams (the pool's relay) as for SseEventSplitter below.
+ */
+export class SseEventCutter {
+  readonly #decoder = new TextDecoder();
+  #buffer = "";
+
+  push(chunk: Uint8Array): string[] {
+    this.#buffer += this.#decoder.decode(chunk, { stream: true });
+    const events: string[] = [];
+    let match: RegExpExecArray | null;
+    while ((match = EVENT_BOUNDARY.exec(this.#buffer)) !== null) {
+      const event = this.#buffer.slice(0, match.index);
+      this.#buffer = this.#buffer.slice(match.index + match[0].length);
+      if (event.length > 0) events.push(event);
+    }
+    return events;
+  }
+
+  end(): string | undefined {
+    const rest = this.#buffer + this.#decoder.decode();
+    this.#buffer = "";
+    return rest.trim().length > 0 ? rest.replace(/\r?\n$/, "") : undefined;
+  }
+}
+
 /** Bytes in, one string per complete event out (without its blank line). */
 export class SseEventSplitter extends TransformStream<Uint8Array, string> {
   constructor() {
-    const decoder = new TextDecoder();
-    let buffer = "";
+    const cutter = new SseEventCutter();
     super({
       transform(chunk, controller) {
-        buffer += decoder.decode(chunk, { stream: true });
-        let match: RegExpExecArray | null;
-        while ((match = EVENT_BOUNDARY.exec(buffer)) !== null) {
-          const event = buffer.slice(0, match.index);
-          buffer = buffer.slice(match.index + match[0].length);
-          if (event.length > 0) controller.enqueue(event);
-        }
+        for (const event of cutter.push(chunk)) controller.enqueue(event);
       },
       flush(controller) {
-        buffer += decoder.decode();
-        if (buffer.trim().length > 0) controller.enqueue(buffer.replace(/\r?\n$/, ""));
+        const last = cutter.end();
+        if (last !== undefined) controller.enqueue(last);
       },
     });
   }

@@ -158,12 +158,16 @@ export class KvBlockPool {
   importCached(hashes: readonly number[], added?: number[]): number {
     const missing = hashes.filter((hash) => !this.cached.has(hash));
     if (missing.length > this.numFree) return 0;
+    // All held until the import is done: a block released at once could be the next one's victim
+    // (when the rest of the free queue ranks above it, the import would evict itself).
+    const blocks: number[] = [];
     for (const hash of missing) {
       const b = this.allocate();
       this.register(b, hash);
-      added?.push(b);
-      this.release([b]);
+      blocks.push(b);
     }
+    added?.push(...blocks);
+    this.release(blocks);
     return missing.length;
   }
 

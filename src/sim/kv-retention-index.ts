@@ -6,8 +6,10 @@ import { EvictionRank, type KvBlockPool } from "./kv-cache.js";
  * Branch-aware retention (issue 13) over one KvBlockPool: which contexts (retention
  * tags) each cached block belongs to, what the program said about each context (keep
  * through a tool wait, ordinary, drop), and so the block's eviction rank. A block is
- * kept while any tag on it is kept, dropped only when every tag on it is dropped and
- * no untagged request used it, ordinary otherwise. A hint costs O(blocks of its
+ * kept while any tag on it is kept or has a request waiting or running in the engine
+ * (a queued call is about to read its context: evicting it first, as a context that
+ * is the only unkept one would be, costs a recompute at once), dropped only when every
+ * tag on it is dropped and no untagged request used it, ordinary otherwise. A hint costs O(blocks of its
  * context); a block operation O(1) (O(tags on the block) when it is evicted).
  * No clock: keeps expire when the owner calls expire(now).
  */
@@ -35,6 +37,8 @@ export class KvRetentionIndex {
   private readonly contexts = new Map<string, RetainedContext>();
   private readonly tagsOfBlock: (RetainedContext[] | undefined)[];
   private readonly keptTags: Int32Array;
+  /** Contexts on the block with a live request. */
+  private readonly liveTags: Int32Array;
   private readonly droppedTags: Int32Array;
   /** A request without a tag used the block: some context nobody ranked needs it. */
   private readonly untaggedUse: Uint8Array;
@@ -43,6 +47,7 @@ export class KvRetentionIndex {
   constructor(private readonly pool: KvBlockPool) {
     this.tagsOfBlock = new Array<RetainedContext[] | undefined>(pool.numBlocks);
     this.keptTags = new Int32Array(pool.numBlocks);
+    this.liveTags = new Int32Array(pool.numBlocks);
     this.droppedTags = new Int32Array(pool.numBlocks);
     this.untaggedUse = new Uint8Array(pool.numBlocks);
   }
@@ -74,6 +79,7 @@ export class KvRetentionIndex {
       this.contexts.set(tag, context);
     }
     context.liveRequests++;
+    if (context.liveRequests === 1) this.liveChanged(context, 1);
     return context;
   }
 
@@ -94,7 +100,21 @@ export class KvRetentionIndex {
   leave(context: RetainedContext | undefined): void {
     if (context === undefined) return;
     context.liveRequests--;
+    if (context.liveRequests === 0) this.liveChanged(context, -1);
     this.forgetIfEmpty(context);
+  }
+
+  private liveChanged(context: RetainedContext, delta: 1 | -1): void {
+    if (context.blocks.size === 0) return;
+    const live = this.liveTags;
+    const blocks = [...context.blocks];
+    // Into the back of a queue, tail-first, as a release does.
+    if (delta < 0) blocks.reverse();
+    for (const b of blocks) {
+      live[b] = (live[b] ?? 0) + delta;
+      const rank = this.rankFor(b);
+      this.pool.setRank(b, rank, rank === EvictionRank.kept);
+    }
   }
 
   /**
@@ -147,6 +167,7 @@ export class KvRetentionIndex {
     if (tags === undefined) return;
     this.tagsOfBlock[block] = undefined;
     this.keptTags[block] = 0;
+    this.liveTags[block] = 0;
     this.droppedTags[block] = 0;
     for (const context of tags) {
       context.blocks.delete(block);
@@ -164,6 +185,7 @@ export class KvRetentionIndex {
     }
     tags.push(context);
     if (context.action === "keep") this.keptTags[block] = (this.keptTags[block] ?? 0) + 1;
+    if (context.liveRequests > 0) this.liveTags[block] = (this.liveTags[block] ?? 0) + 1;
     if (context.action === "drop") this.droppedTags[block] = (this.droppedTags[block] ?? 0) + 1;
     this.pool.setRank(block, this.rankFor(block));
   }
@@ -199,7 +221,7 @@ export class KvRetentionIndex {
   }
 
   private rankFor(block: number): EvictionRank {
-    if ((this.keptTags[block] ?? 0) > 0) return EvictionRank.kept;
+    if ((this.keptTags[block] ?? 0) > 0 || (this.liveTags[block] ?? 0) > 0) return EvictionRank.kept;
     const tags = this.tagsOfBlock[block]?.length ?? 0;
     if (tags > 0 && this.droppedTags[block] === tags && this.untaggedUse[block] === 0) return EvictionRank.dropped;
     return EvictionRank.ordinary;

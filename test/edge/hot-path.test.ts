@@ -11,7 +11,9 @@ import {
   chat,
   chatBody,
   drain,
+  edge,
   expectOpenAIError,
+  frozenClock,
   limitsOf,
   mockPool,
   newPlan,
@@ -153,6 +155,38 @@ describe("the edge hot path", () => {
   it("answers a key of an unknown tenant like any wrong key", async () => {
     const unknown = await chat({ id: "ten_x", keyId: "key_x", key: `agx_${"Z".repeat(40)}_ten_${"Q".repeat(16)}` });
     expect((await expectOpenAIError(unknown, 401, "authentication_error")).error.code).toBe("invalid_api_key");
+  });
+});
+
+describe("bench:edge's counts (COUNT_IO=1)", () => {
+  it("count one round of two object calls and no D1 query before the pool on the hot path, two rounds and one query on the baseline", async () => {
+    frozenClock(); // the isolate's pool snapshot stays fresh: no refresh joins the count
+    mockPool(() => poolJson());
+    const tenant = await newTenant();
+    const first = await chat(tenant);
+    const programId = programHeader(first)!;
+    await drain();
+    const counted = async (vars: Record<string, string>) => {
+      const res = await edge(
+        "/v1/chat/completions",
+        {
+          method: "POST",
+          body: chatBody(),
+          headers: { authorization: `Bearer ${tenant.key}`, "content-type": "application/json", [Header.program]: programId },
+        },
+        { ...env, COUNT_IO: "1", ...vars },
+      );
+      expect(res.status).toBe(200);
+      await res.text();
+      await drain();
+      return res.headers.get(Header.ioCounts);
+    };
+    expect(await counted({})).toBe("objects=2;rounds=1;d1=0");
+    expect(await counted({ EDGE_BASELINE_HOT_PATH: "1" })).toBe("objects=2;rounds=2;d1=1");
+    // Without COUNT_IO nothing is counted or said.
+    const plain = await chat(tenant, chatBody(), { [Header.program]: programId });
+    expect(plain.headers.get(Header.ioCounts)).toBeNull();
+    await drain();
   });
 });
 

@@ -54,6 +54,7 @@ describe("plan limits", () => {
     defaultMaxTokens: 256,
     maxOutputTokens: 2_000,
     toolEventsPerMinute: 600,
+    limiterShards: 1,
   };
   const none = {
     rpmOverride: null,
@@ -65,6 +66,7 @@ describe("plan limits", () => {
     maxOutputTokensOverride: null,
     allowedExtensionsOverride: null,
     toolEventsPerMinuteOverride: null,
+    limiterShardsOverride: null,
   };
 
   it("take overrides over the plan", () => {

@@ -256,6 +256,7 @@ export interface LimitOverrides {
   max_output_tokens?: number | null;
   allowed_extensions?: string[] | null;
   tool_events_per_minute?: number | null;
+  limiter_shards?: number | null;
 }
 
 /** Sets a tenant's limit overrides through the admin API. */
@@ -288,6 +289,7 @@ export async function limitsOf(tenant: TestTenant) {
       default_max_tokens: number;
       max_output_tokens: number | null;
       tool_events_per_minute: number;
+      limiter_shards: number;
     };
   };
   return {
@@ -299,6 +301,7 @@ export async function limitsOf(tenant: TestTenant) {
     defaultMaxTokens: limits.default_max_tokens,
     maxOutputTokens: limits.max_output_tokens,
     toolEventsPerMinute: limits.tool_events_per_minute,
+    limiterShards: limits.limiter_shards,
   };
 }
 

@@ -52,6 +52,9 @@ describe("KV retention signals: pool → engine", () => {
     expect(keep?.action === "keep" && keep.keep_ms > 0 && keep.keep_ms <= MAX_KV_KEEP_MS).toBe(true);
     await waitFor(async () => metricValue(await metricsOf(pool), "agentix_pool_kv_retention_hints_applied_total{engine=\"e1\"}") === 1, "applied counted");
     expect(metricValue(await metricsOf(pool), hintSeries("keep", "sent"))).toBe(1);
+    // The operator's view of the program shows the context, where it is held and the keep in force.
+    const inspected = (await (await pool.app.request(`/tao/programs/${PROGRAM}`, { headers: operatorHeaders() })).json()) as { kv_contexts: unknown };
+    expect(inspected.kv_contexts).toEqual([{ thread: "main", generation: 0, engines: ["e1"], kept_until: expect.any(Number) }]);
   });
 
   it("a tool event that moves the prediction keeps again for the new duration", async () => {

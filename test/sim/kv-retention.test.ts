@@ -103,6 +103,32 @@ describe("branch-aware eviction order", () => {
     expect(pool.freeQueue(EvictionRank.dropped).sort()).toEqual([0, 1, 2]);
   });
 
+  it("a context with a request in the engine ranks as kept until the request leaves", () => {
+    const { pool, index, end } = heldPool(4);
+    end("a", [0, 1]);
+    end("b", [2, 3]);
+    const waiting = index.open("a");
+    expect(pool.freeQueue(EvictionRank.kept)).toEqual([1, 0]);
+    index.leave(waiting);
+    expect(pool.freeQueue(EvictionRank.ordinary)).toEqual([3, 2, 1, 0]);
+  });
+
+  it("an import never evicts its own blocks, even when everything else free is kept", () => {
+    const pool = new KvBlockPool(3);
+    const index = new KvRetentionIndex(pool);
+    pool.onEviction((block) => index.detach(block));
+    const held = [pool.allocate(), pool.allocate()];
+    held.forEach((b, i) => pool.register(b, 100 + i));
+    const context = index.open("a");
+    index.releasing(context, held);
+    pool.release(held);
+    index.leave(context);
+    index.apply("a", { action: "keep", keep_ms: 1_000 }, 0);
+    // One never-used block is ordinary: the import takes it, then the kept context's last block, never its own first one.
+    expect(pool.importCached([7, 8])).toBe(2);
+    expect([7, 8, 100, 101].map((hash) => pool.blockOf(hash) !== undefined)).toEqual([true, true, true, false]);
+  });
+
   it("a block an untagged request used is never dropped by a tag's drop", () => {
     const { pool, index, end } = heldPool(2);
     pool.reference([0]);
@@ -290,8 +316,10 @@ describe("pool invariants under random operations (fast-check)", () => {
           // Each queued block sits in the queue of the rank its tags give it.
           queues.forEach((queue, rank) => {
             for (const b of queue) {
-              const actions = index.tagsOf(b).map((tag) => index.context(tag)?.action);
-              const expected = actions.includes("keep")
+              const contexts = index.tagsOf(b).map((tag) => index.context(tag));
+              const actions = contexts.map((context) => context?.action);
+              const live = contexts.some((context) => (context?.liveRequests ?? 0) > 0);
+              const expected = actions.includes("keep") || live
                 ? EvictionRank.kept
                 : actions.length > 0 && actions.every((a) => a === "drop") && !untaggedUse.has(b)
                   ? EvictionRank.dropped

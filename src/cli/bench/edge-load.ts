@@ -33,13 +33,17 @@ const USAGE = `edge-load [options]   calls/s and latency of the edge under wrang
   --workers N      concurrent clients (default 24)
   --seconds S      seconds per phase and side, run in two halves (default 8)
   --engines N      simulated engines (default 2)
-  --state-base DIR where the throwaway state directory goes (default the OS temp dir)`;
+  --state-base DIR where the throwaway state directory goes (default the OS temp dir)
+  --shards N       instead: one tenant's calls/s with a one-object limiter vs N limiter shards (2..64),
+                   on one hot-path stack, existing-program calls, A B B A`;
 
 interface Options {
   workers: number;
   seconds: number;
   engines: number;
   stateBase: string;
+  /** Set: the sharded-limiter comparison (1 vs this many shards) instead of the phases. */
+  shards: number | undefined;
 }
 
 function parseOptions(argv: string[]): Options {
@@ -50,6 +54,7 @@ function parseOptions(argv: string[]): Options {
       seconds: { type: "string" },
       engines: { type: "string" },
       "state-base": { type: "string" },
+      shards: { type: "string" },
       help: { type: "boolean" },
     },
   });
@@ -69,7 +74,14 @@ function parseOptions(argv: string[]): Options {
     seconds: count("seconds", values.seconds, 8),
     engines: count("engines", values.engines, 2),
     stateBase: values["state-base"] ?? tmpdir(),
+    shards: values.shards === undefined ? undefined : shardsOption(values.shards),
   };
+}
+
+function shardsOption(raw: string): number {
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < 2 || value > 64) throw new Error(`--shards must be an integer from 2 to 64, got "${raw}"`);
+  return value;
 }
 
 interface CallResult {
@@ -338,7 +350,54 @@ async function main(options: Options): Promise<void> {
   }
 }
 
-main(parseOptions(process.argv.slice(2))).then(
+/**
+ * One tenant, one hot-path stack: its limiter as one object, then as `shards` objects
+ * (limiter/shards.ts), switched by the admin API between runs, A B B A. Locally every
+ * object runs in the one workerd process on the machine's shared cores, so this shows what
+ * sharding costs a call (its walk, budget grants) and that nothing is refused, not the
+ * parallelism N objects on N machines give in production.
+ */
+async function compareShards(options: Options, shards: number): Promise<void> {
+  const side = await startSide(options, "hot path");
+  try {
+    const overrides = `/admin/tenants/${side.stack.tenantId}/overrides`;
+    const order = [1, shards, shards, 1];
+    const runs = new Map<number, PhaseRun[]>([
+      [1, []],
+      [shards, []],
+    ]);
+    for (const count of order) {
+      await adminPatch(side.stack, overrides, { limiter_shards: count });
+      for (const programId of side.programs.slice(0, 4)) await chatCall(side.stack, programId); // warm the shards
+      runs.get(count)?.push(await runOnce(side.stack, side.programs, options.seconds / 2));
+    }
+    console.log(
+      `${options.workers} clients on one tenant's existing programs, ${options.seconds} s per side (two halves, A B B A), ` +
+        "engines take no model time; one workerd process runs every object on this machine's shared cores",
+    );
+    console.log(["limiter shards".padEnd(15), "calls/s".padStart(8), "p50 ms".padStart(7), "p99 ms".padStart(7), "DO calls".padStart(9), "DO rounds".padStart(10), "  failures"].join(" "));
+    for (const [count, sideRuns] of runs) {
+      const r = summarise(sideRuns, 0);
+      console.log(
+        [
+          String(count).padEnd(15),
+          fixed(r.callsPerSecond, 1).padStart(8),
+          fixed(r.p50, 0).padStart(7),
+          fixed(r.p99, 0).padStart(7),
+          fixed(r.objectCalls, 2).padStart(9),
+          fixed(r.objectRounds, 2).padStart(10),
+          `  ${r.failed}`,
+        ].join(" "),
+      );
+    }
+  } finally {
+    await side.stack.stop();
+    await rm(side.stateDir, { recursive: true, force: true });
+  }
+}
+
+const options = parseOptions(process.argv.slice(2));
+(options.shards === undefined ? main(options) : compareShards(options, options.shards)).then(
   () => process.exit(0),
   (error: unknown) => {
     console.error(error instanceof Error ? error.message : error);

@@ -48,6 +48,16 @@ export interface EngineRetentionHint {
   hint: KvRetentionHint;
 }
 
+/** What the planner knows of one thread's current context (inspection). */
+export interface ContextInspection {
+  threadId: string;
+  generation: number;
+  /** Engines that hold it. */
+  engines: string[];
+  /** Kept until then (the caller's clock); undefined: not kept. */
+  keptUntil: number | undefined;
+}
+
 /** A context's tag, or undefined when its IDs cannot form one (KvRetentionTag: then it is not tagged). */
 export function contextTag(ref: ContextRef): string | undefined {
   const tag = `${ref.programId}:${ref.threadId}:${ref.generation}`;
@@ -194,6 +204,18 @@ export class RetentionPlanner {
     const hints: EngineRetentionHint[] = [];
     for (const [threadId, thread] of program.threads) hints.push(...this.#hints(programId, threadId, thread, "drop"));
     return hints;
+  }
+
+  /** Each thread's current context of the program; undefined when the planner knows nothing of it. */
+  inspect(programId: string, now: number): ContextInspection[] | undefined {
+    const program = this.#programs.get(programId);
+    if (program === undefined) return undefined;
+    return [...program.threads].map(([threadId, thread]) => ({
+      threadId,
+      generation: thread.generation,
+      engines: [...thread.engines],
+      keptUntil: thread.keptUntil !== undefined && thread.keptUntil > now ? thread.keptUntil : undefined,
+    }));
   }
 
   /** The engine lost its cache (it went down): it holds nothing any more. */

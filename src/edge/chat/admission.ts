@@ -1,4 +1,3 @@
-import type { TenantLimiter } from "../limiter/tenant-limiter.js";
 import type { AdmitCallInput, AdmitResult } from "../limiter/types.js";
 import type { ProgramSession } from "../program/session.js";
 import type { BeginCallInput, BeginCallResult } from "../program/types.js";
@@ -47,7 +46,8 @@ export type AdmitAndBeginOutcome =
 
 export interface AdmitAndBeginInput {
   tenantId: string;
-  limiter: DurableObjectStub<TenantLimiter>;
+  /** The tenant's limiter object, or a sharded tenant's CallLimiter (limiter/sharded-limiter.ts). */
+  limiter: { admitCall(input: AdmitCallInput): Promise<AdmitResult> };
   session: DurableObjectStub<ProgramSession>;
   admit: AdmitCallInput;
   begin: BeginCallInput;

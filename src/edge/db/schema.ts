@@ -66,6 +66,12 @@ export const plans = sqliteTable("plans", {
    * region slugs); null: any region. Added by 0004.
    */
   allowedRegions: text("allowed_regions", { mode: "json" }).$type<string[]>(),
+  /**
+   * TenantLimiter objects a tenant's admissions are split between (1..64; 1: one object,
+   * as before): its rpm, tpm and concurrency are split, its budget granted to them in
+   * chunks (limiter/shards.ts). Added by migration 0008.
+   */
+  limiterShards: integer("limiter_shards").notNull().default(1),
 });
 
 /**
@@ -125,6 +131,8 @@ export const tenants = sqliteTable("tenants", {
   maxOutputTokensOverride: integer("max_output_tokens_override"),
   allowedExtensionsOverride: text("allowed_extensions_override", { mode: "json" }).$type<string[]>(),
   toolEventsPerMinuteOverride: integer("tool_events_per_minute_override"),
+  /** The plan's limiter_shards for this tenant; null: the plan's. */
+  limiterShardsOverride: integer("limiter_shards_override"),
   /**
    * Whether a call without x-agentix-program may join a program by its conversation
    * (recognition/program-index.ts); off: it starts a new one. Added by migration 0006.

@@ -6,9 +6,28 @@ import { formatResetDuration, retryAfterSeconds } from "../limits/reset-duration
 import type { TenantLimiter } from "./tenant-limiter.js";
 import type { LimiterSnapshot, Refusal } from "./types.js";
 
-/** The tenant's limiter: one object per tenant ID. */
+/** The tenant's limiter: one object per tenant ID (shard 0 of a sharded tenant: shards.ts). */
 export function tenantLimiter(env: Env, tenantId: string): DurableObjectStub<TenantLimiter> {
   return env.TENANT_LIMITER.get(env.TENANT_LIMITER.idFromName(tenantId));
+}
+
+/** Shard `index` of the tenant's limiter: shard 0 is the tenant's one object, so a tenant made sharded keeps its state there. */
+export function limiterShard(env: Pick<Env, "TENANT_LIMITER">, tenantId: string, index: number): DurableObjectStub<TenantLimiter> {
+  const name = index === 0 ? tenantId : `${tenantId}#shard-${index}`;
+  return env.TENANT_LIMITER.get(env.TENANT_LIMITER.idFromName(name));
+}
+
+/**
+ * Whether any shard of the tenant's limiter admitted the call: shard 0, then (a tenant
+ * ever sharded) every shard it ever had, since the granting shard is not recorded with
+ * the program and N may have changed since.
+ */
+export async function admittedOnAnyShard(env: Pick<Env, "TENANT_LIMITER">, tenantId: string, callId: string): Promise<boolean> {
+  const first = limiterShard(env, tenantId, 0);
+  const [here, shards] = await Promise.all([first.wasAdmitted({ callId }), first.shardsEverUsed()]);
+  if (here || shards <= 1) return here;
+  const others = await Promise.all(Array.from({ length: shards - 1 }, (_, i) => limiterShard(env, tenantId, i + 1).wasAdmitted({ callId })));
+  return others.some(Boolean);
 }
 
 /** OpenAI's x-ratelimit-* headers for a snapshot. */

@@ -14,6 +14,10 @@ CREATE TABLE IF NOT EXISTS tenant_profile (
   json TEXT NOT NULL,
   version INTEGER NOT NULL
 );
+CREATE TABLE IF NOT EXISTS shard_history (
+  id INTEGER PRIMARY KEY CHECK (id = 1),
+  most_shards INTEGER NOT NULL
+);
 CREATE TABLE IF NOT EXISTS tenant_keys (
   key_hash TEXT PRIMARY KEY,
   key_id TEXT NOT NULL,
@@ -30,6 +34,18 @@ export interface StoredProfile {
 
 export type KeyCheck = { ok: true; keyId: string; lastUsedAt: number | null } | { ok: false };
 
+/** A profile's version: 48 bits of two FNV-1a hashes of its JSON (a collision only makes one stale isolate copy look current). */
+export function profileVersionOf(json: string): number {
+  let low = 0x811c9dc5;
+  let high = 0x01000193;
+  for (let i = 0; i < json.length; i++) {
+    const code = json.charCodeAt(i);
+    low = Math.imul(low ^ code, 0x01000193);
+    high = Math.imul(high ^ code, 0x050c5d1f);
+  }
+  return (high >>> 16) * 2 ** 32 + (low >>> 0);
+}
+
 export class AuthStore {
   constructor(private readonly sql: SqlStorage) {}
 
@@ -44,12 +60,17 @@ export class AuthStore {
     return parsed.success ? { profile: parsed.data, version: row.version } : undefined;
   }
 
-  /** Stores the profile; the version moves only when it changed. */
+  /**
+   * Stores the profile; the version moves only when it changed. The version is a hash of
+   * the profile, not a counter, so every shard of a sharded tenant (shards.ts) holding the
+   * same profile names the same version: an isolate's cached version is right on all of
+   * them (a counter would differ per shard and refuse every other call as profile_changed).
+   */
   writeProfile(profile: TenantProfile): StoredProfile {
     const json = JSON.stringify(profile);
+    const version = profileVersionOf(json);
     const current = this.sql.exec<{ json: string; version: number }>("SELECT json, version FROM tenant_profile WHERE id = 1").toArray()[0];
-    if (current?.json === json) return { profile, version: current.version };
-    const version = (current?.version ?? 0) + 1;
+    if (current?.json === json && current.version === version) return { profile, version };
     this.sql.exec("INSERT OR REPLACE INTO tenant_profile (id, json, version) VALUES (1, ?, ?)", json, version);
     return { profile, version };
   }
@@ -65,6 +86,18 @@ export class AuthStore {
         key.revokedAt,
       );
     }
+  }
+
+  /** The most shards any profile this object stored gave the tenant (shards.ts): where a call may have been admitted. */
+  mostShards(): number {
+    return this.sql.exec<{ most_shards: number }>("SELECT most_shards FROM shard_history WHERE id = 1").toArray()[0]?.most_shards ?? 1;
+  }
+
+  noteShards(count: number): void {
+    this.sql.exec(
+      "INSERT INTO shard_history (id, most_shards) VALUES (1, ?) ON CONFLICT(id) DO UPDATE SET most_shards = MAX(most_shards, excluded.most_shards)",
+      count,
+    );
   }
 
   checkKey(keyHash: string): KeyCheck {

@@ -33,6 +33,17 @@ CREATE TABLE IF NOT EXISTS programs (
   program_id TEXT PRIMARY KEY,
   admitted_at INTEGER NOT NULL
 );
+-- A sharded tenant (shards.ts): the budget this shard was granted per period, and, on shard 0, what it granted each shard.
+CREATE TABLE IF NOT EXISTS budget_allowance (
+  period TEXT PRIMARY KEY,
+  tokens INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS budget_grants (
+  period TEXT NOT NULL,
+  shard INTEGER NOT NULL,
+  tokens INTEGER NOT NULL,
+  PRIMARY KEY (period, shard)
+);
 CREATE TABLE IF NOT EXISTS limits (
   id INTEGER PRIMARY KEY CHECK (id = 1),
   json TEXT NOT NULL
@@ -182,6 +193,39 @@ export class LimiterStore {
   /** Periods are "YYYY-MM", so string order is time order. */
   purgePeriodsBefore(period: string): void {
     this.sql.exec("DELETE FROM period_usage WHERE period < ?", period);
+  }
+
+  /** Budget this shard was granted for `period` (a sharded tenant). */
+  allowance(period: string): number {
+    return this.sql.exec<{ tokens: number }>("SELECT tokens FROM budget_allowance WHERE period = ?", period).toArray()[0]?.tokens ?? 0;
+  }
+
+  addAllowance(period: string, tokens: number): void {
+    this.sql.exec(
+      "INSERT INTO budget_allowance (period, tokens) VALUES (?, ?) ON CONFLICT(period) DO UPDATE SET tokens = tokens + excluded.tokens",
+      period,
+      tokens,
+    );
+  }
+
+  /** Shard 0: budget granted to all shards for `period`. */
+  grantedIn(period: string): number {
+    return this.sql.exec<{ n: number }>("SELECT COALESCE(SUM(tokens), 0) AS n FROM budget_grants WHERE period = ?", period).one().n;
+  }
+
+  addGrant(period: string, shard: number, tokens: number): void {
+    this.sql.exec(
+      "INSERT INTO budget_grants (period, shard, tokens) VALUES (?, ?, ?) ON CONFLICT(period, shard) DO UPDATE SET tokens = tokens + excluded.tokens",
+      period,
+      shard,
+      tokens,
+    );
+  }
+
+  /** Periods are "YYYY-MM": grants and allowances of periods before `period` are dropped. */
+  purgeBudgetGrantsBefore(period: string): void {
+    this.sql.exec("DELETE FROM budget_allowance WHERE period < ?", period);
+    this.sql.exec("DELETE FROM budget_grants WHERE period < ?", period);
   }
 
   activeProgramCount(): number {

@@ -6,12 +6,14 @@ import { programs } from "../db/schema.js";
 import type { Env } from "../env.js";
 import { adjust, type Bucket, fullBucket, msUntil, msUntilFull, RATE_WINDOW_MS, refill } from "../limits/bucket.js";
 import { periodOf } from "../limits/period.js";
-import { decideOutputTokens } from "../limits/max-tokens.js";
+import { decideOutputTokens, defaultOutputTokens } from "../limits/max-tokens.js";
 import type { TenantLimits } from "../limits/plan-limits.js";
 import { loadTenant } from "../auth/tenant-profile.js";
 import { countedObjectD1 } from "../instrument/io-counts.js";
 import type { AuthenticatedTenant } from "../context.js";
 import { AuthStore, type StoredProfile } from "./auth-store.js";
+import { limiterShard } from "./access.js";
+import { budgetGrant, shardCount, shardLimits } from "./shards.js";
 import { type BucketName, LimiterStore } from "./store.js";
 import {
   AuthenticateInput,
@@ -26,6 +28,7 @@ import {
   type AdmitResult,
   AdmitToolEventsInput,
   type AdmitToolEventsResult,
+  GrantBudgetInput,
   CancelLeaseInput,
   type CancelLeaseResult,
   type LimiterSnapshot,
@@ -70,11 +73,15 @@ const D1_IN_CHUNK = 90;
 /** api_keys.last_used_at is a hint, not an audit log: it is refreshed at most this often. */
 export const LAST_USED_GRANULARITY_MS = 60_000;
 
+const BUDGET_REFUSALS: ReadonlySet<string> = new Set(["budget_exhausted", "budget_held", "max_tokens_exceeds_budget"]);
+
 type ProfileLoad = { ok: true; stored: StoredProfile } | { ok: false; reason: "not_found" | "plan_missing"; planId?: string };
 
 interface Admission {
   now: number;
   limits: TenantLimits;
+  /** A shard of a sharded tenant: the budget it reserves against is what shard 0 granted it, not the tenant's whole budget. */
+  budgetGranted?: true;
   call?: { callId: string; promptTokens: number; maxTokens: number | undefined };
   programId?: string;
 }
@@ -115,6 +122,8 @@ export class TenantLimiter extends DurableObject<Env> {
    * at every admission whose limits did not change.
    */
   private knownLimits: { json: string; limits: TenantLimits } | undefined;
+  /** A sharded tenant's shard: its ask to shard 0 for budget in flight, shared by the admissions that wait for it. */
+  private budgetAsk: Promise<void> | undefined;
   /** When D1 was last asked which admitted programs are still active (in memory: losing it only costs one extra check). */
   private lastReconcileAt: number | null = null;
 
@@ -149,7 +158,9 @@ export class TenantLimiter extends DurableObject<Env> {
   async refreshProfile(raw: RefreshProfileInput): Promise<RefreshProfileResult> {
     const { tenantId } = RefreshProfileInput.parse(raw);
     const loaded = await this.loadProfile(tenantId);
-    return loaded.ok ? { ok: true, version: loaded.stored.version } : { ok: false, reason: loaded.reason };
+    return loaded.ok
+      ? { ok: true, version: loaded.stored.version, shards: this.auth.mostShards() }
+      : { ok: false, reason: loaded.reason };
   }
 
   /** Admits a call (and, with newProgramId, the program it starts), or says which limit refused it. */
@@ -169,15 +180,29 @@ export class TenantLimiter extends DurableObject<Env> {
       keyUsed = checked.keyUsed;
     }
     if (!limits) return { ok: false, refusal: "invalid_input", detail: "no limits" };
+    const shard = input.shard;
+    if (shard && shard.index >= shard.count) return { ok: false, refusal: "invalid_input", detail: "shard index ≥ shard count" };
+    if (shard && shard.index !== 0 && input.newProgramId) {
+      return { ok: false, refusal: "invalid_input", detail: "a call that starts a program is admitted by shard 0 (it counts programs)" };
+    }
+    if (shard && limits.monthlyTokenBudget !== null) await this.topUpBudget(shard, limits, input);
     const admission: Admission = {
       now: input.now,
-      limits,
+      limits: shard ? shardLimits(limits, shard.index, shard.count) : limits,
+      ...(shard ? { budgetGranted: true as const } : {}),
       call: { callId: input.callId, promptTokens: input.promptTokens, maxTokens: input.maxTokens },
       ...(input.newProgramId ? { programId: input.newProgramId } : {}),
     };
     const decision = await this.admitWithReconcile(admission);
     await this.scheduleAlarm();
-    if (!decision.ok) return decision;
+    if (!decision.ok) {
+      const budget = limits.monthlyTokenBudget;
+      // A shard's budget refusal names the tenant's budget, not this shard's grant.
+      if (shard && budget !== null && BUDGET_REFUSALS.has(decision.refusal.reason)) {
+        return { ...decision, refusal: { ...decision.refusal, limit: budget } };
+      }
+      return decision;
+    }
     if (!decision.reservation) throw new Error("admitCall: an admitted call without a reservation");
     return {
       ok: true,
@@ -209,6 +234,14 @@ export class TenantLimiter extends DurableObject<Env> {
       this.store.writeBucket("tool_events", after);
       return { ok: true, remaining: Math.floor(after.level) };
     });
+  }
+
+  /**
+   * Shard 0 of a sharded tenant: grants up to `want` tokens of the period's budget to a
+   * shard, never more than the budget minus what it already granted (shards.ts: the bound).
+   */
+  async grantBudget(raw: GrantBudgetInput): Promise<number> {
+    return this.grantLocally(GrantBudgetInput.parse(raw));
   }
 
   /** Admits a program created on its own (POST /v1/programs): only the active-programs limit applies. */
@@ -273,6 +306,14 @@ export class TenantLimiter extends DurableObject<Env> {
     return result;
   }
 
+  /**
+   * Shard 0: the most shards the tenant's profile ever gave it (shards.ts), so a call's
+   * admission can be looked up on every shard that may have granted it.
+   */
+  async shardsEverUsed(): Promise<number> {
+    return this.auth.mostShards();
+  }
+
   /** Whether this object ever admitted the call (its lease is kept CLOSED_LEASE_RETENTION_MS after it closed). */
   async wasAdmitted(raw: WasAdmittedInput): Promise<boolean> {
     const { callId } = WasAdmittedInput.parse(raw);
@@ -310,11 +351,56 @@ export class TenantLimiter extends DurableObject<Env> {
       this.store.purgeClosedBefore(now - CLOSED_LEASE_RETENTION_MS);
       // Late settles land in their own period; nothing reads periods before the previous one.
       this.store.purgePeriodsBefore(periodOf(periodOf(now).startMs - 1).key);
+      this.store.purgeBudgetGrantsBefore(periodOf(periodOf(now).startMs - 1).key);
     });
     await this.scheduleAlarm();
   }
 
   // ------------------------------------------------------------------ internals
+
+  private grantLocally({ period, shard, count, need, budget }: GrantBudgetInput): number {
+    return this.ctx.storage.transactionSync(() => {
+      const give = budgetGrant(budget - this.store.grantedIn(period), count, need);
+      if (give > 0) this.store.addGrant(period, shard, give);
+      return give;
+    });
+  }
+
+  /**
+   * A shard whose grant cannot hold this call (prompt + its completion limit) asks shard 0
+   * for a chunk first. The decision after it re-reads everything in one transaction, so
+   * admissions that ran during the ask are counted; a failed ask only means a refusal.
+   */
+  private async topUpBudget(shard: { tenantId: string; index: number; count: number }, limits: TenantLimits, input: AdmitCallInput): Promise<void> {
+    const budget = limits.monthlyTokenBudget;
+    if (budget === null) return;
+    const period = periodOf(input.now).key;
+    const needed = input.promptTokens + (input.maxTokens ?? defaultOutputTokens(limits));
+    const free = () => this.store.allowance(period) - this.store.periodUsage(period) - this.store.reservedIn(period);
+    // Admissions arriving during an ask wait for it rather than each asking (a burst would take the whole budget to one shard).
+    for (let round = 0; round < 2 && free() < needed; round++) {
+      this.budgetAsk ??= this.askForBudget(shard, { period, need: needed - Math.max(0, free()), budget }).finally(() => {
+        this.budgetAsk = undefined;
+      });
+      await this.budgetAsk;
+    }
+  }
+
+  private async askForBudget(
+    shard: { tenantId: string; index: number; count: number },
+    ask: { period: string; need: number; budget: number },
+  ): Promise<void> {
+    const request = { ...ask, shard: shard.index, count: shard.count };
+    let granted: number;
+    try {
+      granted = shard.index === 0 ? this.grantLocally(request) : await limiterShard(this.env, shard.tenantId, 0).grantBudget(request);
+    } catch (error) {
+      console.error(`shard ${shard.index} of ${shard.tenantId}: asking shard 0 for budget failed`, error);
+      return;
+    }
+    // Granted tokens not stored (this object failing now) are lost to the tenant this period: under-spend, never over.
+    if (granted > 0) this.store.addAllowance(ask.period, granted);
+  }
 
   /** The key checked against this object's copy of the tenant's keys (loaded once if it has none). */
   private async checkCredential(
@@ -363,6 +449,7 @@ export class TenantLimiter extends DurableObject<Env> {
     this.loadApplied = load;
     const stored = this.ctx.storage.transactionSync(() => {
       this.auth.writeKeys(loaded.keys);
+      this.auth.noteShards(shardCount(loaded.profile.limits));
       return this.auth.writeProfile(loaded.profile);
     });
     return { ok: true, stored };
@@ -470,7 +557,8 @@ export class TenantLimiter extends DurableObject<Env> {
       const output = decideOutputTokens({
         promptTokens: call.promptTokens,
         requested: call.maxTokens,
-        limits,
+        // A shard reserves against its grant: settled + held ≤ granted, the single object's invariant on its grant.
+        limits: admission.budgetGranted && budgeted ? { ...limits, monthlyTokenBudget: this.store.allowance(period.key) } : limits,
         settled: budgeted ? this.store.periodUsage(period.key) : 0,
         held: budgeted ? this.store.reservedIn(period.key) : 0,
       });

@@ -38,8 +38,13 @@ export const AdmitCallInput = z
   promptTokens: z.int().nonnegative(),
   /** The completion limit the client asked for (max_completion_tokens ?? max_tokens); absent: none. */
   maxTokens: z.int().positive().optional(),
-  /** Set when this call also starts a program: checked against maxActivePrograms. */
+  /** Set when this call also starts a program: checked against maxActivePrograms (shard 0 only, on a sharded tenant). */
   newProgramId: id.optional(),
+  /**
+   * A sharded tenant (shards.ts): which shard of how many this object is. It admits by its
+   * share of rpm, tpm and concurrency and reserves against the budget shard 0 granted it.
+   */
+  shard: z.object({ tenantId: id, index: z.int().min(0).max(63), count: z.int().min(2).max(64) }).optional(),
 })
   .refine((input) => (input.limits === undefined) !== (input.auth === undefined), "exactly one of limits and auth");
 export type AdmitCallInput = z.infer<typeof AdmitCallInput>;
@@ -63,6 +68,16 @@ export const CancelLeaseInput = z.object({
   releaseProgramId: id.optional(),
 });
 export type CancelLeaseInput = z.infer<typeof CancelLeaseInput>;
+
+/** A shard asks shard 0 for budget (shards.ts): at least `need` tokens of `budget` for `period`, if that many are left. */
+export const GrantBudgetInput = z.object({
+  period: z.string().regex(/^\d{4}-\d{2}$/),
+  shard: z.int().min(0).max(63),
+  count: z.int().min(2).max(64),
+  need: z.int().positive(),
+  budget: z.int().nonnegative(),
+});
+export type GrantBudgetInput = z.infer<typeof GrantBudgetInput>;
 
 export const RenewLeaseInput = z.object({ callId: id, now: ms });
 
@@ -153,7 +168,7 @@ export type AuthenticateResult =
     }
   | AuthRefusal;
 
-export type RefreshProfileResult = { ok: true; version: number } | { ok: false; reason: "not_found" | "plan_missing" };
+export type RefreshProfileResult = { ok: true; version: number; /** The most shards the tenant ever had (shard 0's answer): the admin API reloads them all. */ shards: number } | { ok: false; reason: "not_found" | "plan_missing" };
 
 export type AdmitResult =
   | {

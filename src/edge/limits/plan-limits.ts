@@ -7,6 +7,9 @@ import type { Plan, Tenant } from "../db/schema.js";
  */
 export const DEFAULT_TOOL_EVENTS_PER_MINUTE = 6_000;
 
+/** The most TenantLimiter objects one tenant may be split between. */
+export const MAX_LIMITER_SHARDS = 64;
+
 /** A tenant's effective limits: its plan's, with its own overrides applied. */
 export const TenantLimits = z.object({
   rpm: z.int().positive(),
@@ -25,6 +28,8 @@ export const TenantLimits = z.object({
   maxOutputTokens: z.int().positive().nullable().default(null),
   /** Tool events per minute across all the tenant's programs (a token bucket in its limiter). */
   toolEventsPerMinute: z.int().positive().default(DEFAULT_TOOL_EVENTS_PER_MINUTE),
+  /** TenantLimiter objects the tenant's admissions are split between (limiter/shards.ts); 1: one object. */
+  limiterShards: z.int().min(1).max(MAX_LIMITER_SHARDS).default(1),
 });
 export type TenantLimits = z.infer<typeof TenantLimits>;
 
@@ -38,6 +43,7 @@ export type PlanLimitFields = Pick<
   | "defaultMaxTokens"
   | "maxOutputTokens"
   | "toolEventsPerMinute"
+  | "limiterShards"
 >;
 
 export type TenantOverrideFields = Pick<
@@ -50,6 +56,7 @@ export type TenantOverrideFields = Pick<
   | "defaultMaxTokensOverride"
   | "maxOutputTokensOverride"
   | "toolEventsPerMinuteOverride"
+  | "limiterShardsOverride"
 >;
 
 /** A null override means "the plan's value" (so an override cannot lift a plan's budget to "none"). */
@@ -63,6 +70,7 @@ export function effectiveLimits(plan: PlanLimitFields, overrides: TenantOverride
     defaultMaxTokens: overrides.defaultMaxTokensOverride ?? plan.defaultMaxTokens,
     maxOutputTokens: overrides.maxOutputTokensOverride ?? plan.maxOutputTokens,
     toolEventsPerMinute: overrides.toolEventsPerMinuteOverride ?? plan.toolEventsPerMinute,
+    limiterShards: overrides.limiterShardsOverride ?? plan.limiterShards,
   };
 }
 

@@ -9,7 +9,7 @@ import type { Program, UsageRow } from "../db/schema.js";
 import { edgeConfig, type Env } from "../env.js";
 import { countedObjectD1 } from "../instrument/io-counts.js";
 import { ledgerFlushAt } from "../ledger/flush-schedule.js";
-import { tenantLimiter } from "../limiter/access.js";
+import { admittedOnAnyShard, tenantLimiter } from "../limiter/access.js";
 import { type CallRecord, type ProgramMeta, ProgramStore } from "./store.js";
 import { sendProgramEndedHints } from "./end-hints.js";
 import { ResponseStore } from "./response-store.js";
@@ -356,7 +356,7 @@ export class ProgramSession extends DurableObject<Env> {
    */
   private async beganWithoutAdmission(tenantId: string, callId: string): Promise<boolean> {
     try {
-      return !(await tenantLimiter(this.env, tenantId).wasAdmitted({ callId }));
+      return !(await admittedOnAnyShard(this.env, tenantId, callId));
     } catch (error) {
       console.error(`ProgramSession: asking the limiter about ${callId} failed; reaping it as lost`, error);
       return false;

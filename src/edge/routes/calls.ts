@@ -22,7 +22,8 @@ import type { EdgeEnv } from "../context.js";
 import { readBodyWithin } from "../http/body.js";
 import { openAIError } from "../../protocol/errors.js";
 import { parseResponseId } from "../../protocol/response-ids.js";
-import { limiterMisuse, limitExceeded, tenantLimiter } from "../limiter/access.js";
+import { limiterMisuse, limitExceeded } from "../limiter/access.js";
+import { CallLimiter } from "../limiter/sharded-limiter.js";
 import { LEASE_RENEW_MS } from "../limiter/tenant-limiter.js";
 import { rateLimitHeadersOnResponse } from "../middleware/rate-limit-headers.js";
 import { beginRefusal, parseProgramId, programSession, type ThreadChoice, threadFromHeaders } from "../program/access.js";
@@ -188,13 +189,14 @@ async function handleCall(c: Context<EdgeEnv>, api: CallApiSpec, attempt: CallAt
   const programId = existingProgramId ?? recognized?.programId ?? newProgramId();
   const createdProgramId = existingProgramId === undefined ? programId : undefined;
   const promptEstimate = allowed.promptEstimate;
-  const limiter = tenantLimiter(c.env, tenant.id);
+  // One object, or the shards of a sharded tenant (limiter/shards.ts); after admission, the shard that granted the call.
+  const callLimiter = new CallLimiter(c.env, tenant.id, tenant.limits);
   const session = programSession(c.env, tenant.id, programId);
   const baseline = config.baselineHotPath;
   // Admission (the limiter, which also verifies the key) and the begin (the program) at once: one round trip.
   const outcome = await admitAndBegin({
     tenantId: tenant.id,
-    limiter,
+    limiter: callLimiter,
     session,
     sequential: baseline,
     admit: {
@@ -245,11 +247,12 @@ async function handleCall(c: Context<EdgeEnv>, api: CallApiSpec, attempt: CallAt
   if (admitted.keyUsed) noteKeyUsed(c, tenant.keyId, now);
   // The bytes signed and sent to the pool: the allowed fields, with the limit the reservation covers.
   const body = allowed.forwardBody(admitted.maxTokens);
+  const limiter = callLimiter.granting;
 
   // The lease is held from here: every path below either cancels it or settles it.
   const cancelAdmission = async (releaseProgramId?: string) => {
     try {
-      const cancelled = await limiter.cancelLease({
+      const cancelled = await callLimiter.cancelLease({
         callId,
         now: Date.now(),
         ...(releaseProgramId ? { releaseProgramId } : {}),

@@ -66,6 +66,7 @@ const LIMIT_OPTIONS = {
   "max-output-tokens": { type: "string" },
   "allowed-extensions": { type: "string" },
   "tool-events-per-minute": { type: "string" },
+  "limiter-shards": { type: "string" },
   weight: { type: "string" },
   "allowed-models": { type: "string" },
   "allowed-regions": { type: "string" },
@@ -91,6 +92,7 @@ function planFields(values: OptionValues): Record<string, string | number | stri
     max_output_tokens: nullableIntOption(values, "max-output-tokens", ["none"]),
     allowed_extensions: listOption(values, "allowed-extensions"),
     tool_events_per_minute: intOption(values, "tool-events-per-minute"),
+    limiter_shards: intOption(values, "limiter-shards"),
     weight: numberOption(values, "weight"),
     allowed_models: listOption(values, "allowed-models", ANY),
     allowed_regions: listOption(values, "allowed-regions", ANY),
@@ -116,7 +118,7 @@ export const planCommands: Record<string, CommandSpec> = {
     usage:
       "plans create --id ID --name NAME --rpm N --tpm N --max-concurrent N --max-active-programs N " +
       "--monthly-token-budget N|none --default-max-tokens N [--max-output-tokens N|none] " +
-      "[--allowed-extensions NAME,…|none] [--tool-events-per-minute N] [--weight W] " +
+      "[--allowed-extensions NAME,…|none] [--tool-events-per-minute N] [--limiter-shards N] [--weight W] " +
       "[--allowed-models MODEL,…|any] [--allowed-regions REGION,…|any]",
     summary: "create a plan (models and regions: any unless restricted)",
     positionals: [],
@@ -130,7 +132,7 @@ export const planCommands: Record<string, CommandSpec> = {
     usage:
       "plans update ID [--name NAME] [--rpm N] [--tpm N] [--max-concurrent N] [--max-active-programs N] " +
       "[--monthly-token-budget N|none] [--default-max-tokens N] [--max-output-tokens N|none] " +
-      "[--allowed-extensions NAME,…|none] [--tool-events-per-minute N] [--weight W] " +
+      "[--allowed-extensions NAME,…|none] [--tool-events-per-minute N] [--limiter-shards N] [--weight W] " +
       "[--allowed-models MODEL,…|any] [--allowed-regions REGION,…|any]",
     summary: "change a plan (applies to its tenants from their next request)",
     positionals: ["ID"],

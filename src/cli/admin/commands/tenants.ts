@@ -49,6 +49,7 @@ const OVERRIDE_FLAGS = {
   "default-max-tokens": "default_max_tokens",
   "max-output-tokens": "max_output_tokens",
   "tool-events-per-minute": "tool_events_per_minute",
+  "limiter-shards": "limiter_shards",
 } as const;
 /** A list, not a number: replaces the plan's extensions ("none": no extensions), or "inherit". */
 const EXTENSIONS_FLAG = "allowed-extensions";
@@ -127,7 +128,7 @@ export const tenantCommands: Record<string, CommandSpec> = {
   override: {
     usage:
       "tenants override TENANT_ID [--rpm N] [--tpm N] [--max-concurrent N] [--max-active-programs N] " +
-      "[--monthly-token-budget N] [--default-max-tokens N] [--max-output-tokens N] [--tool-events-per-minute N] " +
+      "[--monthly-token-budget N] [--default-max-tokens N] [--max-output-tokens N] [--tool-events-per-minute N] [--limiter-shards N] " +
       "[--allowed-extensions NAME,…|none]   (each, or \"inherit\" to use the plan's)",
     summary: "override the plan's limits for one tenant",
     positionals: ["TENANT_ID"],

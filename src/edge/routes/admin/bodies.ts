@@ -3,7 +3,7 @@ import { MESSAGE_EXTENSION_PREFIX, MESSAGE_FIELDS, REQUEST_FIELDS } from "../../
 import { SigningKeyId } from "../../../protocol/signing.js";
 import { MAX_TOOL_EVENTS_PER_BATCH } from "../../../protocol/tool-events.js";
 import { POOL_STATUSES } from "../../db/schema.js";
-import { DEFAULT_TOOL_EVENTS_PER_MINUTE } from "../../limits/plan-limits.js";
+import { DEFAULT_TOOL_EVENTS_PER_MINUTE, MAX_LIMITER_SHARDS } from "../../limits/plan-limits.js";
 
 /** Admin bodies are tiny; this caps them independently of MAX_BODY_BYTES. */
 export const ADMIN_BODY_BYTES = 16 * 1024;
@@ -71,6 +71,8 @@ const LIMITS = {
   allowed_extensions: extensions,
   /** At least one whole batch, so a batch can always be taken once the bucket is full. */
   tool_events_per_minute: z.int().min(MAX_TOOL_EVENTS_PER_BATCH).max(1e9),
+  /** TenantLimiter objects the tenant's admissions are split between (limiter/shards.ts). */
+  limiter_shards: count(MAX_LIMITER_SHARDS),
 };
 
 export const CreatePlanBody = z.strictObject({
@@ -86,6 +88,7 @@ export const CreatePlanBody = z.strictObject({
   max_output_tokens: LIMITS.max_output_tokens.default(null),
   allowed_extensions: LIMITS.allowed_extensions.default([]),
   tool_events_per_minute: LIMITS.tool_events_per_minute.default(DEFAULT_TOOL_EVENTS_PER_MINUTE),
+  limiter_shards: LIMITS.limiter_shards.default(1),
   weight: weight.default(1),
   allowed_models: RESTRICTIONS.allowed_models.default(null),
   allowed_regions: RESTRICTIONS.allowed_regions.default(null),
@@ -103,6 +106,7 @@ export const UpdatePlanBody = z
     max_output_tokens: LIMITS.max_output_tokens.optional(),
     allowed_extensions: LIMITS.allowed_extensions.optional(),
     tool_events_per_minute: LIMITS.tool_events_per_minute.optional(),
+    limiter_shards: LIMITS.limiter_shards.optional(),
     weight: weight.optional(),
     allowed_models: RESTRICTIONS.allowed_models.optional(),
     allowed_regions: RESTRICTIONS.allowed_regions.optional(),
@@ -138,6 +142,7 @@ export const TenantOverridesBody = z
     /** A list replaces the plan's (an empty list allows none); null: the plan's. */
     allowed_extensions: LIMITS.allowed_extensions.nullable().optional(),
     tool_events_per_minute: LIMITS.tool_events_per_minute.nullable().optional(),
+    limiter_shards: LIMITS.limiter_shards.nullable().optional(),
   })
   .refine((body) => Object.keys(body).length > 0, "give at least one override (a number, or null to clear)");
 

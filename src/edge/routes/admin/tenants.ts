@@ -55,6 +55,7 @@ export function tenantRoutes() {
       maxOutputTokensOverride: null,
       allowedExtensionsOverride: null,
       toolEventsPerMinuteOverride: null,
+      limiterShardsOverride: null,
       programInference: true,
     };
     await db.insert(tenants).values(tenant);
@@ -109,6 +110,7 @@ export function tenantRoutes() {
         ...(body.max_output_tokens !== undefined ? { maxOutputTokensOverride: body.max_output_tokens } : {}),
         ...(body.allowed_extensions !== undefined ? { allowedExtensionsOverride: body.allowed_extensions } : {}),
         ...(body.tool_events_per_minute !== undefined ? { toolEventsPerMinuteOverride: body.tool_events_per_minute } : {}),
+        ...(body.limiter_shards !== undefined ? { limiterShardsOverride: body.limiter_shards } : {}),
       })
       .where(eq(tenants.id, id))
       .returning({ id: tenants.id });

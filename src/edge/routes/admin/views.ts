@@ -28,6 +28,7 @@ export const PlanObject = z.object({
   max_output_tokens: limit.nullable().describe("The largest max_tokens a call may ask for; null: no cap of the plan's own."),
   allowed_extensions: names.describe('Request fields beyond OpenAI\'s the plan\'s tenants may send ("messages.<key>" for a message field).'),
   tool_events_per_minute: limit,
+  limiter_shards: limit.describe("TenantLimiter objects a tenant's admissions are split between (1: one)."),
   weight: z.number().positive(),
   allowed_models: names.nullable().describe("null: any model."),
   allowed_regions: names.nullable().describe("null: any region."),
@@ -49,6 +50,7 @@ export const planView = (p: Plan): PlanObject => ({
   max_output_tokens: p.maxOutputTokens,
   allowed_extensions: p.allowedExtensions,
   tool_events_per_minute: p.toolEventsPerMinute,
+  limiter_shards: p.limiterShards,
   weight: p.weight,
   /** null: any model / any region. */
   allowed_models: p.allowedModels,
@@ -124,6 +126,7 @@ export const TenantLimits = z.object({
   max_output_tokens: limit.nullable(),
   allowed_extensions: names,
   tool_events_per_minute: limit,
+  limiter_shards: limit,
   weight: z.number().positive().describe("The plan's weight times the tenant's multiplier."),
 });
 export type TenantLimits = z.output<typeof TenantLimits>;
@@ -139,6 +142,7 @@ export const TenantOverrides = z.object({
   max_output_tokens: limit.nullable(),
   allowed_extensions: names.nullable(),
   tool_events_per_minute: limit.nullable(),
+  limiter_shards: limit.nullable(),
 });
 
 export const TenantObject = z.object({
@@ -174,6 +178,7 @@ export const tenantView = (t: Tenant, plan: Plan | null): TenantObject => ({
     max_output_tokens: t.maxOutputTokensOverride,
     allowed_extensions: t.allowedExtensionsOverride,
     tool_events_per_minute: t.toolEventsPerMinuteOverride,
+    limiter_shards: t.limiterShardsOverride,
   },
   limits: plan ? limitsView(t, plan) : null,
 });
@@ -190,6 +195,7 @@ function limitsView(t: Tenant, plan: Plan): TenantLimits {
     max_output_tokens: limits.maxOutputTokens,
     allowed_extensions: effectiveExtensions(plan, t),
     tool_events_per_minute: limits.toolEventsPerMinute,
+    limiter_shards: limits.limiterShards,
     weight: effectiveWeight(plan.weight, t.weight),
   };
 }
