@@ -8,7 +8,7 @@ import { DEFAULT_ADMISSION_SETTINGS, DEFAULT_KV_CAPACITY_TOKENS } from "./settin
 import { DEFAULT_TAO_SETTINGS, type TaoPlacementSettings, type TaoSettings } from "./tao/settings.js";
 import { TaoPlacement, type TaoPlacementHooks, type TaoPlacementStats } from "./tao/tao-placement.js";
 import { type CallEnd, ToolSignals, type ToolSignalsHooks } from "./tao/tool-signals.js";
-import { pickDecodeEngine } from "./roles/decode-placement.js";
+import { chooseDecodeEngine, type DecodeCandidate, pickDecodeEngine } from "./roles/decode-placement.js";
 import { EngineRoleBook, type RoleSwitchDone } from "./roles/engine-roles.js";
 import type { EngineRole, RoleEngineState, RoleSwitch } from "./roles/roles.js";
 
@@ -261,11 +261,43 @@ export class PoolCore {
    */
   placeDecode(call: QueuedCall, excluded: ReadonlySet<string>): string | undefined {
     if (this.#decodes.has(call.callId)) return undefined;
-    const candidates = this.engines
+    const engine = pickDecodeEngine(this.#decodeCandidates(call, excluded));
+    if (engine === undefined) return undefined;
+    return this.#recordDecode(call, engine);
+  }
+
+  /**
+   * Like placeDecode, but only on a decode engine that admits the call (its count cap,
+   * and with admission on its KV room and step time: roles/decode-placement.ts): when
+   * none does, the decode is held (the caller asks again when capacity may have
+   * appeared, with how long it has waited) until `heldMs` reaches the bound, then the
+   * least loaded takes it. Undefined when no decode engine is healthy.
+   */
+  admitDecode(call: QueuedCall, excluded: ReadonlySet<string>, heldMs: number): { engineId: string } | { held: HoldReason } | undefined {
+    if (this.#decodes.has(call.callId)) return undefined;
+    const candidates = this.#decodeCandidates(call, excluded).map((candidate) => ({ ...candidate, holdReason: this.#decodeHoldReason(candidate.engine, call) }));
+    const choice = chooseDecodeEngine(candidates, heldMs);
+    if (choice.kind === "none") return undefined;
+    if (choice.kind === "hold") return { held: choice.reason };
+    return { engineId: this.#recordDecode(call, choice.engine) };
+  }
+
+  #decodeCandidates(call: QueuedCall, excluded: ReadonlySet<string>): DecodeCandidate[] {
+    return this.engines
       .filter((engine) => !excluded.has(engine.id) && this.roles.takesDecodes(engine.id))
       .map((engine) => ({ engine, capacityTokens: this.kvCapacityTokens(engine.id), projectedTokens: this.kv.projectedKvTokens(engine.id) }));
-    const engine = pickDecodeEngine(candidates);
-    if (engine === undefined) return undefined;
+  }
+
+  /** Why a decode engine may not take the call's decode: admission's rule when it is on, else the count cap and the scraped limits. */
+  #decodeHoldReason(engine: EngineState, call: QueuedCall): HoldReason | undefined {
+    const { saturation } = this.settings;
+    if (this.#admission !== undefined) return this.#admission.holdReason(engine, call, saturation);
+    if (engine.inFlight >= engine.maxInFlight) return "count";
+    if (engine.waiting > saturation.maxEngineWaiting) return "engine-backlog";
+    return engine.kvUsage > saturation.maxKvUsage ? "kv" : undefined;
+  }
+
+  #recordDecode(call: QueuedCall, engine: EngineState): string {
     engine.inFlight += 1;
     this.kv.sent(engine.id, call);
     this.#decodes.set(call.callId, { engineId: engine.id, call });

@@ -359,6 +359,8 @@ export class Dispatcher implements RoleSwitchTarget {
       this.#failQueued(503, "No healthy engine in this pool", "no_healthy_engine");
       return;
     }
+    // Prefilled calls first: their KV is pinned on a prefill engine while they wait.
+    this.#split.retryHeldDecodes();
     const round = this.#core.pump(now, { plan });
     this.#held = round.held;
     if (round.held !== undefined) metrics.holdRounds.inc({ reason: round.held });
@@ -492,6 +494,8 @@ export class Dispatcher implements RoleSwitchTarget {
       this.#planLoop?.stop();
       this.#failQueued(503, "The pool is shutting down", "shutting_down");
       this.#closed = true;
+      // Held decodes are answered as shutting down (the split flow sees the pool closed).
+      this.#split.retryHeldDecodes();
       for (const pending of this.#calls.values()) pending.attempt?.controller.abort(new Error("pool shutting down"));
     }
     await this.#retentionRelay.settled();

@@ -20,9 +20,21 @@ export class KvTransferSplit {
   readonly #host: SplitCallHost;
   readonly #legs: SplitLegs;
 
+  /** Prefilled calls whose decode no decode engine admits yet (core admitDecode), oldest first. */
+  readonly #held = new Map<string, { since: number; retry: () => void }>();
+
   constructor(host: SplitCallHost, legs: SplitLegs) {
     this.#host = host;
     this.#legs = legs;
+  }
+
+  /** Asks again for every held decode (capacity may have appeared, the pool may be closing, a client gone). */
+  retryHeld(): void {
+    for (const [callId, held] of [...this.#held]) if (this.#held.get(callId) === held) held.retry();
+  }
+
+  get heldCount(): number {
+    return this.#held.size;
   }
 
   start(pending: PendingCall, prefillId: string, prefill: EngineSlot, now: number): void {
@@ -70,12 +82,22 @@ export class KvTransferSplit {
   #prefilled(pending: PendingCall, prefillId: string, form: EngineRequestForm, handoff: KvTransferParams | undefined, prefillEnd: RelayEnd | undefined): void {
     const host = this.#host;
     const callId = pending.call.callId;
+    const heldSince = this.#held.get(callId)?.since;
+    this.#held.delete(callId);
     if (host.closed() || pending.signal.aborted) {
       host.finish(pending, host.closed() ? shuttingDownResponse(callId, host.retryAfter()) : clientClosedResponse(callId));
       return;
     }
-    if (handoff === undefined) console.warn(`agentix pool: call ${callId}: prefill engine ${prefillId} answered without kv_transfer_params; the decode engine computes the prompt`);
-    const decodeId = host.core.placeDecode(pending.call, pending.failedEngines);
+    if (handoff === undefined && heldSince === undefined) console.warn(`agentix pool: call ${callId}: prefill engine ${prefillId} answered without kv_transfer_params; the decode engine computes the prompt`);
+    const now = host.clock.now();
+    const admitted = host.core.admitDecode(pending.call, pending.failedEngines, heldSince === undefined ? 0 : now - heldSince);
+    if (admitted !== undefined && "held" in admitted) {
+      // No decode engine admits it now: it waits (its KV pinned on the prefill engine) and is asked again at every pump.
+      if (heldSince === undefined) host.metrics.decodesHeld.inc({ reason: admitted.held });
+      this.#held.set(callId, { since: heldSince ?? now, retry: () => this.#prefilled(pending, prefillId, form, handoff, prefillEnd) });
+      return;
+    }
+    const decodeId = admitted?.engineId;
     const decode = decodeId === undefined ? undefined : host.slot(decodeId);
     if (decodeId === undefined || decode === undefined) {
       host.metrics.splitHandoffs.inc({ outcome: "no_decode_engine" });

@@ -208,6 +208,12 @@ export class PoolMetrics {
     registers: [this.registry],
   });
 
+  readonly decodesHeld = new Counter({
+    name: "agentix_pool_decodes_held_total",
+    help: "Prefilled disaggregated calls whose decode waited because no decode engine admitted it, by what held it (kv, step-time, count, engine-backlog).",
+    labelNames: ["reason"] as const,
+    registers: [this.registry],
+  });
   readonly splitHandoffs = new Counter({
     name: "agentix_pool_split_handoffs_total",
     help: "Disaggregated calls' handoffs from a prefill engine to a decode engine, by outcome.",

@@ -31,4 +31,14 @@ export class SplitCalls {
     else this.#bootstrap.start(pending, engineId, slot, now);
     return true;
   }
+
+  /** Held decodes asked again (kv-transfer-split.ts): at every pump, and once more when the pool closes. */
+  retryHeldDecodes(): void {
+    this.#kvTransfer.retryHeld();
+  }
+
+  /** Prefilled calls waiting for a decode engine to admit them. */
+  get heldDecodes(): number {
+    return this.#kvTransfer.heldCount;
+  }
 }

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { PoolCore } from "../../src/core/pool-core.js";
 import { EngineRoleBook, validateEngineRoles } from "../../src/core/roles/engine-roles.js";
-import { pickDecodeEngine } from "../../src/core/roles/decode-placement.js";
+import { DECODE_HOLD_MAX_MS, pickDecodeEngine } from "../../src/core/roles/decode-placement.js";
 import type { EngineRole } from "../../src/core/roles/roles.js";
 import { DEFAULT_DISPATCH_SETTINGS } from "../../src/core/settings.js";
 import { makeCall, TEST_QUEUE_SETTINGS } from "./calls.js";
@@ -66,6 +66,31 @@ describe("engine roles in the pool core", () => {
         { engine: engine("B", 2), capacityTokens: 1_000, projectedTokens: 100 },
       ])?.id,
     ).toBe("A");
+  });
+
+  it("holds a decode while no decode engine admits it (count cap, KV room), until one does or the hold reaches its bound", () => {
+    const pool = core([{ id: "P", role: "prefill" }, { id: "D1", role: "decode", maxInFlight: 1 }, { id: "D2", role: "decode", maxInFlight: 4, capacityTokens: 10_000 }]);
+    const first = makeCall({ promptTokens: 500, maxTokens: 100 });
+    const second = makeCall({ promptTokens: 7_000, maxTokens: 100 });
+    expect(pool.admitDecode(first, new Set(), 0)).toEqual({ engineId: "D1" });
+    // D1 is at its cap: D2 takes it (an idle engine always takes one).
+    expect(pool.admitDecode(second, new Set(), 0)).toEqual({ engineId: "D2" });
+    // D1 at its cap, and D2's 7,100 projected tokens plus 6,100 more pass its KV target: held, by the most binding reason.
+    const third = makeCall({ promptTokens: 6_000, maxTokens: 100 });
+    expect(pool.admitDecode(third, new Set(), 0)).toEqual({ held: "kv" });
+    expect(pool.decodingOn(third.callId)).toBeUndefined();
+    expect(pool.admitDecode(third, new Set(), DECODE_HOLD_MAX_MS - 1)).toEqual({ held: "kv" });
+    // Capacity appears (D1's decode ended): the held decode is admitted there.
+    pool.decodeEnded(first.callId, { serviceMs: 10, outputTokens: 100 }, 1);
+    expect(pool.admitDecode(third, new Set(), 5)).toEqual({ engineId: "D1" });
+    // Held past the bound (the prefill engine's KV would soon be freed), the least loaded takes it anyway, and placeDecode never holds.
+    const fourth = makeCall({ promptTokens: 6_000, maxTokens: 100 });
+    expect(pool.admitDecode(fourth, new Set(), 0)).toEqual({ held: "kv" });
+    expect(pool.admitDecode(fourth, new Set(), DECODE_HOLD_MAX_MS)).toEqual({ engineId: "D2" });
+    expect(pool.engine("D2")?.inFlight).toBe(2);
+    expect(pool.placeDecode(makeCall(), new Set())).toBeDefined();
+    // No healthy decode engine: nothing to hold for.
+    expect(pool.admitDecode(makeCall(), new Set(["D1", "D2"]), 0)).toBeUndefined();
   });
 
   it("recomputes a failed handoff on a mixed engine first, else on a decode engine", () => {

@@ -346,9 +346,10 @@ describe("token budget", () => {
     expect(Number(after.headers.get("retry-after"))).toBe(Math.ceil((periodEnd - clock.now()) / 1_000));
     expect(rateLimitOf(after).limitRequests).toBe("1000");
 
-    // A new month: the budget is back.
+    // A new month: the budget is back. (A new program: a month later the burst's program has gone
+    // idle, and whether its idle alarm has fired by now depends on this machine's speed: 409 then.)
     clock.set(periodEnd + 1_000);
-    expect((await chat(tenant, body, { [Header.program]: programId })).status).toBe(200);
+    expect((await chat(tenant, body)).status).toBe(200);
     await drain();
   });
 });

@@ -1,7 +1,7 @@
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { hashApiKey } from "../../src/edge/keys";
-import { limiterShard } from "../../src/edge/limiter/access";
+import { admittedOnAnyShard, limiterShard } from "../../src/edge/limiter/access";
 import { CallLimiter } from "../../src/edge/limiter/sharded-limiter";
 import { shardLimits, shardWalk } from "../../src/edge/limiter/shards";
 import type { TenantLimits } from "../../src/edge/limits/plan-limits";
@@ -22,6 +22,7 @@ import {
   setOverrides,
   type TestTenant,
   tenantFetch,
+  tenantUsageRows,
 } from "./support";
 
 afterEach(() => {
@@ -186,6 +187,38 @@ describe("a sharded limiter", () => {
     expect(total).toEqual({ committed: settled, inFlight: 0 });
   });
 
+  it("through the API: N changes 4 -> 2 -> 3 while calls are in flight; every call is billed once and the shards hold exactly the ledger's tokens", async () => {
+    const release = gate();
+    mockPool(async () => {
+      await release.promise;
+      return poolJson({ usage: { prompt: 7, completion: 3 } });
+    });
+    const tenant = await newLimitedTenant({ max_concurrent: 64, rpm: 1_000, tpm: 1_000_000, monthly_token_budget: 100_000, limiter_shards: 4 });
+    const programId = await newProgram(tenant);
+    const wave = (name: string) =>
+      Array.from({ length: 12 }, (_, i) => chat(tenant, chatBody(), { [Header.program]: programId, [Header.thread]: `${name}${i}` }));
+    const first = wave("a");
+    await setOverrides(tenant, { limiter_shards: 2 });
+    const second = wave("b");
+    await setOverrides(tenant, { limiter_shards: 3 });
+    const third = wave("c");
+    release.open();
+    const answers = await Promise.all([...first, ...second, ...third]);
+    await drain();
+    const ok = answers.filter((res) => res.status === 200).length;
+    // A call checked on the profile of before a change is checked again on the new one; one that meets both
+    // changes answers 503 profile_changed ("retry"), having taken nothing. No other answer.
+    for (const res of answers.filter((res) => res.status !== 200)) expect((await expectOpenAIError(res, 503)).error.code).toBe("profile_changed");
+    expect(ok).toBeGreaterThanOrEqual(24);
+    const rows = await tenantUsageRows(tenant.id);
+    expect(rows).toHaveLength(ok);
+    expect(new Set(rows.map((row) => row.call_id)).size).toBe(ok);
+    const billed = rows.reduce((sum, row) => sum + Number(row.prompt_tokens) + Number(row.completion_tokens), 0);
+    expect(billed).toBe(ok * 10);
+    const limits = await limitsOf(tenant);
+    expect(await acrossShards(tenant.id, limits, 4, Date.now())).toEqual({ committed: billed, inFlight: 0 });
+  });
+
   it("counts active programs once (on shard 0), even when another shard admits the program's first call", async () => {
     const clock = frozenClock();
     const tenant = await newLimitedTenant({ max_concurrent: 4, max_active_programs: 2, rpm: 1_000, tpm: 1_000_000, limiter_shards: 4 });
@@ -205,6 +238,19 @@ describe("a sharded limiter", () => {
     // Cancelling the moved call frees its program on shard 0 and its lease on its own shard.
     expect(await moved.cancelLease({ callId: "call_moved", now: clock.now(), releaseProgramId: "prog_ShardedSecond00000001" })).toMatchObject({ cancelled: true });
     expect((await limiterShard(env, tenant.id, 0).peek({ now: clock.now(), limits })).activePrograms).toBe(1);
+  });
+
+  it("finds a call's admission on whichever shard granted it (the program reaper's question), also after N was lowered", async () => {
+    const clock = frozenClock();
+    const tenant = await newLimitedTenant({ max_concurrent: 8, rpm: 1_000, tpm: 1_000_000, limiter_shards: 4 });
+    const limits = await limitsOf(tenant);
+    const [callId] = callIdsOnShard(3, 4, 1, "reaped");
+    const limiter = new CallLimiter(env, tenant.id, limits);
+    expect(await limiter.admitCall({ callId: callId!, now: clock.now(), limits, promptTokens: 1, maxTokens: 1 })).toMatchObject({ ok: true });
+    expect(limiter.grantingIndex).toBe(3);
+    await setOverrides(tenant, { limiter_shards: 1 });
+    expect(await admittedOnAnyShard(env, tenant.id, callId!)).toBe(true);
+    expect(await admittedOnAnyShard(env, tenant.id, "call_neverAdmitted")).toBe(false);
   });
 
   it("applies a revocation on every shard from the next request (the admin API reloads all N)", async () => {

@@ -36,7 +36,7 @@ async function engine(options: FakeEngineOptions = {}): Promise<FakeEngine> {
   return started;
 }
 
-type EngineInput = { id: string; url: string; kind?: EngineConfig["kind"]; role?: EngineConfig["role"]; bootstrapPort?: number };
+type EngineInput = { id: string; url: string; kind?: EngineConfig["kind"]; role?: EngineConfig["role"]; bootstrapPort?: number; maxInFlight?: number };
 
 async function pool(engines: EngineInput[], retries = 2, routing?: "round-robin"): Promise<PoolHandle> {
   const started = await startPool(testConfig({ engines, retries, ...(routing === undefined ? {} : { scheduling: { routing: { policy: routing } } }) }));
@@ -239,6 +239,30 @@ describe("vLLM disaggregated calls (kv_transfer_params)", () => {
     expect(failed.status).toBe(502);
     expect(((await failed.json()) as { error: { code: string } }).error.code).toBe("engine_unavailable");
     await settled(noRetries);
+  });
+
+  it("holds a prefilled call's decode while the decode engine is at its cap, and sends it when the engine's call ends", async () => {
+    const prefill = await prefillEngine();
+    const decode = await decodeEngine();
+    const p = await pool([
+      { id: "p1", url: prefill.url, role: "prefill" },
+      { id: "d1", url: decode.url, role: "decode", maxInFlight: 1 },
+    ]);
+    const first = await send(p, chatBody({ stream: true, max_tokens: 8 }));
+    const firstDecode = await decode.call(0);
+    const second = send(p, chatBody({ stream: true, max_tokens: 8 }));
+    // The second call is prefilled, but its decode waits: the decode engine never has two.
+    await prefill.call(1);
+    await waitFor(async () => metricValue(await metrics(p), 'agentix_pool_decodes_held_total{reason="count"}') === 1, "the decode held");
+    expect(decode.calls).toHaveLength(1);
+    expect(decode.inFlight()).toBe(1);
+    firstDecode.release();
+    expect((await events(first)).some((e) => isDoneEvent(e))).toBe(true);
+    (await decode.call(1)).release();
+    expect(decode.calls[1]!.body).toMatchObject({ kv_transfer_params: HANDOFF });
+    expect((await events(await second)).some((e) => isDoneEvent(e))).toBe(true);
+    await settled(p);
+    expect(metricValue(await metrics(p), 'agentix_pool_split_handoffs_total{outcome="handed_off"}')).toBe(2);
   });
 
   it("ends a split call whose client goes away mid-decode: both legs' slots back, the call gone once", async () => {

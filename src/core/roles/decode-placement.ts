@@ -1,14 +1,24 @@
+import { HOLD_REASONS, type HoldReason } from "../admission.js";
 import type { EngineState } from "../engines.js";
 
 /*
  * Where a disaggregated call decodes (issue 13): among the decode engines that take
- * decodes, healthy, below their count cap, the one with the most KV room left (its
- * capacity less what the pool's account projects on it), since a decode holds the whole
- * context for as long as it generates; ties go to the fewest calls, then the ID. With
- * every decode engine at its cap the least loaded still gets it: the prefill is done
- * and its KV is waiting, so holding the call back would only hold the prefill engine's
- * blocks longer. Pure.
+ * decodes, healthy and admitting it (below their count cap, and, with admission on,
+ * with the KV room and step time it needs), the one with the most KV room left (its
+ * capacity less what the pool's account projects on it), since a decode holds the
+ * whole context for as long as it generates; ties go to the fewest calls, then the ID.
+ *
+ * When none admits it the decode is held, as a new call is held at admission: sent
+ * anyway it would queue inside an engine whose batch is full, or preempt its running
+ * decodes. The held call's prompt KV stays pinned on its prefill engine meanwhile,
+ * until a decode engine reads it or vLLM's VLLM_NIXL_ABORT_REQUEST_TIMEOUT (480 s,
+ * nixl_connector.py) frees it, so the hold is bounded well below that
+ * (DECODE_HOLD_MAX_MS); past the bound the least loaded engine gets it (pickDecodeEngine),
+ * before the KV is lost and the prompt must be computed again. Pure.
  */
+
+/** The longest a prefilled call's decode is held for a decode engine to admit it: a sixteenth of vLLM's 480 s KV hold. */
+export const DECODE_HOLD_MAX_MS = 30_000;
 
 export interface DecodeCandidate {
   engine: EngineState;
@@ -17,13 +27,41 @@ export interface DecodeCandidate {
   projectedTokens: number;
 }
 
+export interface AdmittedDecodeCandidate extends DecodeCandidate {
+  /** Why the engine may not take this decode now (the pool's admission rule); undefined when it may. */
+  holdReason: HoldReason | undefined;
+}
+
+export type DecodeChoice = { kind: "place"; engine: EngineState } | { kind: "hold"; reason: HoldReason } | { kind: "none" };
+
+const byRoom = (a: DecodeCandidate, b: DecodeCandidate): number => {
+  const room = (c: DecodeCandidate) => c.capacityTokens - c.projectedTokens;
+  return room(b) - room(a) || a.engine.inFlight - b.engine.inFlight || (a.engine.id < b.engine.id ? -1 : a.engine.id > b.engine.id ? 1 : 0);
+};
+
+/**
+ * The decode engine for a call whose decode has been held `heldMs` so far: the best
+ * that admits it; none admitting, a hold (with the most binding reason) until
+ * `maxHoldMs`, then the least loaded; `none` when no candidate is healthy.
+ */
+export function chooseDecodeEngine(candidates: readonly AdmittedDecodeCandidate[], heldMs: number, maxHoldMs = DECODE_HOLD_MAX_MS): DecodeChoice {
+  const healthy = candidates.filter((c) => c.engine.healthy);
+  if (healthy.length === 0) return { kind: "none" };
+  const admitting = healthy.filter((c) => c.holdReason === undefined).sort(byRoom)[0];
+  if (admitting !== undefined) return { kind: "place", engine: admitting.engine };
+  const fallback = heldMs >= maxHoldMs ? pickDecodeEngine(healthy) : undefined;
+  if (fallback !== undefined) return { kind: "place", engine: fallback };
+  const reasons = new Set(healthy.map((c) => c.holdReason));
+  return { kind: "hold", reason: HOLD_REASONS.find((reason) => reasons.has(reason)) ?? "count" };
+}
+
+/**
+ * Placement without a hold: below the count cap if any is, else the least loaded (a
+ * decode that cannot wait: SGLang's, placed before its prefill, and one held past the bound).
+ */
 export function pickDecodeEngine(candidates: readonly DecodeCandidate[]): EngineState | undefined {
   const healthy = candidates.filter((c) => c.engine.healthy);
   const belowCap = healthy.filter((c) => c.engine.inFlight < c.engine.maxInFlight);
   const pool = belowCap.length > 0 ? belowCap : healthy;
-  const room = (c: DecodeCandidate) => c.capacityTokens - c.projectedTokens;
-  const best = [...pool].sort(
-    (a, b) => room(b) - room(a) || a.engine.inFlight - b.engine.inFlight || (a.engine.id < b.engine.id ? -1 : a.engine.id > b.engine.id ? 1 : 0),
-  )[0];
-  return best?.engine;
+  return [...pool].sort(byRoom)[0]?.engine;
 }
