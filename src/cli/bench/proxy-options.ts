@@ -1,5 +1,6 @@
 import path from "node:path";
 import { parseArgs } from "node:util";
+import { listOf, positiveInt, positiveNumber } from "./flag-values.js";
 
 /*
  * Flags of `agentix bench proxy` / `npm run bench:proxy`. Defaults keep a full run
@@ -49,32 +50,6 @@ simulated engine directly and through each proxy, at a few concurrency levels.
   --output FILE        JSON results (default bench-results/proxy.json)
   --cpu-profile DIR    write the pool core's V8 CPU profile (.cpuprofile, for Chrome DevTools
                        or speedscope) into DIR when it stops`;
-
-function positiveNumber(flag: string, raw: string | undefined, fallback: number, max: number): number {
-  if (raw === undefined) return fallback;
-  const value = Number(raw);
-  if (!Number.isFinite(value) || value <= 0 || value > max) {
-    throw new Error(`--${flag} must be a number in (0, ${max}], got "${raw}"`);
-  }
-  return value;
-}
-
-function positiveInt(flag: string, raw: string | undefined, fallback: number, max: number): number {
-  const value = positiveNumber(flag, raw, fallback, max);
-  if (!Number.isInteger(value)) throw new Error(`--${flag} must be an integer, got "${raw}"`);
-  return value;
-}
-
-function listOf<T extends string>(flag: string, raw: string | undefined, allowed: readonly T[]): T[] {
-  if (raw === undefined) return [...allowed];
-  const items = raw.split(",").map((item) => item.trim()).filter(Boolean);
-  const unknown = items.filter((item) => !(allowed as readonly string[]).includes(item));
-  if (items.length === 0 || unknown.length > 0) {
-    throw new Error(`--${flag} takes a comma-separated list of ${allowed.join(", ")}; got "${raw}"`);
-  }
-  // Canonical order, no duplicates: the report's rows follow it.
-  return allowed.filter((name) => items.includes(name));
-}
 
 /** Parses the flags; throws with a clear message on any bad value. Returns undefined for --help. */
 export function parseProxyBenchArgs(argv: string[], root: string): ProxyBenchOptions | undefined {

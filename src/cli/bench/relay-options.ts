@@ -1,5 +1,6 @@
 import path from "node:path";
 import { parseArgs } from "node:util";
+import { listOf, positiveInt, positiveNumber } from "./flag-values.js";
 
 /*
  * Flags of `npm run bench:relay`. Defaults keep a run (5 levels × 2 targets, ~5 s
@@ -39,27 +40,6 @@ first token, per level; the pool saturates at the first level where it delivers
   --cpu-profile DIR    write the pool core's V8 CPU profile (.cpuprofile; summarise it with
                        npm run bench:profile -- FILE) into DIR when it stops`;
 
-function positiveNumber(flag: string, raw: string | undefined, fallback: number, max: number): number {
-  if (raw === undefined) return fallback;
-  const value = Number(raw);
-  if (!Number.isFinite(value) || value <= 0 || value > max) throw new Error(`--${flag} must be a number in (0, ${max}], got "${raw}"`);
-  return value;
-}
-
-function positiveInt(flag: string, raw: string | undefined, fallback: number, max: number): number {
-  const value = positiveNumber(flag, raw, fallback, max);
-  if (!Number.isInteger(value)) throw new Error(`--${flag} must be an integer, got "${raw}"`);
-  return value;
-}
-
-function targetsOf(raw: string | undefined): RelayTargetName[] {
-  if (raw === undefined) return [...RELAY_TARGETS];
-  const items = raw.split(",").map((item) => item.trim()).filter(Boolean);
-  const unknown = items.filter((item) => !(RELAY_TARGETS as readonly string[]).includes(item));
-  if (items.length === 0 || unknown.length > 0) throw new Error(`--targets takes a comma-separated list of ${RELAY_TARGETS.join(", ")}; got "${raw}"`);
-  return RELAY_TARGETS.filter((name) => items.includes(name));
-}
-
 /** Parses the flags; throws with a clear message on any bad value. Returns undefined for --help. */
 export function parseRelayBenchArgs(argv: string[], root: string): RelayBenchOptions | undefined {
   const { values } = parseArgs({
@@ -79,7 +59,7 @@ export function parseRelayBenchArgs(argv: string[], root: string): RelayBenchOpt
   if (values.help) return undefined;
   const levels = (values.levels ?? "100,250,500,1000,2000").split(",").map((raw) => positiveInt("levels", raw.trim(), 1, 10_000));
   return {
-    targets: targetsOf(values.targets),
+    targets: listOf("targets", values.targets, RELAY_TARGETS),
     levels: [...new Set(levels)].sort((a, b) => a - b),
     intervalMs: positiveNumber("interval-ms", values["interval-ms"], 20, 10_000),
     tokens: positiveInt("tokens", values.tokens, 200, 100_000),
