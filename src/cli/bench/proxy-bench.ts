@@ -1,5 +1,6 @@
 import { mkdir, writeFile } from "node:fs/promises";
 import path from "node:path";
+import { runInterruptibly } from "./interruptible-run.js";
 import { PROXY_BENCH_USAGE, parseProxyBenchArgs } from "./proxy-options.js";
 import { formatProxyTable, proxyFailures, proxyReportHeader, summariseProxyReport } from "./proxy-report.js";
 import { measureProxyOverhead, projectRoot } from "./proxy-run.js";
@@ -11,13 +12,6 @@ import { measureProxyOverhead, projectRoot } from "./proxy-run.js";
  * Ctrl-C (SIGINT) or SIGTERM stops the current run and every server it started.
  */
 
-export class ProxyBenchInterrupted extends Error {
-  constructor(readonly signal: NodeJS.Signals) {
-    super(`proxy benchmark interrupted by ${signal}; every server it started has been stopped`);
-    this.name = "ProxyBenchInterrupted";
-  }
-}
-
 export async function runProxyBench(argv: string[]): Promise<void> {
   const options = parseProxyBenchArgs(argv, projectRoot);
   if (!options) {
@@ -25,22 +19,10 @@ export async function runProxyBench(argv: string[]): Promise<void> {
     return;
   }
 
-  const controller = new AbortController();
-  const onSignal = (signal: NodeJS.Signals) => {
-    if (controller.signal.aborted) {
-      // A second Ctrl-C: stop waiting; exit hooks still kill the child processes.
-      console.error(`\n${signal} again: exiting now`);
-      process.exit(130);
-    }
-    console.error(`\n${signal}: stopping the run and every server… (again to force)`);
-    controller.abort(new ProxyBenchInterrupted(signal));
-  };
-  process.on("SIGINT", onSignal);
-  process.on("SIGTERM", onSignal);
-  try {
+  await runInterruptibly("proxy", async (signal) => {
     const report = await measureProxyOverhead(options, {
       log: (line) => console.error(`[bench:proxy] ${line}`),
-      signal: controller.signal,
+      signal,
     });
     const { rows, edgeOnly } = summariseProxyReport(report);
     const failures = proxyFailures(rows);
@@ -57,12 +39,5 @@ export async function runProxyBench(argv: string[]): Promise<void> {
         `BENCHMARK FAILED: targets answered with errors, so their figures are not valid:\n  ${failures.join("\n  ")}`,
       );
     }
-  } catch (error) {
-    // An interrupted run surfaces as the abort reason, whichever step it stopped.
-    if (controller.signal.aborted) throw controller.signal.reason;
-    throw error;
-  } finally {
-    process.off("SIGINT", onSignal);
-    process.off("SIGTERM", onSignal);
-  }
+  });
 }

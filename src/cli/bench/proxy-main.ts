@@ -1,5 +1,6 @@
 #!/usr/bin/env node
-import { ProxyBenchInterrupted, runProxyBench } from "./proxy-bench.js";
+import { BenchInterrupted } from "./interruptible-run.js";
+import { runProxyBench } from "./proxy-bench.js";
 
 /* Entry of `npm run bench:proxy` (the `agentix bench proxy` command runs the same function). */
 
@@ -8,6 +9,6 @@ runProxyBench(process.argv.slice(2)).then(
   () => process.exit(0),
   (error: unknown) => {
     console.error(error instanceof Error ? error.message : error);
-    process.exit(error instanceof ProxyBenchInterrupted ? 130 : 1);
+    process.exit(error instanceof BenchInterrupted ? 130 : 1);
   },
 );

@@ -1,6 +1,7 @@
 import { constants, rmSync } from "node:fs";
 import { access, mkdtemp, rm } from "node:fs/promises";
 import os from "node:os";
+import { type BenchMachine, benchMachine, loadAverageNow } from "./bench-machine.js";
 import path from "node:path";
 import { randomToken } from "../../protocol/ids.js";
 import { waitForEngineIdle } from "./proxy-engine-metrics.js";
@@ -36,14 +37,7 @@ export interface TargetRun {
 export interface ProxyBenchReport {
   startedAt: string;
   finishedAt: string;
-  machine: {
-    cpus: number;
-    cpuModel: string;
-    node: string;
-    platform: string;
-    /** 1-minute load average when the run started and when it ended (other work on the machine). */
-    loadAverage: { start: number; end: number };
-  };
+  machine: BenchMachine;
   options: Omit<ProxyBenchOptions, "output">;
   model: string;
   /** Where the edge stack kept its local D1 / Durable Objects (when it ran). */
@@ -110,7 +104,7 @@ export async function measureProxyOverhead(options: ProxyBenchOptions, hooks: Me
   const log = hooks.log ?? (() => {});
   const signal = hooks.signal;
   const startedAt = new Date();
-  const startLoad = os.loadavg()[0] ?? 0;
+  const startLoad = loadAverageNow();
   const stops: { name: string; stop: () => Promise<void> }[] = [];
   const probes: ProbeOutcome[] = [];
   const runs: TargetRun[] = [];
@@ -233,17 +227,10 @@ export async function measureProxyOverhead(options: ProxyBenchOptions, hooks: Me
     }
 
     const { output: _output, ...recorded } = options;
-    const cpus = os.cpus();
     return {
       startedAt: startedAt.toISOString(),
       finishedAt: new Date().toISOString(),
-      machine: {
-        cpus: os.availableParallelism(),
-        cpuModel: cpus[0]?.model.trim() ?? "unknown",
-        node: process.version,
-        platform: `${os.platform()} ${os.release()}`,
-        loadAverage: { start: Math.round(startLoad * 100) / 100, end: Math.round((os.loadavg()[0] ?? 0) * 100) / 100 },
-      },
+      machine: benchMachine(startLoad),
       options: recorded,
       model: engine.ready.model,
       edgeStateBase: edgeStateDirBase,

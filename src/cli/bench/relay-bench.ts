@@ -1,6 +1,6 @@
 import { mkdir, writeFile } from "node:fs/promises";
 import path from "node:path";
-import { ProxyBenchInterrupted } from "./proxy-bench.js";
+import { runInterruptibly } from "./interruptible-run.js";
 import { projectRoot } from "./proxy-run.js";
 import { parseRelayBenchArgs, RELAY_BENCH_USAGE } from "./relay-options.js";
 import { formatRelayTable, formatRelayVerdict, relayFailures, relayReportHeader, summariseRelayReport } from "./relay-report.js";
@@ -19,21 +19,10 @@ export async function runRelayBench(argv: string[]): Promise<void> {
     console.log(RELAY_BENCH_USAGE);
     return;
   }
-  const controller = new AbortController();
-  const onSignal = (signal: NodeJS.Signals) => {
-    if (controller.signal.aborted) {
-      console.error(`\n${signal} again: exiting now`);
-      process.exit(130);
-    }
-    console.error(`\n${signal}: stopping the run and every server… (again to force)`);
-    controller.abort(new ProxyBenchInterrupted(signal));
-  };
-  process.on("SIGINT", onSignal);
-  process.on("SIGTERM", onSignal);
-  try {
+  await runInterruptibly("relay", async (signal) => {
     const report = await measureRelayThroughput(options, {
       log: (line) => console.error(`[bench:relay] ${line}`),
-      signal: controller.signal,
+      signal,
     });
     const summary = summariseRelayReport(report);
     const failures = relayFailures(summary);
@@ -47,11 +36,5 @@ export async function runRelayBench(argv: string[]): Promise<void> {
     if (failures.length > 0) {
       throw new Error(`BENCHMARK FAILED: levels with broken or short streams, so they have no figure:\n  ${failures.join("\n  ")}`);
     }
-  } catch (error) {
-    if (controller.signal.aborted) throw controller.signal.reason;
-    throw error;
-  } finally {
-    process.off("SIGINT", onSignal);
-    process.off("SIGTERM", onSignal);
-  }
+  });
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-import { ProxyBenchInterrupted } from "./proxy-bench.js";
+import { BenchInterrupted } from "./interruptible-run.js";
 import { runRelayBench } from "./relay-bench.js";
 
 /* Entry of `npm run bench:relay` (the `agentix bench relay` command runs the same function). */
@@ -9,6 +9,6 @@ runRelayBench(process.argv.slice(2)).then(
   () => process.exit(0),
   (error: unknown) => {
     console.error(error instanceof Error ? error.message : error);
-    process.exit(error instanceof ProxyBenchInterrupted ? 130 : 1);
+    process.exit(error instanceof BenchInterrupted ? 130 : 1);
   },
 );

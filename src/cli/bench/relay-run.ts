@@ -1,4 +1,4 @@
-import os from "node:os";
+import { type BenchMachine, benchMachine, loadAverageNow } from "./bench-machine.js";
 import { randomToken } from "../../protocol/ids.js";
 import { chatRequestBody } from "./proxy-workload.js";
 import { startPoolProcess, startRelaySourceProcess } from "./proxy-server-process.js";
@@ -26,7 +26,7 @@ export interface RelayRun {
 export interface RelayBenchReport {
   startedAt: string;
   finishedAt: string;
-  machine: { cpus: number; cpuModel: string; node: string; platform: string; loadAverage: { start: number; end: number } };
+  machine: BenchMachine;
   options: Omit<RelayBenchOptions, "output">;
   targets: { name: RelayTargetName; label: string; description: string }[];
   runs: RelayRun[];
@@ -55,13 +55,11 @@ const WARMUP_TOKENS = 2;
  */
 const WARMUP_CONNECT_SPACING_MS = 2;
 
-const loadNow = () => Math.round((os.loadavg()[0] ?? 0) * 100) / 100;
-
 export async function measureRelayThroughput(options: RelayBenchOptions, hooks: RelayHooks = {}): Promise<RelayBenchReport> {
   const log = hooks.log ?? (() => {});
   const { signal } = hooks;
   const startedAt = new Date();
-  const startLoad = loadNow();
+  const startLoad = loadAverageNow();
   const stops: { name: string; stop: () => Promise<void> }[] = [];
   const targets: RelayTarget[] = [];
   const runs: RelayRun[] = [];
@@ -121,7 +119,7 @@ export async function measureRelayThroughput(options: RelayBenchOptions, hooks: 
         cpu,
         signal,
       });
-      runs.push({ target: target.name, phase, figures, loadAverage: loadNow() });
+      runs.push({ target: target.name, phase, figures, loadAverage: loadAverageNow() });
       const label = `${target.label.padEnd(6)} ${phase === "warmup" ? "warm-up" : `${streams} streams`}`.padEnd(20);
       const delivered = figures.deliveredTokensPerSecond;
       log(
@@ -137,17 +135,10 @@ export async function measureRelayThroughput(options: RelayBenchOptions, hooks: 
     }
 
     const { output: _output, ...recorded } = options;
-    const cpus = os.cpus();
     return {
       startedAt: startedAt.toISOString(),
       finishedAt: new Date().toISOString(),
-      machine: {
-        cpus: os.availableParallelism(),
-        cpuModel: cpus[0]?.model.trim() ?? "unknown",
-        node: process.version,
-        platform: `${os.platform()} ${os.release()}`,
-        loadAverage: { start: startLoad, end: loadNow() },
-      },
+      machine: benchMachine(startLoad),
       options: recorded,
       targets: measured.map(({ name, label, description }) => ({ name, label, description })),
       runs,
