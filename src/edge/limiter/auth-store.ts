@@ -1,4 +1,5 @@
 import { type TenantKey, TenantProfile } from "../auth/tenant-profile.js";
+import { hash53 } from "../../core/tao/signature.js";
 
 /*
  * What a TenantLimiter holds to authenticate its tenant's calls (its own SQLite, next
@@ -34,16 +35,9 @@ export interface StoredProfile {
 
 export type KeyCheck = { ok: true; keyId: string; lastUsedAt: number | null } | { ok: false };
 
-/** A profile's version: 48 bits of two FNV-1a hashes of its JSON (a collision only makes one stale isolate copy look current). */
+/** A profile's version: the 53-bit cyrb53 hash of its JSON (a collision only makes one stale isolate copy look current). */
 export function profileVersionOf(json: string): number {
-  let low = 0x811c9dc5;
-  let high = 0x01000193;
-  for (let i = 0; i < json.length; i++) {
-    const code = json.charCodeAt(i);
-    low = Math.imul(low ^ code, 0x01000193);
-    high = Math.imul(high ^ code, 0x050c5d1f);
-  }
-  return (high >>> 16) * 2 ** 32 + (low >>> 0);
+  return Number.parseInt(hash53(json), 16);
 }
 
 export class AuthStore {
