@@ -107,13 +107,13 @@ export class KvRetentionIndex {
   private liveChanged(context: RetainedContext, delta: 1 | -1): void {
     if (context.blocks.size === 0) return;
     const live = this.liveTags;
-    const blocks = [...context.blocks];
-    // Into the back of a queue, tail-first, as a release does.
-    if (delta < 0) blocks.reverse();
+    // Into the back of a queue, tail-first, as a release does. A context a queued call is about to read goes
+    // behind every kept one (keeps enter at the front): evicting it first, as the front would, is a recompute
+    // at once (bench:evolve: 0.30 M blocks evicted that way, 99 % read again).
+    const blocks = [...context.blocks].reverse();
     for (const b of blocks) {
       live[b] = (live[b] ?? 0) + delta;
-      const rank = this.rankFor(b);
-      this.pool.setRank(b, rank, rank === EvictionRank.kept);
+      this.pool.setRank(b, this.rankFor(b));
     }
   }
 

@@ -113,6 +113,19 @@ describe("branch-aware eviction order", () => {
     expect(pool.freeQueue(EvictionRank.ordinary)).toEqual([3, 2, 1, 0]);
   });
 
+  it("a context a queued request will read goes after every kept one, its last block first", () => {
+    // bench:evolve's failure: with every context in a tool wait, the one context whose call was already
+    // queued went first (to the front of the kept queue) and was recomputed at once.
+    const { index, end, evictionOrder } = heldPool(6);
+    end("a", [0, 1]);
+    end("b", [2, 3]);
+    end("c", [4, 5]);
+    index.apply("a", { action: "keep", keep_ms: 1_000 }, 0);
+    index.apply("b", { action: "keep", keep_ms: 1_000 }, 10);
+    index.open("c");
+    expect(evictionOrder()).toEqual([3, 2, 1, 0, 5, 4]);
+  });
+
   it("an import never evicts its own blocks, even when everything else free is kept", () => {
     const pool = new KvBlockPool(3);
     const index = new KvRetentionIndex(pool);
