@@ -69,7 +69,8 @@ describe("the pool's signed status", () => {
     expect(busy.queue.by_level.reduce((a, b) => a + b, 0)).toBe(2);
     expect(busy.kv.free_tokens).toBeLessThan(busy.kv.capacity_tokens);
     // Every answer states the pool's load when it was given (queued + running per healthy engine):
-    // the first came with two calls still waiting behind it.
+    // the one answered first came with calls still waiting behind it. (Which of the three reached the
+    // pool first is the sockets' race, not the order they were sent: a CI run answered "first" last, load 0.)
     const loads: (number | undefined)[] = [];
     for (const res of await Promise.all(calls)) {
       expect(res.status).toBe(200);
@@ -77,10 +78,15 @@ describe("the pool's signed status", () => {
       await res.arrayBuffer();
     }
     expect(loads.every((load) => load !== undefined)).toBe(true);
-    expect(loads[0]).toBeGreaterThanOrEqual(1);
-    expect(Math.min(...(loads as number[]))).toBeLessThan(loads[0]!);
+    expect(Math.max(...(loads as number[]))).toBeGreaterThanOrEqual(1);
+    expect(Math.min(...(loads as number[]))).toBeLessThan(Math.max(...(loads as number[])));
     await waitFor(() => pool.dispatcher.runningCount === 0, "the calls to finish");
-    const idle = await readPoolStatus(target(), Date.now());
+    // The KV a finished call held is given back after its slot (a failed CI run read it in between).
+    let idle = await readPoolStatus(target(), Date.now());
+    for (let i = 0; i < 50 && idle.kv.free_tokens !== idle.kv.capacity_tokens; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      idle = await readPoolStatus(target(), Date.now());
+    }
     expect(idle.kv.free_tokens).toBe(idle.kv.capacity_tokens);
   });
 
