@@ -82,12 +82,10 @@ describe("the pool's signed status", () => {
     expect(Math.min(...(loads as number[]))).toBeLessThan(Math.max(...(loads as number[])));
     await waitFor(() => pool.dispatcher.runningCount === 0, "the calls to finish");
     // The KV a finished call held is given back after its slot (a failed CI run read it in between).
-    let idle = await readPoolStatus(target(), Date.now());
-    for (let i = 0; i < 50 && idle.kv.free_tokens !== idle.kv.capacity_tokens; i++) {
-      await new Promise((resolve) => setTimeout(resolve, 100));
-      idle = await readPoolStatus(target(), Date.now());
-    }
-    expect(idle.kv.free_tokens).toBe(idle.kv.capacity_tokens);
+    await waitFor(async () => {
+      const idle = await readPoolStatus(target(), Date.now());
+      return idle.kv.free_tokens === idle.kv.capacity_tokens;
+    }, "the finished calls' KV to be free again");
   });
 
   it("answers only the edge: unsigned, wrongly keyed or another route's signature is 401", async () => {
