@@ -2,7 +2,7 @@ import OpenAI from "openai";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { Header } from "../../src/protocol/headers.js";
-import { localUsageRows, useLocalStack, waitFor } from "./stack.js";
+import { localUsageRows, readChatStream, useLocalStack, waitFor } from "./stack.js";
 
 /*
  * The local stack's disaggregated mode (`npm start -- --prefill 1 --role-controller
@@ -39,12 +39,7 @@ describe("the local stack with disaggregated pools", () => {
       .withResponse();
     const programId = stream.response.headers.get(Header.program) ?? "";
     expect(programId).toMatch(/^prog_/);
-    let text = "";
-    let usage: OpenAI.CompletionUsage | undefined;
-    for await (const chunk of stream.data) {
-      text += chunk.choices[0]?.delta.content ?? "";
-      if (chunk.usage) usage = chunk.usage;
-    }
+    const { text, usage } = await readChatStream(stream.data);
     expect(text.length).toBeGreaterThan(0);
     expect(usage?.completion_tokens).toBeGreaterThan(0);
 

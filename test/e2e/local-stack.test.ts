@@ -2,7 +2,7 @@ import OpenAI from "openai";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { Header } from "../../src/protocol/headers.js";
-import { localUsageRows, useLocalStack, waitFor } from "./stack.js";
+import { localUsageRows, readChatStream, useLocalStack, waitFor } from "./stack.js";
 
 /*
  * The real stack: the Worker under `wrangler dev` (local D1 and Durable Objects),
@@ -73,12 +73,7 @@ describe("end to end through edge, pool and simulated engines", () => {
       )
       .withResponse();
     expect(stream.response.headers.get(Header.program)).toBe(programId);
-    let text = "";
-    let streamedUsage: OpenAI.CompletionUsage | undefined;
-    for await (const chunk of stream.data) {
-      text += chunk.choices[0]?.delta.content ?? "";
-      if (chunk.usage) streamedUsage = chunk.usage;
-    }
+    const { text, usage: streamedUsage } = await readChatStream(stream.data);
     expect(text.length).toBeGreaterThan(0);
     expect(streamedUsage?.completion_tokens).toBeGreaterThan(0);
     // The second call re-sends the first one's prompt: the engine's prefix cache serves part of it.

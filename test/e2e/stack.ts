@@ -2,6 +2,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll } from "vitest";
+import type OpenAI from "openai";
 import { z } from "zod";
 import { freePort } from "../../src/cli/free-port.js";
 import { type LocalStack, type LocalStackOptions, startLocalStack } from "../../src/cli/local-stack.js";
@@ -10,6 +11,19 @@ import { runWrangler } from "../../src/cli/wrangler-process.js";
 /* What the end-to-end tests do against a running local stack: admin calls, tenants, the local D1, polling. */
 
 export const root = path.resolve(import.meta.dirname, "../..");
+
+/** A streamed chat completion read to its end: the text of its deltas and the usage chunk, if one came. */
+export async function readChatStream(
+  chunks: AsyncIterable<OpenAI.ChatCompletionChunk>,
+): Promise<{ text: string; usage: OpenAI.CompletionUsage | undefined }> {
+  let text = "";
+  let usage: OpenAI.CompletionUsage | undefined;
+  for await (const chunk of chunks) {
+    text += chunk.choices[0]?.delta.content ?? "";
+    if (chunk.usage) usage = chunk.usage;
+  }
+  return { text, usage };
+}
 
 /** One admin API call; a non-2xx answer throws with its body. */
 export async function adminCall(stack: LocalStack, method: string, route: string, body?: unknown): Promise<unknown> {
