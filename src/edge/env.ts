@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { DEFAULT_SIGNING_KEY_ID, type SigningKey, SigningKeyId, SigningSecret } from "../protocol/signing.js";
 import type { TenantLimiter } from "./limiter/tenant-limiter.js";
+import type { UsageLedger } from "./ledger/usage-ledger.js";
 import type { PoolMonitor } from "./pools/monitor.js";
 import { RegionOrderTable } from "./pools/pool-choice.js";
 import type { ProgramSession } from "./program/session.js";
@@ -13,6 +14,8 @@ export interface Env {
   TENANT_LIMITER: DurableObjectNamespace<TenantLimiter>;
   POOL_MONITOR: DurableObjectNamespace<PoolMonitor>;
   PROGRAM_INDEX: DurableObjectNamespace<ProgramIndex>;
+  /** One per tenant: its programs' usage rows on their way to D1 (ledger/usage-ledger.ts). */
+  USAGE_LEDGER: DurableObjectNamespace<UsageLedger>;
   /** JSON object: signing key ID → secret; a pool row's signing_key_id names one. */
   POOL_SIGNING_KEYS?: string;
   /** One more key (a single-pool deployment's): its secret, by POOL_SIGNING_KEY_ID. */
@@ -32,10 +35,12 @@ export interface Env {
   CALL_TIMEOUT_MS?: string;
   STREAM_STALL_MS?: string;
   POOL_IDLE_MS?: string;
-  /** How long a settled call's usage row may wait in its program's object before the batch to D1 (ms; 0: at settle). */
+  /** How long a settled call's usage row may wait in its tenant's ledger before the batch to D1 (ms; 0: at settle). */
   LEDGER_FLUSH_MS?: string;
   /** "1": the call path before issue 14 (D1 auth per request, admission then begin), for bench:edge's baseline only. */
   EDGE_BASELINE_HOT_PATH?: string;
+  /** "1": each program writes its own rows to D1 (no tenant ledger), for bench:edge --ledger's baseline only. */
+  EDGE_BASELINE_PROGRAM_LEDGER?: string;
   /** "1": count Durable Object calls and D1 queries per request (bench:edge); see instrument/io-counts.ts. */
   COUNT_IO?: string;
 }
@@ -90,13 +95,16 @@ export const EdgeConfig = z
     /** A pool stream that sends nothing for this long mid-stream is treated as broken. */
     poolIdleMs: positiveInt.default(120_000),
     /**
-     * Usage rows wait at most this long in their program's object before one batch takes
-     * them to D1 (ledger/flush-schedule.ts); 0 writes each at its settle. At most 10 s, so
-     * GET /v1/usage is never further behind than that while D1 answers.
+     * Usage rows wait at most this long after their settle (in their tenant's ledger,
+     * ledger/usage-ledger.ts) before one batch takes them to D1 (ledger/flush-schedule.ts);
+     * 0 writes each at its settle. At most 10 s, so GET /v1/usage is never much further
+     * behind than that while D1 answers (usage/freshness.ts).
      */
     ledgerFlushMs: z.coerce.number().int().nonnegative().max(10_000).default(5_000),
     /** bench:edge's baseline: the pre-issue-14 call path (see EDGE_BASELINE_HOT_PATH). */
     baselineHotPath: z.enum(["0", "1"]).default("0").transform((flag) => flag === "1"),
+    /** bench:edge --ledger's baseline: programs batch their own rows to D1 (see EDGE_BASELINE_PROGRAM_LEDGER). */
+    baselineProgramLedger: z.enum(["0", "1"]).default("0").transform((flag) => flag === "1"),
   })
   .transform(({ poolSigningKeys, poolSigningSecret, poolSigningKeyId, regionOrder, ...rest }) => ({
     ...rest,
@@ -145,6 +153,7 @@ const VAR_NAMES: Record<keyof z.input<typeof EdgeConfig>, string> = {
   poolIdleMs: "POOL_IDLE_MS",
   ledgerFlushMs: "LEDGER_FLUSH_MS",
   baselineHotPath: "EDGE_BASELINE_HOT_PATH",
+  baselineProgramLedger: "EDGE_BASELINE_PROGRAM_LEDGER",
 };
 
 /** An empty var is an unset one (wrangler.toml cannot unset a var per environment). */
@@ -171,6 +180,7 @@ export function edgeConfig(env: Env): EdgeConfig {
     poolIdleMs: env.POOL_IDLE_MS,
     ledgerFlushMs: unlessEmpty(env.LEDGER_FLUSH_MS),
     baselineHotPath: unlessEmpty(env.EDGE_BASELINE_HOT_PATH),
+    baselineProgramLedger: unlessEmpty(env.EDGE_BASELINE_PROGRAM_LEDGER),
   });
   if (!parsed.success) {
     const problems = parsed.error.issues.map((issue) => {

@@ -7,6 +7,7 @@ import { countedRequestEnv, countingIo, IO_TOTALS_PATH, isolateD1Queries } from 
  * forwarding to the GPU pool. Durable Object classes are exported here so
  * wrangler can bind them.
  */
+export { UsageLedger } from "./ledger/usage-ledger.js";
 export { TenantLimiter } from "./limiter/tenant-limiter.js";
 export { PoolMonitor } from "./pools/monitor.js";
 export { ProgramIndex } from "./recognition/program-index.js";

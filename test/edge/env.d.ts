@@ -9,7 +9,7 @@ declare global {
     }
     interface GlobalProps {
       mainModule: typeof import("../../src/edge/index");
-      durableNamespaces: "ProgramSession" | "TenantLimiter" | "PoolMonitor" | "ProgramIndex";
+      durableNamespaces: "ProgramSession" | "TenantLimiter" | "PoolMonitor" | "ProgramIndex" | "UsageLedger";
     }
   }
 }

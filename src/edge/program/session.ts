@@ -4,11 +4,13 @@ import { FIRST_CONTEXT, nextThreadContext } from "../../core/recognition/context
 import { callStartValue, completeCall, type ProgramService } from "../../core/service.js";
 import { DEFAULT_THREAD } from "../../protocol/headers.js";
 import { type Database, database } from "../db/client.js";
-import { type LedgerWrite, recordUsage, writeProgramSummary } from "../db/ledger.js";
-import type { Program, UsageRow } from "../db/schema.js";
+import { D1_BATCH_MAX, type LedgerWrite, recordUsage, writeProgramSummary } from "../db/ledger.js";
+import type { Program } from "../db/schema.js";
 import { edgeConfig, type Env } from "../env.js";
 import { countedObjectD1 } from "../instrument/io-counts.js";
+import { usageLedger } from "../ledger/access.js";
 import { ledgerFlushAt } from "../ledger/flush-schedule.js";
+import { HAND_OFF_MAX_ROWS, type LedgerUsageRow } from "../ledger/types.js";
 import { admittedOnAnyShard, tenantLimiter } from "../limiter/access.js";
 import { type CallRecord, type ProgramMeta, ProgramStore } from "./store.js";
 import { sendProgramEndedHints } from "./end-hints.js";
@@ -40,8 +42,6 @@ import {
 export const CALL_REAP_GRACE_MS = 5 * 60_000;
 /** Delay before the alarm retries a D1 write that failed (or pushes a new program's row its first call has not). */
 export const D1_RETRY_MS = 30_000;
-/** Statements per D1 batch: a retry after an outage may have many usage rows pending. */
-const D1_BATCH_MAX = 50;
 
 /** A begin refused inside its transaction: thrown so the transaction (and a program it created) rolls back. */
 class BeginRefused extends Error {
@@ -58,10 +58,14 @@ type Outcome = Omit<SettleCallInput, "callId">;
  * `${tenantId}:${programId}`, so another tenant's program ID reaches an empty
  * object and is answered exactly like an unknown one.
  *
- * Every state change is one synchronous SQLite transaction; D1 writes (the
- * program summary, one usage row per call) follow it and are retried by the
- * alarm if they fail. The single alarm also reaps leaked calls and expires the
- * program after PROGRAM_IDLE_TTL_MS without activity.
+ * Every state change is one synchronous SQLite transaction. The ledger's writes
+ * (the program summary, one usage row per call) follow it: handed to the tenant's
+ * UsageLedger at each settle, which batches the tenant's rows to D1 (an outbox:
+ * a row stays here, pending, until the ledger acknowledged it durably, and the
+ * alarm retries a failed hand-off). With EDGE_BASELINE_PROGRAM_LEDGER the program
+ * batches its own rows to D1 instead (the path before, for bench:edge --ledger).
+ * The single alarm also reaps leaked calls and expires the program after
+ * PROGRAM_IDLE_TTL_MS without activity.
  */
 export class ProgramSession extends DurableObject<Env> {
   private readonly store: ProgramStore;
@@ -71,7 +75,7 @@ export class ProgramSession extends DurableObject<Env> {
   /** The program row; undefined until create() ran in this object. */
   private meta: ProgramMeta | undefined;
   private alarmAt: number | null = null;
-  /** D1 batches that failed in a row, and when the last did: the ledger's retry backoff. */
+  /** Hand-offs (or D1 batches) that failed in a row, and when the last did: the retry backoff. */
   private ledgerFailures = { count: 0, lastAt: 0 };
 
   constructor(ctx: DurableObjectState, env: Env) {
@@ -215,9 +219,10 @@ export class ProgramSession extends DurableObject<Env> {
 
   /**
    * Settles what a call used: service values, totals, affinity, and its usage
-   * row, kept in this object's storage in the same transaction and sent to D1 by
-   * the alarm within LEDGER_FLUSH_MS (with the program's other pending rows, in
-   * one batch). Idempotent on the call ID: a repeat changes nothing.
+   * row, kept in this object's storage in the same transaction, then handed to the
+   * tenant's ledger before this answers (the Worker settles after the response, so
+   * the hand-off is off the call's critical path). Idempotent on the call ID: a
+   * repeat changes nothing (but hands off a row still pending).
    */
   async settleCall(raw: SettleCallInput): Promise<SettleCallResult> {
     const parsed = SettleCallInput.safeParse(raw);
@@ -294,7 +299,7 @@ export class ProgramSession extends DurableObject<Env> {
     if (this.meta.status === "active") {
       servedBy = this.servedPools();
       this.finish("ended", input.now);
-      await this.flushToD1();
+      await this.recordPending();
       await this.releaseProgramSlot();
       await this.scheduleAlarm();
     }
@@ -330,7 +335,7 @@ export class ProgramSession extends DurableObject<Env> {
       current.status === "active" && this.store.inFlightCount() === 0 && now >= current.lastActivityAt + idleTtlMs;
     const servedBy = expiring ? this.servedPools() : [];
     if (expiring) this.finish("expired", now);
-    await this.flushToD1();
+    await this.recordPending();
     if (expiring) await this.releaseProgramSlot();
     await this.scheduleAlarm();
     // Its pools may evict its KV first; a hint, so after everything that must happen.
@@ -363,9 +368,53 @@ export class ProgramSession extends DurableObject<Env> {
     }
   }
 
-  /** LEDGER_FLUSH_MS 0: each row goes to D1 at its settle, as before batching. */
+  /**
+   * At a settle: the row goes to the tenant's ledger now (which, with LEDGER_FLUSH_MS 0,
+   * writes it to D1 before it answers). The baseline batches here and writes at a settle
+   * only with LEDGER_FLUSH_MS 0, as before.
+   */
   private async flushLedgerAtSettle(): Promise<void> {
-    if (edgeConfig(this.env).ledgerFlushMs === 0) await this.flushToD1();
+    const config = edgeConfig(this.env);
+    if (config.baselineProgramLedger && config.ledgerFlushMs !== 0) return;
+    await this.recordPending();
+  }
+
+  /** Sends what the ledger lacks (the summary if changed, settled rows not yet acknowledged) to where it goes. */
+  private async recordPending(): Promise<void> {
+    if (edgeConfig(this.env).baselineProgramLedger) await this.flushToD1();
+    else await this.handOffToLedger();
+  }
+
+  /**
+   * Hands pending rows (and the changed summary) to the tenant's ledger, HAND_OFF_MAX_ROWS
+   * at a time. A row is marked recorded only once the ledger answered that it stored it, so
+   * a hand-off lost on the way is sent again (the ledger keys rows by call ID, and D1
+   * ignores a call ID it has: never twice). A failure is logged and left for the alarm to
+   * retry with backoff (ledger/flush-schedule.ts).
+   */
+  private async handOffToLedger(): Promise<void> {
+    try {
+      const meta = this.requireMeta();
+      const summary = meta.summaryPending ? summaryOf(meta) : undefined;
+      const rows = this.store.unrecordedCalls().flatMap((call) => usageRowOf(meta, call) ?? []);
+      if (!summary && rows.length === 0) return;
+      const ledger = usageLedger(this.env, meta.tenantId);
+      for (let i = 0; i === 0 || i < rows.length; i += HAND_OFF_MAX_ROWS) {
+        const part = rows.slice(i, i + HAND_OFF_MAX_ROWS);
+        const sendsSummary = i === 0 && summary !== undefined;
+        const result = await ledger.handOff({ programs: sendsSummary ? [summary] : [], rows: part });
+        if (!result.ok) throw new Error(`the ledger refused the hand-off (${result.error}): ${result.detail}`);
+        this.ctx.storage.transactionSync(() => {
+          for (const row of part) this.store.markRecorded(row.callId);
+          if (sendsSummary) this.summaryWritten(summary);
+        });
+      }
+      if (this.requireMeta().status !== "active") this.ctx.storage.transactionSync(() => this.store.cleanUp());
+      this.ledgerFailures = { count: 0, lastAt: 0 };
+    } catch (error) {
+      this.ledgerFailures = { count: this.ledgerFailures.count + 1, lastAt: Date.now() };
+      console.error("ProgramSession: handing usage to the tenant's ledger failed, will retry", error);
+    }
   }
 
   /** How long after its start an unsettled call is reaped. */
@@ -415,7 +464,7 @@ export class ProgramSession extends DurableObject<Env> {
   }
 
   /**
-   * Pushes pending D1 writes in one batch (one round trip, one transaction, in
+   * The baseline (EDGE_BASELINE_PROGRAM_LEDGER): pushes pending D1 writes in one batch (one round trip, one transaction, in
    * order): the program row first (usage rows reference it), then the usage
    * rows. Rows are marked recorded only once D1 answered, so an eviction between
    * the two resends them (ON CONFLICT DO NOTHING on the call ID: never twice). A
@@ -565,7 +614,7 @@ function newProgramMeta(input: CreateProgramInput): ProgramMeta {
 }
 
 /** A settled call's usage row; undefined while it is in flight. */
-function usageRowOf(meta: ProgramMeta, call: CallRecord): UsageRow | undefined {
+function usageRowOf(meta: ProgramMeta, call: CallRecord): LedgerUsageRow | undefined {
   if (call.status === "in_flight" || call.finishedAt === null) return undefined;
   return {
     callId: call.callId,

@@ -1,23 +1,35 @@
 import type { EdgeConfig } from "../env.js";
 
 /*
- * How far the ledger in D1 may be behind: a settled call's row waits in its program's
- * object at most LEDGER_FLUSH_MS before its batch (ledger/flush-schedule.ts), plus the
- * alarm's own lateness (ALARM_SLACK_MS, allowed for, not measured). So every call that
- * settled before `data_as_of` is in the figures, unless D1 refused its batch (the program
- * retries it, backing off to 30 s, until D1 takes it: never lost, never counted twice).
+ * How far the ledger in D1 may be behind. A settled call's row is handed to its tenant's
+ * UsageLedger at the settle (after the response: one Durable Object round trip), and the
+ * ledger sends it to D1 in one batch LEDGER_FLUSH_MS after the oldest pending row's settle
+ * (ledger/usage-ledger.ts, ledger/flush-schedule.ts), plus the alarm's own lateness
+ * (ALARM_SLACK_MS) and the hand-off's (HAND_OFF_SLACK_MS); both allowed for, not measured.
+ * So every call that settled before `data_as_of` is in the figures, unless a hand-off or
+ * a D1 batch failed: the program retries its hand-off, the ledger its batch, each backing
+ * off 2 s doubling to 30 s, until it goes through: never lost, never counted twice.
+ * The baseline (EDGE_BASELINE_PROGRAM_LEDGER: each program batches its own rows) has no hand-off.
  */
 
 export const ALARM_SLACK_MS = 1_000;
+/** The settle's round trip to the program and the program's to its ledger, while both answer. */
+export const HAND_OFF_SLACK_MS = 1_000;
 
 export interface LedgerFreshness {
   /** Every call settled before this instant is counted (ISO 8601, UTC). */
   data_as_of: string;
-  /** The most a settled call's row waits before it reaches D1 while D1 answers (ms). */
+  /** The most a settled call's row waits before it reaches D1 while the objects and D1 answer (ms). */
   ledger_delay_ms: number;
 }
 
+/** The bound itself (ms); 0 with LEDGER_FLUSH_MS 0: a row is in D1 before its settle is answered. */
+export function ledgerDelayMs(config: Pick<EdgeConfig, "ledgerFlushMs" | "baselineProgramLedger">): number {
+  if (config.ledgerFlushMs === 0) return 0;
+  return config.ledgerFlushMs + ALARM_SLACK_MS + (config.baselineProgramLedger ? 0 : HAND_OFF_SLACK_MS);
+}
+
 export function ledgerFreshness(config: EdgeConfig, now: number): LedgerFreshness {
-  const delay = config.ledgerFlushMs === 0 ? 0 : config.ledgerFlushMs + ALARM_SLACK_MS;
+  const delay = ledgerDelayMs(config);
   return { data_as_of: new Date(now - delay).toISOString(), ledger_delay_ms: delay };
 }

@@ -1,0 +1,81 @@
+import { z } from "zod";
+import { CALL_APIS, CALL_STATUSES, PROGRAM_STATUSES, type Program, USAGE_SOURCES, type UsageRow } from "../db/schema.js";
+
+/*
+ * The UsageLedger RPC contract: what a program hands its tenant's ledger. The ledger
+ * parses it itself (a NaN figure must never reach the bill); the shapes follow the D1
+ * tables (db/schema.ts), checked below so the two cannot drift apart.
+ */
+
+const ms = z.number().finite().nonnegative();
+const tokens = z.int().nonnegative();
+
+/** A settled call's row, exactly as the `usage` table takes it. */
+export const LedgerUsageRow = z.object({
+  callId: z.string().min(1),
+  tenantId: z.string().min(1),
+  programId: z.string().min(1),
+  thread: z.string().min(1),
+  model: z.string().min(1),
+  engine: z.string(),
+  promptTokens: tokens,
+  cachedTokens: tokens,
+  completionTokens: tokens,
+  serviceMs: ms,
+  queueMs: ms,
+  status: z.enum(CALL_STATUSES),
+  startedAt: ms,
+  finishedAt: ms,
+  pool: z.string(),
+  usageSource: z.enum(USAGE_SOURCES),
+  api: z.enum(CALL_APIS),
+});
+export type LedgerUsageRow = z.infer<typeof LedgerUsageRow>;
+
+/** A program's summary row (absolute figures), exactly as the `programs` table takes it. */
+export const LedgerProgramSummary = z.object({
+  id: z.string().min(1),
+  tenantId: z.string().min(1),
+  status: z.enum(PROGRAM_STATUSES),
+  createdAt: ms,
+  endedAt: ms.nullable(),
+  calls: z.int().nonnegative(),
+  promptTokens: tokens,
+  cachedTokens: tokens,
+  completionTokens: tokens,
+  serviceMs: ms,
+  pathMs: ms,
+  waitMs: ms,
+});
+export type LedgerProgramSummary = z.infer<typeof LedgerProgramSummary>;
+
+// Both ways: every wire field is a column, and every column is on the wire.
+type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
+const usageMatches: Same<LedgerUsageRow, Required<UsageRow>> = true;
+const summaryMatches: Same<LedgerProgramSummary, Program> = true;
+void usageMatches;
+void summaryMatches;
+
+/** Rows per hand-off: a program back from a long ledger outage sends its backlog in several. */
+export const HAND_OFF_MAX_ROWS = 500;
+
+export const HandOffInput = z.object({
+  /** The program's summary when it changed since the ledger last acknowledged one. */
+  programs: z.array(LedgerProgramSummary).max(HAND_OFF_MAX_ROWS),
+  rows: z.array(LedgerUsageRow).max(HAND_OFF_MAX_ROWS),
+});
+export type HandOffInput = z.infer<typeof HandOffInput>;
+
+export type HandOffResult =
+  /** Stored in the ledger's own storage (durable): the program may forget them. */
+  | { ok: true }
+  | { ok: false; error: "invalid_input" | "foreign_tenant"; detail: string };
+
+/**
+ * A summary's place in its program's history: every settle adds a call, and the one status
+ * change (active to ended or expired) adds none, so (calls, ended) orders a program's
+ * summaries. A hand-off that arrives late never replaces a newer one.
+ */
+export function summaryProgress(summary: Pick<LedgerProgramSummary, "calls" | "status">): number {
+  return summary.calls * 2 + (summary.status === "active" ? 0 : 1);
+}
