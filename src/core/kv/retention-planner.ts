@@ -1,4 +1,5 @@
 import { type KvRetentionHint, KvRetentionTag, MAX_KV_KEEP_MS } from "../../protocol/kv-retention.js";
+import { RatioWindow } from "./ratio-window.js";
 
 /*
  * Branch-aware KV retention (issue 13), pure: from what the pool knows of its programs,
@@ -9,8 +10,12 @@ import { type KvRetentionHint, KvRetentionTag, MAX_KV_KEEP_MS } from "../../prot
  *
  * - keep, while the program waits on a tool and TAO's readiness predictor says when it
  *   comes back: the current context of each thread its last turn used, on the engines
- *   that hold it, until the predicted return plus a margin (at most MAX_KV_KEEP_MS). A
- *   tool event that moves the prediction keeps again with the new duration.
+ *   that hold it, until the predicted return with a margin (at most MAX_KV_KEEP_MS). A
+ *   tool event that moves the prediction keeps again with the new duration. The margin
+ *   is learned: each program's next call tells how long its wait really was, and a keep
+ *   lasts the predicted wait × a high quantile of recent actual ÷ predicted ratios
+ *   (bounded), so a predictor that runs late gets longer keeps and an exact one short
+ *   ones; until enough waits are seen, a fixed margin is added.
  * - normal, when a call of that context is dispatched again (it is in use; recency rules).
  * - drop, for a context the program replaced: a thread's older generation once a newer one
  *   arrives, and every context of a program that ended.
@@ -21,8 +26,20 @@ import { type KvRetentionHint, KvRetentionTag, MAX_KV_KEEP_MS } from "../../prot
  */
 
 export interface RetentionSettings {
-  /** Added to the predicted return: a prediction a little late should still find the KV. */
+  /** Added to the predicted return while the margin is not learned (too few waits seen, or learning off). */
   keepMarginMs: number;
+  /** Learn the margin from observed waits (false: always the fixed keepMarginMs). */
+  learnKeepMargin: boolean;
+  /** Which quantile of actual ÷ predicted wait a learned keep covers. */
+  keepRatioQuantile: number;
+  /** A learned keep lasts at most the prediction × this (and at least × 1). */
+  maxKeepFactor: number;
+  /** Added to a learned keep: the call's own trip to the pool after the tool returns. */
+  learnedMarginMs: number;
+  /** Waits remembered for the quantile (the most recent). */
+  ratioWindow: number;
+  /** Waits seen before the learned margin replaces the fixed one. */
+  minRatioSamples: number;
   /** Longest keep (a longer one is a prediction gone wrong, not a tool wait). */
   maxKeepMs: number;
   /** An idle program is forgotten this long after its last call or keep ended. */
@@ -31,6 +48,12 @@ export interface RetentionSettings {
 
 export const DEFAULT_RETENTION_SETTINGS: RetentionSettings = {
   keepMarginMs: 2_000,
+  learnKeepMargin: true,
+  keepRatioQuantile: 0.9,
+  maxKeepFactor: 3,
+  learnedMarginMs: 250,
+  ratioWindow: 256,
+  minRatioSamples: 16,
   maxKeepMs: MAX_KV_KEEP_MS,
   forgetAfterMs: 15 * 60_000,
 };
@@ -83,7 +106,12 @@ interface TrackedProgram {
   live: number;
   /** When its current turn began: the first dispatch after it had nothing running. */
   turnStartedAt: number;
+  /** The tool wait in progress, as last predicted: when the prediction was made and the wait it predicted. */
+  wait: { predictedAt: number; predictedMs: number } | undefined;
 }
+
+/** A prediction shorter than this teaches nothing about the predictor's error (its ratio is noise). */
+const MIN_LEARNING_PREDICTION_MS = 100;
 
 const newThread = (generation: number): TrackedThread => ({ generation, engines: new Set(), live: 0, keptUntil: undefined, lastEndedAt: undefined });
 
@@ -93,6 +121,13 @@ export function validateRetentionSettings(settings: RetentionSettings): void {
     throw new RangeError(`maxKeepMs must be in (0, ${MAX_KV_KEEP_MS}], got ${settings.maxKeepMs}`);
   }
   if (!(settings.forgetAfterMs > 0)) throw new RangeError(`forgetAfterMs must be > 0, got ${settings.forgetAfterMs}`);
+  if (!(settings.keepRatioQuantile > 0 && settings.keepRatioQuantile <= 1)) throw new RangeError(`keepRatioQuantile must be in (0, 1], got ${settings.keepRatioQuantile}`);
+  if (!(settings.maxKeepFactor >= 1 && Number.isFinite(settings.maxKeepFactor))) throw new RangeError(`maxKeepFactor must be a finite number >= 1, got ${settings.maxKeepFactor}`);
+  if (!(settings.learnedMarginMs >= 0 && Number.isFinite(settings.learnedMarginMs))) throw new RangeError(`learnedMarginMs must be a finite number >= 0, got ${settings.learnedMarginMs}`);
+  if (!(Number.isInteger(settings.ratioWindow) && settings.ratioWindow >= 1)) throw new RangeError(`ratioWindow must be a positive integer, got ${settings.ratioWindow}`);
+  if (!(Number.isInteger(settings.minRatioSamples) && settings.minRatioSamples >= 1 && settings.minRatioSamples <= settings.ratioWindow)) {
+    throw new RangeError(`minRatioSamples must be an integer in [1, ratioWindow], got ${settings.minRatioSamples}`);
+  }
 }
 
 /** prune() sweeps at most this often (ms of the caller's clock): it is called on every engine reading. */
@@ -101,15 +136,41 @@ const PRUNE_INTERVAL_MS = 5_000;
 export class RetentionPlanner {
   readonly #settings: RetentionSettings;
   readonly #programs = new Map<string, TrackedProgram>();
+  readonly #waitRatios: RatioWindow;
   #prunedAt = Number.NEGATIVE_INFINITY;
 
   constructor(settings: RetentionSettings = DEFAULT_RETENTION_SETTINGS) {
     validateRetentionSettings(settings);
     this.#settings = settings;
+    this.#waitRatios = new RatioWindow(settings.ratioWindow);
   }
 
   get programCount(): number {
     return this.#programs.size;
+  }
+
+  /** Tool waits whose actual length was observed (at most ratioWindow are remembered). */
+  get observedWaits(): number {
+    return this.#waitRatios.size;
+  }
+
+  /**
+   * What a keep multiplies the predicted wait by: the keepRatioQuantile of the observed
+   * actual ÷ predicted ratios, within [1, maxKeepFactor]; undefined while the fixed
+   * margin applies (learning off, or fewer than minRatioSamples waits seen).
+   */
+  get keepFactor(): number | undefined {
+    const settings = this.#settings;
+    if (!settings.learnKeepMargin || this.#waitRatios.size < settings.minRatioSamples) return undefined;
+    const quantile = this.#waitRatios.quantile(settings.keepRatioQuantile) ?? 1;
+    return Math.min(settings.maxKeepFactor, Math.max(1, quantile));
+  }
+
+  /** How long to keep a context for a wait predicted to last `predictedMs` (may be <= 0: keep nothing). */
+  keepMsFor(predictedMs: number): number {
+    const factor = this.keepFactor;
+    const keepMs = factor === undefined ? predictedMs + this.#settings.keepMarginMs : Math.max(0, predictedMs) * factor + this.#settings.learnedMarginMs;
+    return Math.min(this.#settings.maxKeepMs, keepMs);
   }
 
   /**
@@ -118,6 +179,7 @@ export class RetentionPlanner {
    */
   callArrived(ref: ContextRef, now: number): EngineRetentionHint[] {
     const program = this.#program(ref.programId, now);
+    this.#waitEnded(program, now);
     const thread = program.threads.get(ref.threadId);
     if (thread === undefined) {
       program.threads.set(ref.threadId, newThread(ref.generation));
@@ -181,7 +243,10 @@ export class RetentionPlanner {
   toolWait(programId: string, readyAt: number, now: number): EngineRetentionHint[] {
     const program = this.#programs.get(programId);
     if (program === undefined) return [];
-    const keepMs = Math.min(this.#settings.maxKeepMs, readyAt - now + this.#settings.keepMarginMs);
+    const predictedMs = readyAt - now;
+    // The latest prediction is the one the wait's real length is held against (a tool event moved it).
+    program.wait = predictedMs >= MIN_LEARNING_PREDICTION_MS ? { predictedAt: now, predictedMs } : undefined;
+    const keepMs = this.keepMsFor(predictedMs);
     if (!(keepMs > 0)) return [];
     const rounded = Math.ceil(keepMs);
     const hints: EngineRetentionHint[] = [];
@@ -239,11 +304,20 @@ export class RetentionPlanner {
   #program(programId: string, now: number): TrackedProgram {
     let program = this.#programs.get(programId);
     if (program === undefined) {
-      program = { threads: new Map(), lastActiveAt: now, live: 0, turnStartedAt: now };
+      program = { threads: new Map(), lastActiveAt: now, live: 0, turnStartedAt: now, wait: undefined };
       this.#programs.set(programId, program);
     }
     program.lastActiveAt = Math.max(program.lastActiveAt, now);
     return program;
+  }
+
+  /** The program called again: its wait's real length against the prediction is one more sample of the predictor's error. */
+  #waitEnded(program: TrackedProgram, now: number): void {
+    const wait = program.wait;
+    if (wait === undefined) return;
+    program.wait = undefined;
+    // Capped where the factor is: a wait far past its prediction says no more than one at the cap.
+    this.#waitRatios.add(Math.min(this.#settings.maxKeepFactor, Math.max(0, now - wait.predictedAt) / wait.predictedMs));
   }
 
   #hints(programId: string, threadId: string, thread: TrackedThread, action: "normal" | "drop"): EngineRetentionHint[] {

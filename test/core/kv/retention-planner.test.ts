@@ -1,6 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { contextTag, type ContextRef, DEFAULT_RETENTION_SETTINGS, RetentionPlanner } from "../../../src/core/kv/retention-planner.js";
+import { RatioWindow } from "../../../src/core/kv/ratio-window.js";
 import { MAX_KV_KEEP_MS } from "../../../src/protocol/kv-retention.js";
+import { Rng } from "../../../src/sim/workload/prng.js";
 
 const P = "prog_planner01";
 const ref = (threadId = "main", generation = 0, programId = P): ContextRef => ({ programId, threadId, generation });
@@ -173,5 +175,140 @@ describe("retention planner", () => {
   it("refuses settings that would send out-of-contract keeps", () => {
     expect(() => new RetentionPlanner({ ...DEFAULT_RETENTION_SETTINGS, maxKeepMs: MAX_KV_KEEP_MS + 1 })).toThrow(/maxKeepMs/);
     expect(() => new RetentionPlanner({ ...DEFAULT_RETENTION_SETTINGS, keepMarginMs: -1 })).toThrow(/keepMarginMs/);
+  });
+  it("refuses learning settings that could not bound a keep", () => {
+    expect(() => new RetentionPlanner({ ...DEFAULT_RETENTION_SETTINGS, keepRatioQuantile: 0 })).toThrow(/keepRatioQuantile/);
+    expect(() => new RetentionPlanner({ ...DEFAULT_RETENTION_SETTINGS, maxKeepFactor: 0.5 })).toThrow(/maxKeepFactor/);
+    expect(() => new RetentionPlanner({ ...DEFAULT_RETENTION_SETTINGS, maxKeepFactor: Number.POSITIVE_INFINITY })).toThrow(/maxKeepFactor/);
+    expect(() => new RetentionPlanner({ ...DEFAULT_RETENTION_SETTINGS, minRatioSamples: 0 })).toThrow(/minRatioSamples/);
+    expect(() => new RetentionPlanner({ ...DEFAULT_RETENTION_SETTINGS, ratioWindow: 4, minRatioSamples: 5 })).toThrow(/minRatioSamples/);
+  });
+});
+
+describe("retention planner: the keep margin, learned from observed waits", () => {
+  const S = DEFAULT_RETENTION_SETTINGS;
+
+  /**
+   * One program, `waits` turns: a call, then a tool wait predicted as `predictedMs` whose
+   * real length is actual(i) (the next call arrives then). Returns the planner and the clock.
+   */
+  function observe(actual: (predictedMs: number, i: number) => number, waits: number, planner = new RetentionPlanner(), predictedMs = 10_000) {
+    let now = 0;
+    for (let i = 0; i < waits; i++) {
+      planner.callArrived(ref(), now);
+      planner.callStarted(ref(), "e1", now);
+      now += 500;
+      planner.callEnded(ref(), now);
+      planner.toolWait(P, now + predictedMs, now);
+      now += actual(predictedMs, i);
+    }
+    // The last wait's real length is seen when its call arrives.
+    planner.callArrived(ref(), now);
+    return { planner, now };
+  }
+
+  /** The keep a fresh tool wait predicted at `predictedMs` gets now. */
+  function keepFor(planner: RetentionPlanner, now: number, predictedMs: number): number | undefined {
+    planner.callStarted(ref(), "e1", now);
+    planner.callEnded(ref(), now + 1);
+    const [hint] = planner.toolWait(P, now + 1 + predictedMs, now + 1);
+    return hint?.hint.action === "keep" ? hint.hint.keep_ms : undefined;
+  }
+
+  it("with no wait seen yet, the fixed margin: finite keeps, no NaN, for any prediction", () => {
+    const planner = new RetentionPlanner();
+    expect(planner.observedWaits).toBe(0);
+    expect(planner.keepFactor).toBeUndefined();
+    expect(planner.keepMsFor(8_000)).toBe(8_000 + S.keepMarginMs);
+    for (const predicted of [0, -500, 1e-9, 3_600_000]) expect(Number.isFinite(planner.keepMsFor(predicted))).toBe(true);
+    // Still fixed below minRatioSamples.
+    const few = observe(() => 30_000, S.minRatioSamples - 1).planner;
+    expect(few.observedWaits).toBe(S.minRatioSamples - 1);
+    expect(few.keepFactor).toBeUndefined();
+  });
+
+  it("an exact predictor gets keeps of the prediction plus the small learned margin, shorter than the fixed one", () => {
+    const { planner, now } = observe((predicted) => predicted, 40);
+    expect(planner.observedWaits).toBe(40);
+    expect(planner.keepFactor).toBe(1);
+    expect(keepFor(planner, now, 8_000)).toBe(8_000 + S.learnedMarginMs);
+  });
+
+  it("a predictor that runs late by up to 50 % (uniform): keeps cover ~90 % of such waits, not all", () => {
+    const rng = new Rng(11);
+    const { planner, now } = observe((predicted) => predicted * (1 + 0.5 * rng.nextOpen()), 200);
+    const factor = planner.keepFactor ?? Number.NaN;
+    // The uniform's 0.9-quantile is 1.45; 200 samples put the estimate within a few hundredths.
+    expect(factor).toBeGreaterThan(1.4);
+    expect(factor).toBeLessThan(1.5);
+    expect(keepFor(planner, now, 10_000)).toBe(Math.ceil(10_000 * factor + S.learnedMarginMs));
+    // Fresh waits from the same predictor: the factor alone (without the learned margin) outlasts about nine in ten.
+    const fresh = new Rng(12);
+    let covered = 0;
+    for (let i = 0; i < 1_000; i++) if (1 + 0.5 * fresh.nextOpen() <= factor) covered++;
+    expect(covered).toBeGreaterThan(860);
+    expect(covered).toBeLessThan(940);
+  });
+
+  it("a predictor that is early keeps no less than the prediction; one far too early is bounded by maxKeepFactor and MAX_KV_KEEP_MS", () => {
+    const early = observe((predicted) => predicted * 0.5, 40);
+    expect(early.planner.keepFactor).toBe(1);
+    const late = observe((predicted) => predicted * 20, 40);
+    expect(late.planner.keepFactor).toBe(S.maxKeepFactor);
+    expect(keepFor(late.planner, late.now, 10_000)).toBe(10_000 * S.maxKeepFactor + S.learnedMarginMs);
+    expect(keepFor(late.planner, late.now + 1e6, 200_000)).toBe(MAX_KV_KEEP_MS);
+  });
+
+  it("follows the predictor as it changes: the window forgets the oldest waits", () => {
+    const settings = { ...S, ratioWindow: 32, minRatioSamples: 8 };
+    const late = observe((predicted) => predicted * 2, 32, new RetentionPlanner(settings));
+    expect(late.planner.keepFactor).toBe(2);
+    const { planner } = observe((predicted) => predicted, 32, late.planner);
+    expect(planner.keepFactor).toBe(1);
+  });
+
+  it("learns nothing from a prediction too short to measure, a program that ended, or when learning is off", () => {
+    const tiny = observe(() => 5_000, 40, new RetentionPlanner(), 50);
+    expect(tiny.planner.observedWaits).toBe(0);
+    const ended = new RetentionPlanner();
+    for (let i = 0; i < 40; i++) {
+      const program = `prog_ended${String(i).padStart(4, "0")}`;
+      ended.callArrived(ref("main", 0, program), 0);
+      ended.callStarted(ref("main", 0, program), "e1", 0);
+      ended.callEnded(ref("main", 0, program), 10);
+      ended.toolWait(program, 5_000, 10);
+      ended.programEnded(program);
+    }
+    expect(ended.observedWaits).toBe(0);
+    const fixed = observe((predicted) => predicted * 2, 40, new RetentionPlanner({ ...S, learnKeepMargin: false }));
+    expect(fixed.planner.observedWaits).toBe(40);
+    expect(fixed.planner.keepFactor).toBeUndefined();
+    expect(keepFor(fixed.planner, fixed.now, 8_000)).toBe(8_000 + S.keepMarginMs);
+  });
+
+  it("a tool event that moves the prediction: the wait is measured against the latest one", () => {
+    const planner = new RetentionPlanner({ ...S, minRatioSamples: 1 });
+    planner.callArrived(ref(), 0);
+    planner.callStarted(ref(), "e1", 0);
+    planner.callEnded(ref(), 0);
+    planner.toolWait(P, 1_000, 0);
+    // At 2 s a tool event says 4 s more; the call comes at 6 s: exactly as last predicted.
+    planner.toolWait(P, 6_000, 2_000);
+    planner.callArrived(ref(), 6_000);
+    expect(planner.keepFactor).toBe(1);
+  });
+});
+
+describe("ratio window", () => {
+  it("nearest-rank quantiles over the most recent samples; empty is undefined; non-finite samples are ignored", () => {
+    const window = new RatioWindow(4);
+    expect(window.quantile(0.9)).toBeUndefined();
+    for (const r of [4, 1, 3, 2, Number.NaN, Number.POSITIVE_INFINITY]) window.add(r);
+    expect(window.size).toBe(4);
+    expect([0, 0.25, 0.5, 0.9, 1].map((q) => window.quantile(q))).toEqual([1, 1, 2, 4, 4]);
+    window.add(0.5);
+    // 4 was the oldest: replaced.
+    expect(window.quantile(1)).toBe(3);
+    expect(() => new RatioWindow(0)).toThrow(/capacity/);
   });
 });
