@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { THREAD_NAME } from "./ids.js";
+import { THREAD_END_OUTCOMES } from "./threads.js";
 
 /*
  * KV hints: what the edge knows of a program's contexts that the pool cannot see
@@ -29,9 +30,6 @@ export const ProgramEndedHint = z.strictObject({
   reason: z.enum(PROGRAM_END_REASONS),
 });
 export type ProgramEndedHint = z.infer<typeof ProgramEndedHint>;
-
-export const THREAD_END_OUTCOMES = ["abandoned", "merged"] as const;
-export type ThreadEndOutcome = (typeof THREAD_END_OUTCOMES)[number];
 
 export const ThreadEndedHint = z.strictObject({
   type: z.literal("thread_ended"),
