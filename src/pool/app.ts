@@ -49,7 +49,7 @@ export type PoolHealthStatus = z.infer<typeof PoolHealthStatus>;
  * The pool's HTTP surface. `POST /v1/chat/completions` takes only calls the edge
  * signed, `POST /v1/events` only tool-event batches it signed, `GET /v1/status` (the
  * pool's load, health and models, for the edge's pool choice) only status requests it
- * signed, `POST /v1/kv-hints` (a program ended: its KV may go first) only hint batches it
+ * signed, `POST /v1/kv-hints` (a program or one of its threads ended: its KV may go first) only hint batches it
  * signed (same checks; each a replay set of its own, so a flood of one cannot fill
  * another's).
  *

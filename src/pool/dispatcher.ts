@@ -314,9 +314,14 @@ export class Dispatcher implements RoleSwitchTarget {
     let applied = 0;
     for (const hint of hints) {
       this.#options.metrics.kvHints.inc({ type: hint.type });
-      // Nothing of the program will come back: TAO's reservation and predictions for it go, and its KV first.
-      this.#core.programEnded(programId);
-      this.#retentionRelay.send(this.#retention.programEnded(programId));
+      if (hint.type === "thread_ended") {
+        // One branch is over: its context goes first; the program and its other threads go on as they were.
+        this.#retentionRelay.send(this.#retention.threadEnded(programId, hint.thread, hint.generation));
+      } else {
+        // Nothing of the program will come back: TAO's reservation and predictions for it go, and its KV first.
+        this.#core.programEnded(programId);
+        this.#retentionRelay.send(this.#retention.programEnded(programId));
+      }
       applied += 1;
     }
     return applied;

@@ -1,4 +1,6 @@
 import { z } from "zod";
+import { THREAD_NAME } from "./ids.js";
+import { THREAD_END_OUTCOMES } from "./threads.js";
 
 /*
  * KV hints: what the edge knows of a program's contexts that the pool cannot see
@@ -7,9 +9,11 @@ import { z } from "zod";
  * retention planner (core/kv/retention-planner.ts) turns them into keep / normal / drop
  * hints for the engines that take them (kv-retention.ts).
  *
- * Today the edge knows one such thing: the program is over (DELETE /v1/programs/{id},
- * or it expired idle), so nothing will read its KV again. A compacted history needs no
- * hint of its own: the next call carries the thread's new context generation.
+ * The edge knows two such things: the program is over (DELETE /v1/programs/{id}, or it
+ * expired idle), so nothing will read its KV again; and one thread of it is over (the
+ * agent ended it, DELETE /v1/programs/{id}/threads/{thread}: a branch abandoned or
+ * merged), so nothing will read that thread's context again. A compacted history needs
+ * no hint of its own: the next call carries the thread's new context generation.
  *
  * Hints never change what a call is billed or where it may run.
  */
@@ -27,7 +31,20 @@ export const ProgramEndedHint = z.strictObject({
 });
 export type ProgramEndedHint = z.infer<typeof ProgramEndedHint>;
 
-export const KvHint = z.discriminatedUnion("type", [ProgramEndedHint]);
+export const ThreadEndedHint = z.strictObject({
+  type: z.literal("thread_ended"),
+  /** The thread's name (protocol/ids.ts THREAD_NAME). */
+  thread: z.string().regex(THREAD_NAME, "thread must be 1–64 letters, digits, or . _ : -"),
+  /**
+   * The thread's context generation when it ended: contexts up to it are dropped, a
+   * newer one (the thread reopened before this hint arrived) is left alone.
+   */
+  generation: z.int().nonnegative(),
+  outcome: z.enum(THREAD_END_OUTCOMES),
+});
+export type ThreadEndedHint = z.infer<typeof ThreadEndedHint>;
+
+export const KvHint = z.discriminatedUnion("type", [ProgramEndedHint, ThreadEndedHint]);
 export type KvHint = z.infer<typeof KvHint>;
 
 export const KvHintBatch = z.strictObject({

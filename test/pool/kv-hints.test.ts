@@ -34,6 +34,18 @@ describe("POST /v1/kv-hints: verified exactly like calls and tool events", () =>
     expect(KvHintsAccepted.parse(await res.json())).toEqual({ accepted: 1 });
   });
 
+  it("accepts a signed thread_ended batch, and refuses one that names no valid thread or outcome", async () => {
+    const pool = await setup();
+    const ended = { type: "thread_ended", thread: "branch-a", generation: 2, outcome: "merged" } as const;
+    const res = await postHints(pool, await signedKvHints({ fields: { program: "prog_hints0002" }, hints: [ended] }));
+    expect(res.status).toBe(202);
+    expect(KvHintsAccepted.parse(await res.json())).toEqual({ accepted: 1 });
+    const bad = (hint: object) => signedKvHints({ body: JSON.stringify({ hints: [hint] }) });
+    await expectError(await postHints(pool, await bad({ ...ended, thread: "has space" })), 400, "invalid_request");
+    await expectError(await postHints(pool, await bad({ ...ended, outcome: "paused" })), 400, "invalid_request");
+    await expectError(await postHints(pool, await bad({ ...ended, generation: -1 })), 400, "invalid_request");
+  });
+
   it("rejects unsigned, forged, replayed, cross-route and malformed batches", async () => {
     const pool = await setup();
     const signed = await signedKvHints();

@@ -111,3 +111,63 @@ describe("KV retention under pressure: a waiting program's context survives, an 
     expect(withoutHints).toBeLessThan(9 * 16);
   });
 });
+
+/*
+ * A branch the agent ended (thread_ended, from DELETE /v1/programs/{id}/threads/{thread})
+ * goes first, though it is the program's most recent context: plain recency would evict
+ * its older sibling. Same engine and blocks as above; the engine runs 1,000× time-scaled
+ * so the keeps each call earns (TAO's 5 s default wait + 2 s) have ended before the flood,
+ * and only recency and the drop rank the two contexts.
+ */
+describe("KV retention under pressure: an ended thread's context goes before its sibling's", () => {
+  const PROFILE = { ...LLAMA_31_8B_H100, name: "test-small", kvBlocks: 40, maxModelLen: 640 };
+  type Messages = { role: "user"; content: string }[];
+  const main: Messages = [{ role: "user", content: "m".repeat(600) }];
+  const branch: Messages = [{ role: "user", content: "b".repeat(600) }];
+  const flood: Messages = [{ role: "user", content: "z".repeat(1_800) }];
+  const PROGRAM_WITH_BRANCH = "prog_branchsim001";
+  const cachedBlocks = (sim: SimEngineHandle, messages: Messages) => sim.model.cachedPrefixTokens(tokenize(renderPrompt({ messages }))) / 16;
+
+  async function run(endBranch: boolean): Promise<{ main: number; branch: number }> {
+    const sim = await startSimEngine({ engineId: "sim-t", timeScale: 1_000, profile: PROFILE });
+    const front = await startPool(testConfig({ engines: [{ id: "sim-t", url: sim.url, retentionHints: "agentix", maxInFlight: 1 }] }));
+    try {
+      const call = async (program: string, thread: string, messages: Messages) => {
+        const signed = await signedCall({ fields: { program, thread }, body: chatBody({ model: DEFAULT_SIM_MODEL, max_tokens: 1, messages }) });
+        const res = await fetch(`${front.url}/v1/chat/completions`, { method: "POST", headers: signed.headers, body: signed.body });
+        expect(res.status).toBe(200);
+        await res.text();
+      };
+      await call(PROGRAM_WITH_BRANCH, "main", main);
+      await call(PROGRAM_WITH_BRANCH, "branch", branch);
+      expect(cachedBlocks(sim, main)).toBe(9);
+      expect(cachedBlocks(sim, branch)).toBe(9);
+      if (endBranch) {
+        const end = await signedKvHints({
+          fields: { program: PROGRAM_WITH_BRANCH },
+          hints: [{ type: "thread_ended", thread: "branch", generation: 0, outcome: "abandoned" }],
+        });
+        expect((await fetch(`${front.url}/v1/kv-hints`, { method: "POST", headers: end.headers, body: end.body })).status).toBe(202);
+        await waitFor(() => sim.model.stats().dropsApplied === 1, "the engine applied the branch's drop");
+        const metrics = await (await operatorGet(front.url, "/metrics")).text();
+        expect(metricValue(metrics, 'agentix_pool_kv_hints_total{type="thread_ended"}')).toBe(1);
+      }
+      // 30 ms real is 30 s of engine time: every keep has ended.
+      await new Promise((resolve) => setTimeout(resolve, 30));
+      await call("prog_flood000002", "main", flood);
+      return { main: cachedBlocks(sim, main), branch: cachedBlocks(sim, branch) };
+    } finally {
+      await front.close();
+      await sim.close();
+    }
+  }
+
+  it("with the branch ended, the flood evicts the branch and the older main thread stays whole; without, main goes", async () => {
+    const ended = await run(true);
+    expect(ended.main).toBe(9);
+    expect(ended.branch).toBeLessThan(9);
+    const notEnded = await run(false);
+    expect(notEnded.main).toBeLessThan(9);
+    expect(notEnded.branch).toBe(9);
+  });
+});

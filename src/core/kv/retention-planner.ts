@@ -18,7 +18,9 @@ import { RatioWindow } from "./ratio-window.js";
  *   ones; until enough waits are seen, a fixed margin is added.
  * - normal, when a call of that context is dispatched again (it is in use; recency rules).
  * - drop, for a context the program replaced: a thread's older generation once a newer one
- *   arrives, and every context of a program that ended.
+ *   arrives, every context of a thread that ended (a branch abandoned or merged), and
+ *   every context of a program that ended. A call of an ended thread's context that comes
+ *   after all (a guess of the edge gone wrong, a late call) withdraws the drop: "normal".
  *
  * Engines hold a context where a call of it ran; hints go only there. Durations, never
  * instants, so engines on their own clocks apply them. Memory: a program leaves when it
@@ -97,6 +99,8 @@ interface TrackedThread {
   keptUntil: number | undefined;
   /** When a call of the thread last ended; undefined while none has. */
   lastEndedAt: number | undefined;
+  /** The thread ended at this generation: its context was dropped on these engines. */
+  ended: { generation: number; droppedOn: Set<string> } | undefined;
 }
 
 interface TrackedProgram {
@@ -113,7 +117,14 @@ interface TrackedProgram {
 /** A prediction shorter than this teaches nothing about the predictor's error (its ratio is noise). */
 const MIN_LEARNING_PREDICTION_MS = 100;
 
-const newThread = (generation: number): TrackedThread => ({ generation, engines: new Set(), live: 0, keptUntil: undefined, lastEndedAt: undefined });
+const newThread = (generation: number): TrackedThread => ({
+  generation,
+  engines: new Set(),
+  live: 0,
+  keptUntil: undefined,
+  lastEndedAt: undefined,
+  ended: undefined,
+});
 
 export function validateRetentionSettings(settings: RetentionSettings): void {
   if (!(settings.keepMarginMs >= 0)) throw new RangeError(`keepMarginMs must be >= 0, got ${settings.keepMarginMs}`);
@@ -208,6 +219,7 @@ export class RetentionPlanner {
     thread.live += 1;
     // An older generation's late call: its context is not the thread's any more.
     if (ref.generation !== thread.generation) return [];
+    if (thread.ended !== undefined) return this.#reopened(ref, thread, engineId);
     const kept = thread.keptUntil !== undefined && thread.keptUntil > now;
     thread.keptUntil = undefined;
     // The engines that held the kept context hear "normal"; the one it runs on now holds it too.
@@ -258,6 +270,21 @@ export class RetentionPlanner {
       thread.keptUntil = now + rounded;
       for (const engineId of thread.engines) hints.push({ engineId, hint: { action: "keep", tag, keep_ms: rounded } });
     }
+    return hints;
+  }
+
+  /**
+   * The thread ended at `generation` (the agent abandoned or merged the branch): its
+   * context is dropped where it is held, and no other thread's. A thread already at a
+   * newer generation (it was reopened before this hint came) keeps its context.
+   */
+  threadEnded(programId: string, threadId: string, generation: number): EngineRetentionHint[] {
+    const thread = this.#programs.get(programId)?.threads.get(threadId);
+    if (thread === undefined || thread.generation > generation || thread.ended !== undefined) return [];
+    const hints = this.#hints(programId, threadId, thread, "drop");
+    thread.ended = { generation: thread.generation, droppedOn: new Set(thread.engines) };
+    thread.engines.clear();
+    thread.keptUntil = undefined;
     return hints;
   }
 
@@ -318,6 +345,17 @@ export class RetentionPlanner {
     program.wait = undefined;
     // Capped where the factor is: a wait far past its prediction says no more than one at the cap.
     this.#waitRatios.add(Math.min(this.#settings.maxKeepFactor, Math.max(0, now - wait.predictedAt) / wait.predictedMs));
+  }
+
+  /** A call of an ended thread's own context after all: the drop is withdrawn where it went, and the thread is live again. */
+  #reopened(ref: ContextRef, thread: TrackedThread, engineId: string): EngineRetentionHint[] {
+    const droppedOn = thread.ended?.droppedOn ?? new Set<string>();
+    thread.ended = undefined;
+    const tag = contextTag(ref);
+    thread.engines.add(engineId);
+    if (tag === undefined) return [];
+    // The engine it runs on now may have taken the drop too (it held the context before).
+    return [...new Set([...droppedOn, engineId])].map((id) => ({ engineId: id, hint: { action: "normal", tag } }));
   }
 
   #hints(programId: string, threadId: string, thread: TrackedThread, action: "normal" | "drop"): EngineRetentionHint[] {

@@ -39,3 +39,12 @@ export function nextThreadContext(previous: ThreadContext, hashes: readonly stri
   const extendsPrevious = previous.messages === 0 || hashes[previous.messages - 1] === previous.hash;
   return { generation: extendsPrevious ? previous.generation : previous.generation + 1, messages: hashes.length, hash: last };
 }
+
+/**
+ * The context of an ended thread that takes a call again: the next generation, with no
+ * previous messages. Its old context was dropped where it was held (the end's hint), so
+ * the call must not share that context's tag; whatever it sends then extends this one.
+ */
+export function reopenedContext(ended: ThreadContext): ThreadContext {
+  return { generation: ended.generation + 1, messages: 0, hash: "" };
+}

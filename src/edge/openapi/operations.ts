@@ -16,6 +16,7 @@ import {
 } from "../../protocol/messages.js";
 import { ResponseObject, ResponseStreamEvent, ResponsesRequest } from "../../protocol/responses.js";
 import { MAX_TOOL_EVENTS_PER_BATCH, ToolEvent, ToolEventBatch, ToolFinishedEvent, ToolStartedEvent } from "../../protocol/tool-events.js";
+import { EndThreadBody } from "../../protocol/threads.js";
 import {
   CreateKeyBody,
   CreatePlanBody,
@@ -38,6 +39,8 @@ import {
   ProgramCallHeaders,
   ProgramObject,
   TenantList,
+  ThreadEndAnswer,
+  ThreadObject,
   ToolEventsAnswer,
   ToolEventsBody,
   ToolsObject,
@@ -88,6 +91,7 @@ const S = {
     "The subset of OpenAI's Responses request Agentix accepts (served by translation to chat completions). `previous_response_id` continues a stored response and joins its program. Other fields are refused unless the tenant's plan allows them.",
   ),
   ToolEventsBody: named("ToolEventsBody", ToolEventsBody, `One tool event, or \`{"events": [...]}\` with 1–${MAX_TOOL_EVENTS_PER_BATCH}.`),
+  EndThreadBody: named("EndThreadBody", EndThreadBody, "Optional: an empty body ends the thread as abandoned."),
   ToolEvent: named("ToolEvent", ToolEvent),
   ToolStartedEvent: named("ToolStartedEvent", ToolStartedEvent),
   ToolFinishedEvent: named("ToolFinishedEvent", ToolFinishedEvent),
@@ -118,6 +122,8 @@ const S = {
   ResponseStreamEvent: named("ResponseStreamEvent", ResponseStreamEvent, "One event of a streamed response (`event: <type>` then `data: <this>`)."),
   Health: named("Health", Health),
   Program: named("Program", ProgramObject),
+  ProgramThread: named("ProgramThread", ThreadObject, "One thread (branch) of a program."),
+  ThreadEndAnswer: named("ThreadEndAnswer", ThreadEndAnswer, "The ended thread."),
   ProgramTools: named("ProgramTools", ToolsObject, "What the client said about the program's tools."),
   ToolEventsAnswer: named("ToolEventsAnswer", ToolEventsAnswer),
   UsageFigures: named("UsageFigures", UsageFigures),
@@ -404,6 +410,25 @@ export const OPERATIONS: readonly OperationSpec[] = [
     auth: "tenant",
     responses: { 200: { description: "The program's final state.", json: S.Program, headers: [Header.program] } },
     errors: { 400: PROGRAM_ID_400, 404: PROGRAM_404 },
+  },
+  {
+    method: "delete",
+    path: "/v1/programs/{programId}/threads/{thread}",
+    operationId: "endThread",
+    summary: "End one thread (branch) of a program",
+    description:
+      "The agent is done with the branch (abandoned, or merged into another thread): the pools that hold its context may evict it first. " +
+      "Idempotent (a thread keeps its first end). A later call on the thread reopens it at a new context generation.",
+    tags: ["Programs"],
+    auth: "tenant",
+    body: { schema: S.EndThreadBody, required: false },
+    responses: { 200: { description: "The ended thread.", json: S.ThreadEndAnswer, headers: [Header.program] } },
+    errors: {
+      400: `\`invalid_json\`, \`invalid_request\` (\`param\` names the field), \`invalid_thread\`, ${PROGRAM_ID_400}`,
+      404: `${PROGRAM_404} \`thread_not_found\`: the program has no such thread.`,
+      409: "`program_ended`, `program_expired`: the program is over, and its threads with it.",
+      413: BODY_413,
+    },
   },
   {
     method: "post",

@@ -3,7 +3,8 @@ import { DEFAULT_THREAD, Header } from "../../protocol/headers.js";
 import { PROGRAM_ID, THREAD_NAME } from "../../protocol/ids.js";
 import { ToolEvent, ToolEventBatch } from "../../protocol/tool-events.js";
 import { PROGRAM_STATUSES } from "../db/schema.js";
-import type { ProgramView, toolsView } from "../program/view.js";
+import { THREAD_END_OUTCOMES } from "../../protocol/threads.js";
+import type { ProgramView, ThreadView, toolsView } from "../program/view.js";
 import { PLAN_ID } from "../routes/admin/bodies.js";
 import { ApiKeyObject, PlanObject, PoolObject, TenantObject } from "../routes/admin/views.js";
 import type { FiguresView } from "../usage/figures.js";
@@ -49,6 +50,19 @@ export const ToolsObject = z.object({
   events: z.object({ tool_started: count, tool_finished: count }),
 });
 
+export const ThreadObject = z.object({
+  name: z.string(),
+  parent: z.string().nullable(),
+  in_flight: count,
+  calls: count,
+  service_ms: z.number(),
+  context_generation: count.describe(
+    "One more each time a call no longer extended the thread's previous call (its history compacted or rewritten), or reopened the ended thread.",
+  ),
+  ended_at: nullableMs.describe("When the agent ended the thread (DELETE /v1/programs/{id}/threads/{thread}); null while open."),
+  outcome: z.enum(THREAD_END_OUTCOMES).nullable().describe("How the agent said the thread ended; null while open."),
+});
+
 export const ProgramObject = z.object({
   id: z.string(),
   object: z.literal("program"),
@@ -62,20 +76,12 @@ export const ProgramObject = z.object({
   engine: z.string().nullable().describe("The engine that served the program last (cache affinity), or null."),
   in_flight: count,
   totals: z.object({ calls: count, prompt_tokens: count, cached_tokens: count, completion_tokens: count }),
-  threads: z
-    .array(
-      z.object({
-        name: z.string(),
-        parent: z.string().nullable(),
-        in_flight: count,
-        calls: count,
-        service_ms: z.number(),
-        context_generation: count.describe("One more each time a call no longer extended the thread's previous call (its history compacted or rewritten)."),
-      }),
-    )
-    .describe("Empty once the program has ended or expired."),
+  threads: z.array(ThreadObject).describe("Empty once the program has ended or expired."),
   tools: ToolsObject,
 });
+
+/** The answer to DELETE /v1/programs/{programId}/threads/{thread}. */
+export const ThreadEndAnswer = ThreadObject.extend({ object: z.literal("program.thread"), program_id: z.string() });
 
 /** The body of POST /v1/programs/{programId}/events: one event, or a batch. */
 export const ToolEventsBody = z.union([ToolEvent, ToolEventBatch]);
@@ -167,6 +173,7 @@ export const ApiKeyList = listOf(ApiKeyObject);
  */
 export const PATH_PARAMETERS: Record<string, z.ZodType> = {
   programId: z.string().regex(PROGRAM_ID).describe("A program ID: prog_ and 8–64 letters or digits."),
+  thread: z.string().regex(THREAD_NAME).describe("A thread name: 1–64 letters, digits, or . _ : -"),
   model: z.string().min(1).describe('A model name. A "/" in it may be sent as is or as %2F.'),
   tenantId: z.string().min(1).describe("A tenant ID (ten_…)."),
   keyId: z.string().min(1).describe("An API key's ID (key_…)."),
@@ -203,9 +210,11 @@ type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
 // Compile-time only: each line fails `npm run typecheck` when a view and its schema drift apart.
 export const VIEWS_MATCH_SCHEMAS: [
   Same<ProgramView, z.output<typeof ProgramObject>>,
+  Same<ThreadView, z.output<typeof ThreadObject>>,
   Same<ReturnType<typeof toolsView>, z.output<typeof ToolsObject>>,
   Same<FiguresView, z.output<typeof UsageFigures>>,
   Exactly<keyof ProgramView, keyof z.output<typeof ProgramObject>>,
+  Exactly<keyof ThreadView, keyof z.output<typeof ThreadObject>>,
   Exactly<keyof ReturnType<typeof toolsView>, keyof z.output<typeof ToolsObject>>,
   Exactly<keyof FiguresView, keyof z.output<typeof UsageFigures>>,
-] = [true, true, true, true, true, true];
+] = [true, true, true, true, true, true, true, true];

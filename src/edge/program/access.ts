@@ -33,7 +33,8 @@ export interface ThreadChoice {
   parentThread?: string;
 }
 
-function threadName(value: string, param: string): string {
+/** A thread name from a header or path, refused with 400 when it cannot be one. */
+export function parseThreadName(value: string, param: string): string {
   if (!THREAD_NAME.test(value)) {
     throw openAIError(400, `Invalid thread name in ${param}: use 1–64 letters, digits, or . _ : -`, {
       code: "invalid_thread",
@@ -44,10 +45,10 @@ function threadName(value: string, param: string): string {
 }
 
 export function threadFromHeaders(headers: Headers): ThreadChoice {
-  const thread = threadName(headers.get(Header.thread) ?? DEFAULT_THREAD, Header.thread);
+  const thread = parseThreadName(headers.get(Header.thread) ?? DEFAULT_THREAD, Header.thread);
   const parent = headers.get(Header.parentThread);
   if (parent === null) return { thread };
-  return { thread, parentThread: threadName(parent, Header.parentThread) };
+  return { thread, parentThread: parseThreadName(parent, Header.parentThread) };
 }
 
 type BeginRefusal = Extract<BeginCallResult, { ok: false }>["error"];

@@ -1,6 +1,6 @@
 import { DurableObject } from "cloudflare:workers";
 import { z } from "zod";
-import { FIRST_CONTEXT, nextThreadContext } from "../../core/recognition/context-generation.js";
+import { FIRST_CONTEXT, nextThreadContext, reopenedContext } from "../../core/recognition/context-generation.js";
 import { callStartValue, completeCall, type ProgramService } from "../../core/service.js";
 import { DEFAULT_THREAD } from "../../protocol/headers.js";
 import { type Database, database } from "../db/client.js";
@@ -24,6 +24,8 @@ import {
   CreateProgramInput,
   EndProgramInput,
   type EndProgramResult,
+  EndThreadInput,
+  type EndThreadResult,
   type ProgramState,
   RecordResponseInput,
   type RecordResponseResult,
@@ -189,9 +191,13 @@ export class ProgramSession extends DurableObject<Env> {
       if (existing && existing.parent !== input.parentThread) throw refuse("parent_mismatch");
     }
     if (!existing) this.store.addThread(input.thread, input.parentThread ?? null, input.now);
+    // A call on a thread the agent ended reopens it, at a new generation: the old context's KV was dropped.
+    const reopening = existing?.ended === true;
+    if (reopening) this.store.reopenThread(input.thread);
     // A new fork starts at its parent's context: what it sends is compared with the parent's last call.
-    const context = nextThreadContext(existing?.context ?? parent?.context ?? FIRST_CONTEXT, input.contextHashes);
-    if (input.contextHashes.length > 0) this.store.writeThreadContext(input.thread, context);
+    const previous = existing === undefined ? (parent?.context ?? FIRST_CONTEXT) : reopening ? reopenedContext(existing.context) : existing.context;
+    const context = nextThreadContext(previous, input.contextHashes);
+    if (input.contextHashes.length > 0 || reopening) this.store.writeThreadContext(input.thread, context);
     // The agent calls the model again once the thread's tools returned.
     this.tools.endThreadRuns(input.thread);
     const startValueMs = callStartValue(serviceOf(meta));
@@ -304,6 +310,38 @@ export class ProgramSession extends DurableObject<Env> {
       await this.scheduleAlarm();
     }
     return { ok: true, state: this.snapshot(this.meta), servedBy };
+  }
+
+  /**
+   * Ends one thread, as the agent says (DELETE /v1/programs/{id}/threads/{thread}): it
+   * is marked ended with its outcome, its tool runs end, and the answer names the pools
+   * that hold its context so the caller can tell them. Idempotent: a thread already
+   * ended keeps its first end and names no pools. A later call on it reopens it (beginCall).
+   */
+  async endThread(raw: EndThreadInput): Promise<EndThreadResult> {
+    const parsed = EndThreadInput.safeParse(raw);
+    if (!parsed.success) return { ok: false, error: "invalid_input" };
+    const { thread: name, outcome, now } = parsed.data;
+    const meta = this.meta;
+    if (!meta) return { ok: false, error: "not_found" };
+    if (meta.status !== "active") return { ok: false, error: meta.status };
+    const thread = this.store.thread(name);
+    if (!thread) return { ok: false, error: "unknown_thread" };
+    let servedBy: string[] = [];
+    if (!thread.ended) {
+      servedBy = this.store.threadPools(name);
+      const next: ProgramMeta = { ...meta, lastActivityAt: Math.max(meta.lastActivityAt, now) };
+      this.ctx.storage.transactionSync(() => {
+        this.store.endThread(name, outcome, now);
+        this.tools.endThreadRuns(name);
+        this.store.writeMeta(next);
+      });
+      this.meta = next;
+      await this.scheduleAlarm();
+    }
+    const state = this.store.threads().find((t) => t.name === name);
+    if (!state) throw new Error(`ProgramSession: thread ${name} vanished while ending`);
+    return { ok: true, tenantId: meta.tenantId, thread: state, servedBy, generation: thread.context.generation };
   }
 
   override async alarm(): Promise<void> {

@@ -2,6 +2,7 @@ import type { CallApi, CallStatus, UsageSource } from "../db/schema.js";
 import { RESPONSE_SCHEMA } from "./response-store.js";
 import { TOOL_SCHEMA } from "./tool-store.js";
 import type { ThreadContext } from "../../core/recognition/context-generation.js";
+import type { ThreadEndOutcome } from "../../protocol/threads.js";
 import type { ProgramStatus, ThreadState } from "./types.js";
 
 /*
@@ -40,7 +41,9 @@ CREATE TABLE IF NOT EXISTS threads (
   service_ms REAL NOT NULL DEFAULT 0,
   context_generation INTEGER NOT NULL DEFAULT 0,
   context_messages INTEGER NOT NULL DEFAULT 0,
-  context_hash TEXT NOT NULL DEFAULT ''
+  context_hash TEXT NOT NULL DEFAULT '',
+  ended_at INTEGER,
+  end_outcome TEXT
 );
 CREATE TABLE IF NOT EXISTS calls (
   call_id TEXT PRIMARY KEY,
@@ -114,6 +117,8 @@ export interface ThreadRecord {
   parent: string | null;
   /** What the thread's previous call sent (core/recognition/context-generation.ts). */
   context: ThreadContext;
+  /** The agent ended the thread (DELETE …/threads/{thread}) and no call has reopened it. */
+  ended: boolean;
 }
 
 type ProgramRow = {
@@ -214,6 +219,10 @@ export class ProgramStore {
       this.sql.exec("ALTER TABLE threads ADD COLUMN context_messages INTEGER NOT NULL DEFAULT 0");
       this.sql.exec("ALTER TABLE threads ADD COLUMN context_hash TEXT NOT NULL DEFAULT ''");
     }
+    if (threadColumns.length > 0 && !threadColumns.includes("ended_at")) {
+      this.sql.exec("ALTER TABLE threads ADD COLUMN ended_at INTEGER");
+      this.sql.exec("ALTER TABLE threads ADD COLUMN end_outcome TEXT");
+    }
     // Tool state came later: its tables are new, so creating them is the whole upgrade.
     this.sql.exec(TOOL_SCHEMA);
     this.sql.exec(RESPONSE_SCHEMA);
@@ -275,8 +284,8 @@ export class ProgramStore {
 
   thread(name: string): ThreadRecord | undefined {
     const row = this.sql
-      .exec<{ name: string; parent: string | null; context_generation: number; context_messages: number; context_hash: string }>(
-        "SELECT name, parent, context_generation, context_messages, context_hash FROM threads WHERE name = ?",
+      .exec<{ name: string; parent: string | null; context_generation: number; context_messages: number; context_hash: string; ended_at: number | null }>(
+        "SELECT name, parent, context_generation, context_messages, context_hash, ended_at FROM threads WHERE name = ?",
         name,
       )
       .toArray()[0];
@@ -285,7 +294,29 @@ export class ProgramStore {
       name: row.name,
       parent: row.parent,
       context: { generation: row.context_generation, messages: row.context_messages, hash: row.context_hash },
+      ended: row.ended_at !== null,
     };
+  }
+
+  /** Marks the thread ended by the agent; a thread already ended keeps its first end. */
+  endThread(name: string, outcome: ThreadEndOutcome, now: number): void {
+    this.sql.exec("UPDATE threads SET ended_at = ?, end_outcome = ? WHERE name = ? AND ended_at IS NULL", now, outcome, name);
+  }
+
+  /** A call on an ended thread: it is open again. */
+  reopenThread(name: string): void {
+    this.sql.exec("UPDATE threads SET ended_at = NULL, end_outcome = NULL WHERE name = ?", name);
+  }
+
+  /** The pools whose engines ran a call of the thread, or run one now (its context is there). */
+  threadPools(name: string): string[] {
+    return this.sql
+      .exec<{ pool: string }>(
+        "SELECT DISTINCT pool FROM calls WHERE thread = ? AND pool != '' AND (engine != '' OR status = 'in_flight')",
+        name,
+      )
+      .toArray()
+      .map((row) => row.pool);
   }
 
   addThread(name: string, parent: string | null, now: number): void {
@@ -310,8 +341,17 @@ export class ProgramStore {
 
   threads(): ThreadState[] {
     return this.sql
-      .exec<{ name: string; parent: string | null; calls: number; service_ms: number; in_flight: number; context_generation: number }>(
-        `SELECT t.name, t.parent, t.calls, t.service_ms, t.context_generation,
+      .exec<{
+        name: string;
+        parent: string | null;
+        calls: number;
+        service_ms: number;
+        in_flight: number;
+        context_generation: number;
+        ended_at: number | null;
+        end_outcome: string | null;
+      }>(
+        `SELECT t.name, t.parent, t.calls, t.service_ms, t.context_generation, t.ended_at, t.end_outcome,
                 (SELECT COUNT(*) FROM calls c WHERE c.thread = t.name AND c.status = 'in_flight') AS in_flight
          FROM threads t ORDER BY t.created_at, t.name`,
       )
@@ -323,6 +363,8 @@ export class ProgramStore {
         calls: row.calls,
         serviceMs: row.service_ms,
         contextGeneration: row.context_generation,
+        endedAt: row.ended_at,
+        endOutcome: row.end_outcome as ThreadEndOutcome | null,
       }));
   }
 

@@ -1,5 +1,7 @@
 import { z } from "zod";
 import { MAX_CONTEXT_MESSAGES } from "../../core/recognition/context-generation.js";
+import { THREAD_NAME } from "../../protocol/ids.js";
+import { THREAD_END_OUTCOMES, type ThreadEndOutcome } from "../../protocol/threads.js";
 import { ToolEventBatch } from "../../protocol/tool-events.js";
 import { CALL_APIS, CALL_STATUSES, PROGRAM_STATUSES, USAGE_SOURCES } from "../db/schema.js";
 import type { ToolsState } from "./tool-store.js";
@@ -123,6 +125,10 @@ export interface ThreadState {
   serviceMs: number;
   /** One more each time a call stopped extending the thread's previous one (core/recognition/context-generation.ts). */
   contextGeneration: number;
+  /** When the agent ended the thread; null while it is open (a call reopens it). */
+  endedAt: number | null;
+  /** How the agent said it ended; null while it is open. */
+  endOutcome: ThreadEndOutcome | null;
 }
 
 export interface ProgramState {
@@ -160,6 +166,22 @@ export type EndProgramResult =
   | { ok: false; error: "not_found" };
 
 export const EndProgramInput = z.object({ now: ms });
+
+export const EndThreadInput = z.object({
+  thread: z.string().regex(THREAD_NAME),
+  outcome: z.enum(THREAD_END_OUTCOMES),
+  now: ms,
+});
+export type EndThreadInput = z.infer<typeof EndThreadInput>;
+
+export type EndThreadResult =
+  /**
+   * `servedBy`: the pools whose engines hold the thread's context, when this request
+   * ended it (empty when it had ended before: the hint went then); `generation`: the
+   * thread's context generation, whose context those pools may drop.
+   */
+  | { ok: true; tenantId: string; thread: ThreadState; servedBy: string[]; generation: number }
+  | { ok: false; error: ProgramRefusal | "unknown_thread" | "invalid_input" };
 export type EndProgramInput = z.infer<typeof EndProgramInput>;
 
 export const RecordToolEventsInput = z.object({

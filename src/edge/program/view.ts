@@ -1,5 +1,5 @@
 import type { ToolsState } from "./tool-store.js";
-import type { ProgramState } from "./types.js";
+import type { ProgramState, ThreadState } from "./types.js";
 
 /** A program's tool state as the public API shows it. */
 export function toolsView(tools: ToolsState) {
@@ -18,6 +18,24 @@ export function toolsView(tools: ToolsState) {
     events: { tool_started: tools.events.started, tool_finished: tools.events.finished },
   };
 }
+
+/** A program's thread as the public API shows it. */
+export function threadView(t: ThreadState) {
+  return {
+    name: t.name,
+    parent: t.parent,
+    in_flight: t.inFlight,
+    calls: t.calls,
+    service_ms: t.serviceMs,
+    /** Bumped when a call no longer extended the thread's previous one (history compacted or rewritten), or reopened an ended thread. */
+    context_generation: t.contextGeneration,
+    /** When the agent ended it (DELETE …/threads/{thread}); null while open. */
+    ended_at: t.endedAt,
+    /** abandoned | merged, as the agent said; null while open. */
+    outcome: t.endOutcome,
+  };
+}
+export type ThreadView = ReturnType<typeof threadView>;
 
 /** A program as the public API shows it (snake_case, like OpenAI's objects). */
 export function programView(state: ProgramState) {
@@ -42,15 +60,7 @@ export function programView(state: ProgramState) {
       cached_tokens: state.totals.cachedTokens,
       completion_tokens: state.totals.completionTokens,
     },
-    threads: state.threads.map((t) => ({
-      name: t.name,
-      parent: t.parent,
-      in_flight: t.inFlight,
-      calls: t.calls,
-      service_ms: t.serviceMs,
-      /** Bumped when a call no longer extended the thread's previous one (history compacted or rewritten). */
-      context_generation: t.contextGeneration,
-    })),
+    threads: state.threads.map(threadView),
     tools: toolsView(state.tools),
   };
 }

@@ -148,6 +148,77 @@ describe("retention planner", () => {
     expect(planner.programEnded(P)).toEqual([]);
   });
 
+  describe("thread_ended (a branch abandoned or merged)", () => {
+    /** main and its fork "branch" both ran on e1; the branch also on e2 (a split call's decode engine). */
+    function twoBranches(): RetentionPlanner {
+      const planner = new RetentionPlanner();
+      const branch = ref("branch", 0);
+      // One turn: both branches' calls run at once.
+      planner.callArrived(ref(), 0);
+      planner.callStarted(ref(), "e1", 0);
+      planner.callArrived(branch, 10);
+      planner.callStarted(branch, "e1", 10);
+      planner.heldOn(branch, "e2");
+      planner.callEnded(ref(), 2_000);
+      planner.callEnded(branch, 3_000);
+      return planner;
+    }
+
+    it("drops the ended thread's context on every engine that holds it, and no other thread's", () => {
+      const planner = twoBranches();
+      const hints = planner.threadEnded(P, "branch", 0);
+      expect(hints.sort((a, b) => a.engineId.localeCompare(b.engineId))).toEqual([
+        { engineId: "e1", hint: { action: "drop", tag: tag("branch") } },
+        { engineId: "e2", hint: { action: "drop", tag: tag("branch") } },
+      ]);
+      expect(planner.inspect(P, 3_000)).toEqual([
+        { threadId: "main", generation: 0, engines: ["e1"], keptUntil: undefined },
+        { threadId: "branch", generation: 0, engines: [], keptUntil: undefined },
+      ]);
+      // Ended once: a repeat (the edge's retry) drops nothing more.
+      expect(planner.threadEnded(P, "branch", 0)).toEqual([]);
+    });
+
+    it("an ended thread's context is not kept through the program's tool wait; its sibling's is", () => {
+      const planner = twoBranches();
+      planner.threadEnded(P, "branch", 0);
+      expect(planner.toolWait(P, 8_000, 3_000).map((h) => [h.engineId, h.hint.tag])).toEqual([["e1", tag("main")]]);
+    });
+
+    it("leaves alone a thread reopened at a newer generation before the hint came, and unknown threads", () => {
+      const planner = twoBranches();
+      planner.callArrived(ref("branch", 1), 4_000);
+      expect(planner.threadEnded(P, "branch", 0)).toEqual([]);
+      expect(planner.threadEnded(P, "nobody", 0)).toEqual([]);
+      expect(planner.threadEnded("prog_unknown01", "main", 0)).toEqual([]);
+    });
+
+    it("a call of the ended context after all withdraws the drop where it went (normal), and the thread is tracked again", () => {
+      const planner = twoBranches();
+      planner.threadEnded(P, "branch", 0);
+      planner.callArrived(ref("branch", 0), 5_000);
+      const hints = planner.callStarted(ref("branch", 0), "e3", 5_000);
+      expect(hints.map((h) => [h.engineId, h.hint]).sort()).toEqual([
+        ["e1", { action: "normal", tag: tag("branch") }],
+        ["e2", { action: "normal", tag: tag("branch") }],
+        ["e3", { action: "normal", tag: tag("branch") }],
+      ]);
+      expect(planner.inspect(P, 5_000)?.find((c) => c.threadId === "branch")?.engines).toEqual(["e3"]);
+    });
+
+    it("a thread ended with a call still running keeps the program's live count: it is not forgotten while the call runs", () => {
+      const planner = new RetentionPlanner({ ...DEFAULT_RETENTION_SETTINGS, forgetAfterMs: 10_000 });
+      planner.callArrived(ref("branch"), 0);
+      planner.callStarted(ref("branch"), "e1", 0);
+      expect(planner.threadEnded(P, "branch", 0)).toEqual([{ engineId: "e1", hint: { action: "drop", tag: tag("branch") } }]);
+      planner.prune(20_000);
+      expect(planner.programCount).toBe(1);
+      planner.callEnded(ref("branch"), 20_000);
+      planner.prune(40_000);
+      expect(planner.programCount).toBe(0);
+    });
+  });
+
   it("an engine that lost its cache is sent nothing more about what it held", () => {
     const planner = afterOneCall("e1");
     planner.engineLost("e1");
