@@ -3,11 +3,11 @@ import { parseArgs } from "node:util";
 import { listOf, positiveInt, positiveNumber } from "./flag-values.js";
 
 /*
- * Flags of `agentix bench proxy` / `npm run bench:proxy`. Defaults keep a full run
- * (4 targets × 2 modes × 3 concurrency levels) under about three minutes.
+ * Flags of `agentix bench proxy` / `npm run bench:proxy`. Defaults: 5 targets × 2 modes
+ * × 3 concurrency levels × 3 rounds of 3 s, about six minutes with the edge's start.
  */
 
-export const PROXY_TARGETS = ["engine", "pool", "portkey", "edge"] as const;
+export const PROXY_TARGETS = ["engine", "node-proxy", "pool", "portkey", "edge"] as const;
 export type ProxyTargetName = (typeof PROXY_TARGETS)[number];
 
 export const PROXY_MODES = ["non-streaming", "streaming"] as const;
@@ -18,8 +18,10 @@ export interface ProxyBenchOptions {
   modes: ProxyMode[];
   /** Seconds of each measured run. */
   durationSeconds: number;
-  /** Seconds of the discarded run before each target's measurements, per mode. */
+  /** Seconds of the discarded run before each target's measurements, per mode (at the highest level). */
   warmupSeconds: number;
+  /** Times every (mode, level) is measured on every target, targets in alternating order; figures are medians of rounds. */
+  rounds: number;
   /** Concurrency levels (open connections), ascending; max throughput is the best of them. */
   connections: number[];
   /** The level whose requests/s and latencies are the headline figures; one of `connections`. */
@@ -39,10 +41,12 @@ export const PROXY_BENCH_USAGE = `agentix bench proxy [options]   proxy overhead
 Sends the same chat-completions requests (max_tokens N, ignore_eos) to a zero-model-time
 simulated engine directly and through each proxy, at a few concurrency levels.
 
-  --targets LIST       of engine,pool,portkey,edge (default all; engine is the baseline)
+  --targets LIST       of engine,node-proxy,pool,portkey,edge (default all; engine is the
+                       baseline, node-proxy a minimal node:http proxy: the floor of a Node hop)
   --modes LIST         of non-streaming,streaming (default both)
-  --duration S         seconds per measured run (default 4)
-  --warmup S           discarded warm-up seconds per target and mode (default 1)
+  --duration S         seconds per measured run (default 3)
+  --rounds N           measured rounds, targets in alternating order; medians reported (default 3)
+  --warmup S           discarded warm-up seconds per target and mode, at the highest level (default 3)
   --connections LIST   concurrency levels (default 1,16,64)
   --moderate N         headline concurrency level (default 16; added to the levels if missing)
   --max-tokens N       completion tokens per request (default 16)
@@ -60,6 +64,7 @@ export function parseProxyBenchArgs(argv: string[], root: string): ProxyBenchOpt
       modes: { type: "string" },
       duration: { type: "string" },
       warmup: { type: "string" },
+      rounds: { type: "string" },
       connections: { type: "string" },
       moderate: { type: "string" },
       "max-tokens": { type: "string" },
@@ -77,13 +82,14 @@ export function parseProxyBenchArgs(argv: string[], root: string): ProxyBenchOpt
   const levels = (values.connections ?? "1,16,64").split(",").map((raw) => positiveInt("connections", raw.trim(), 1, 10_000));
   const connections = [...new Set([...levels, moderateConnections])].sort((a, b) => a - b);
   const highest = connections[connections.length - 1] ?? moderateConnections;
-  const warmupSeconds = values.warmup === "0" ? 0 : positiveNumber("warmup", values.warmup, 1, 600);
+  const warmupSeconds = values.warmup === "0" ? 0 : positiveNumber("warmup", values.warmup, 3, 600);
 
   return {
     targets: listOf("targets", values.targets, PROXY_TARGETS),
     modes: listOf("modes", values.modes, PROXY_MODES),
-    durationSeconds: positiveNumber("duration", values.duration, 4, 600),
+    durationSeconds: positiveNumber("duration", values.duration, 3, 600),
     warmupSeconds,
+    rounds: positiveInt("rounds", values.rounds, 3, 100),
     connections,
     moderateConnections,
     maxTokens: positiveInt("max-tokens", values["max-tokens"], 16, 4096),

@@ -33,9 +33,11 @@ export interface ProxySummaryRow {
   /** Over (a) at the headline concurrency; null for (a) or without it. */
   addedP50Ms: number | null;
   addedP99Ms: number | null;
-  /** At one connection (pure per-call cost, no queueing), when measured. */
+  /** Medians over rounds. At one connection (pure per-call cost, no queueing), when measured. */
   p50AtOneMs: number | null;
   addedP50AtOneMs: number | null;
+  /** Lowest and highest of the rounds' +p50@1 (the median's spread). */
+  addedP50AtOneRangeMs: [number, number] | null;
   maxRps: number;
   maxRpsConnections: number;
   /** CPU µs of the target's own process per completed response, over its measured runs; null when not read. */
@@ -55,9 +57,54 @@ export interface EdgeOnlyRow {
 
 const diff = (a: number, b: number) => Math.round((a - b) * 1000) / 1000;
 
-function measured(runs: TargetRun[], mode: ProxyMode, target: ProxyTargetName, connections: number) {
-  return runs.find((r) => r.phase === "measure" && r.mode === mode && r.target === target && r.figures.connections === connections)?.figures;
+function median(values: readonly number[]): number {
+  if (values.length === 0) return Number.NaN;
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 === 1 ? (sorted[mid] as number) : ((sorted[mid - 1] as number) + (sorted[mid] as number)) / 2;
 }
+
+/** A target's measured runs at one level, by round. */
+function measuredRuns(runs: TargetRun[], mode: ProxyMode, target: ProxyTargetName, connections: number): Map<number, TargetRun> {
+  const byRound = new Map<number, TargetRun>();
+  for (const r of runs) {
+    if (r.phase === "measure" && r.mode === mode && r.target === target && r.figures.connections === connections) byRound.set(r.round, r);
+  }
+  return byRound;
+}
+
+/** The median over rounds of one figure of a target's runs at a level; undefined when never measured there. */
+function medianOf(byRound: Map<number, TargetRun>, figure: (run: TargetRun) => number): number | undefined {
+  return byRound.size === 0 ? undefined : median([...byRound.values()].map(figure));
+}
+
+/**
+ * Latency a target adds over the engine: the median over rounds of the difference
+ * within each round (the two ran back to back, so a round's machine load hits both).
+ */
+function pairedDifferences(target: Map<number, TargetRun>, base: Map<number, TargetRun>, figure: (run: TargetRun) => number): number[] {
+  const paired: number[] = [];
+  for (const [round, run] of target) {
+    const baseRun = base.get(round);
+    if (baseRun) paired.push(figure(run) - figure(baseRun));
+  }
+  return paired;
+}
+
+function medianAdded(target: Map<number, TargetRun>, base: Map<number, TargetRun>, figure: (run: TargetRun) => number): number | null {
+  const paired = pairedDifferences(target, base, figure);
+  return paired.length === 0 ? null : diff(median(paired), 0);
+}
+
+/** Lowest and highest of the rounds' differences: the run's own noise, shown beside the median. */
+function addedRange(target: Map<number, TargetRun>, base: Map<number, TargetRun>, figure: (run: TargetRun) => number): [number, number] | null {
+  const paired = pairedDifferences(target, base, figure);
+  return paired.length === 0 ? null : [diff(Math.min(...paired), 0), diff(Math.max(...paired), 0)];
+}
+
+const p50Of = (run: TargetRun) => run.figures.latencyMs.p50;
+const p99Of = (run: TargetRun) => run.figures.latencyMs.p99;
+const rpsOf = (run: TargetRun) => run.figures.requestsPerSecond;
 
 function failureCounts(runs: TargetRun[]): FailureCounts {
   const counts: FailureCounts = { non2xx: 0, errors: 0, timeouts: 0, mismatches: 0, shortfall: 0, emptyRuns: 0, statusCodes: {} };
@@ -78,16 +125,24 @@ export function summariseProxyReport(report: ProxyBenchReport): { rows: ProxySum
   const moderate = options.moderateConnections;
   const rows: ProxySummaryRow[] = [];
   const edgeOnly: EdgeOnlyRow[] = [];
+  const none = new Map<number, TargetRun>();
   for (const mode of options.modes) {
     for (const { name: target } of report.targets) {
       const own = runs.filter((r) => r.mode === mode && r.target === target);
-      const head = measured(runs, mode, target, moderate);
-      const base = target === "engine" ? undefined : measured(runs, mode, "engine", moderate);
-      const one = measured(runs, mode, target, 1);
-      const baseOne = target === "engine" ? undefined : measured(runs, mode, "engine", 1);
-      const best = own
-        .filter((r) => r.phase === "measure")
-        .reduce<TargetRun | undefined>((top, r) => (!top || r.figures.requestsPerSecond > top.figures.requestsPerSecond ? r : top), undefined);
+      const head = measuredRuns(runs, mode, target, moderate);
+      const base = target === "engine" ? none : measuredRuns(runs, mode, "engine", moderate);
+      const one = measuredRuns(runs, mode, target, 1);
+      const baseOne = target === "engine" ? none : measuredRuns(runs, mode, "engine", 1);
+      // Best level by median rate over rounds.
+      let maxRps = Number.NaN;
+      let maxRpsConnections = 0;
+      for (const connections of options.connections) {
+        const rate = medianOf(measuredRuns(runs, mode, target, connections), rpsOf);
+        if (rate !== undefined && !(rate <= maxRps)) {
+          maxRps = rate;
+          maxRpsConnections = connections;
+        }
+      }
       const failures = failureCounts(own);
       const timed = own.filter((r) => r.phase === "measure" && r.cpuMs !== undefined);
       const timedResponses = timed.reduce((sum, r) => sum + r.figures.responses, 0);
@@ -97,30 +152,29 @@ export function summariseProxyReport(report: ProxyBenchReport): { rows: ProxySum
         target,
         label: TARGET_LABELS[target],
         connections: moderate,
-        rps: head?.requestsPerSecond ?? Number.NaN,
-        p50Ms: head?.latencyMs.p50 ?? Number.NaN,
-        p99Ms: head?.latencyMs.p99 ?? Number.NaN,
-        addedP50Ms: head && base ? diff(head.latencyMs.p50, base.latencyMs.p50) : null,
-        addedP99Ms: head && base ? diff(head.latencyMs.p99, base.latencyMs.p99) : null,
-        p50AtOneMs: one?.latencyMs.p50 ?? null,
-        addedP50AtOneMs: one && baseOne ? diff(one.latencyMs.p50, baseOne.latencyMs.p50) : null,
-        maxRps: best?.figures.requestsPerSecond ?? Number.NaN,
-        maxRpsConnections: best?.figures.connections ?? 0,
+        rps: medianOf(head, rpsOf) ?? Number.NaN,
+        p50Ms: medianOf(head, p50Of) ?? Number.NaN,
+        p99Ms: medianOf(head, p99Of) ?? Number.NaN,
+        addedP50Ms: medianAdded(head, base, p50Of),
+        addedP99Ms: medianAdded(head, base, p99Of),
+        p50AtOneMs: medianOf(one, p50Of) ?? null,
+        addedP50AtOneMs: medianAdded(one, baseOne, p50Of),
+        addedP50AtOneRangeMs: addedRange(one, baseOne, p50Of),
+        maxRps,
+        maxRpsConnections,
         cpuUsPerCall,
         failures,
         failed: failures.non2xx + failures.errors + failures.mismatches + failures.shortfall + failures.emptyRuns > 0,
       });
     }
-    const edge = measured(runs, mode, "edge", moderate);
-    const pool = measured(runs, mode, "pool", moderate);
-    if (edge && pool) {
-      const edgeOne = measured(runs, mode, "edge", 1);
-      const poolOne = measured(runs, mode, "pool", 1);
+    const edge = measuredRuns(runs, mode, "edge", moderate);
+    const pool = measuredRuns(runs, mode, "pool", moderate);
+    if (edge.size > 0 && pool.size > 0) {
       edgeOnly.push({
         mode,
-        addedP50Ms: diff(edge.latencyMs.p50, pool.latencyMs.p50),
-        addedP99Ms: diff(edge.latencyMs.p99, pool.latencyMs.p99),
-        addedP50AtOneMs: edgeOne && poolOne ? diff(edgeOne.latencyMs.p50, poolOne.latencyMs.p50) : null,
+        addedP50Ms: medianAdded(edge, pool, p50Of) ?? Number.NaN,
+        addedP99Ms: medianAdded(edge, pool, p99Of) ?? Number.NaN,
+        addedP50AtOneMs: medianAdded(measuredRuns(runs, mode, "edge", 1), measuredRuns(runs, mode, "pool", 1), p50Of),
       });
     }
   }
@@ -164,6 +218,7 @@ export function proxyReportHeader(report: ProxyBenchReport): string {
   const names = new Set(report.targets.map((t) => t.name));
   const targetLines = [
     names.has("engine") && "(a) engine direct",
+    names.has("node-proxy") && "(n) minimal node:http proxy → engine (keep-alive agent, pipes both ways: the floor of a Node hop)",
     names.has("pool") &&
       `(b) pool core → engine; calls presigned as the edge signs them (fresh call ID each, in the time window); pool buffer ${o.engineInFlight} calls/engine`,
     names.has("portkey") && `(c) Portkey gateway ${PORTKEY_VERSION} (provider openai, custom host) → engine`,
@@ -196,8 +251,9 @@ export function proxyReportHeader(report: ProxyBenchReport): string {
     `Request: chat completion, max_tokens ${o.maxTokens}, ignore_eos (streaming: ${o.maxTokens} text chunks + a usage chunk). Every`,
     `response is checked (2xx, complete body, ${o.maxTokens} completion tokens); anything else is counted as an error.`,
     `Load: closed loop (a connection sends its next request when the previous response has fully arrived); ${o.durationSeconds} s`,
-    `per level at ${o.connections.join(", ")} connections (headline: ${o.moderateConnections}), ${o.warmupSeconds} s warm-up per target and mode;`,
-    `targets take turns within each level; leftover calls drain between runs.`,
+    `per level at ${o.connections.join(", ")} connections (headline: ${o.moderateConnections}), after ${o.warmupSeconds} s of warm-up per target and mode`,
+    `at ${o.connections[o.connections.length - 1]} connections (not counted); ${o.rounds} round(s), targets taking turns within each level in`,
+    `alternating order (forward, reversed, …); figures are medians over rounds; leftover calls drain between runs.`,
     `Targets:`,
     ...targetLines.map((line) => `  ${line}`),
     ...notes,
@@ -216,7 +272,7 @@ export function formatProxyTable(report: ProxyBenchReport): string {
     `p99 ms`,
     "+p50 vs a",
     "+p99 vs a",
-    ...(hasOne ? ["p50@1", "+p50@1"] : []),
+    ...(hasOne ? ["p50@1", "+p50@1", "(rounds)"] : []),
     "max req/s",
     "@conns",
     "cpu µs/call",
@@ -232,7 +288,9 @@ export function formatProxyTable(report: ProxyBenchReport): string {
     num(row.p99Ms, 2),
     signed(row.addedP50Ms),
     signed(row.addedP99Ms),
-    ...(hasOne ? [num(row.p50AtOneMs, 2), signed(row.addedP50AtOneMs)] : []),
+    ...(hasOne
+      ? [num(row.p50AtOneMs, 2), signed(row.addedP50AtOneMs), row.addedP50AtOneRangeMs ? row.addedP50AtOneRangeMs.map(signed).join("..") : "—"]
+      : []),
     num(row.maxRps, 0),
     String(row.maxRpsConnections),
     num(row.cpuUsPerCall, 0),
@@ -251,9 +309,10 @@ export function formatProxyTable(report: ProxyBenchReport): string {
   });
   const table = alignTable(header, [...body, ...edgeRows], 2);
   const legend =
-    `req/s, p50 and p99 at ${c} connections; "+… vs a": latency added over the bare engine at the same concurrency` +
-    (hasOne ? `; p50@1: one connection (per-call cost without queueing)` : "") +
-    `; max req/s: best over ${report.options.connections.join("/")} connections` +
+    `Medians over ${report.options.rounds} round(s). req/s, p50 and p99 at ${c} connections; "+… vs a": latency added over the bare engine at the same` +
+    ` concurrency (median of each round's difference)` +
+    (hasOne ? `; p50@1: one connection (per-call cost without queueing); (rounds): lowest..highest of the rounds' +p50@1` : "") +
+    `; max req/s: best median rate over ${report.options.connections.join("/")} connections` +
     `; cpu µs/call: CPU time of the target's own process (the engine's for (a), not the engine's for a proxy) per response over its measured runs.`;
   const thin = report.runs
     .filter((r) => r.phase === "measure" && r.figures.responses > 0 && r.figures.responses < THIN_RUN_RESPONSES)

@@ -11,15 +11,18 @@ import type { ProxyBenchOptions, ProxyMode, ProxyTargetName } from "./proxy-opti
 import { startPortkeyGateway } from "./proxy-portkey.js";
 import { type ProbeOutcome, probeTarget, referenceCompletion } from "./proxy-probe.js";
 import { freePort } from "../free-port.js";
-import { startEdgeStackProcess, startEngineProcess, startPoolProcess } from "./proxy-server-process.js";
+import { startEdgeStackProcess, startEngineProcess, startNodeProxyProcess, startPoolProcess } from "./proxy-server-process.js";
 import type { EdgeStackReady } from "./proxy-server-spec.js";
-import { type BenchTarget, edgeTarget, engineTarget, poolTarget, portkeyTarget } from "./proxy-targets.js";
+import { type BenchTarget, edgeTarget, engineTarget, nodeProxyTarget, poolTarget, portkeyTarget } from "./proxy-targets.js";
 import { type ChatWorkload, chatRequestBody, completionVerifier } from "./proxy-workload.js";
 
 /*
  * The benchmark's machinery: start the targets (each server in its own process),
- * probe each once, then run every target at every concurrency level, mode by mode,
- * targets interleaved within a level so slow drift of the machine hits them alike.
+ * probe each once, warm each up (JIT, connections: a cold process is slower, and a
+ * short run would measure that), then measure in rounds: every round runs every
+ * mode, level and target, targets in forward order in even rounds and reversed in
+ * odd ones (A B C, C B A, …), so slow drift of a shared machine hits them alike; the
+ * report takes the median over rounds.
  * Everything started is stopped in `finally`, whatever happened.
  */
 
@@ -27,6 +30,8 @@ export interface TargetRun {
   target: ProxyTargetName;
   mode: ProxyMode;
   phase: "warmup" | "measure";
+  /** 0-based measured round (warm-ups: 0). */
+  round: number;
   figures: LoadFigures;
   /** Requests that could not be prepared (pool signatures ran out): errors. */
   shortfall: number;
@@ -118,6 +123,13 @@ export async function measureProxyOverhead(options: ProxyBenchOptions, hooks: Me
     stops.push({ name: "engine", stop: engine.stop });
     if (want("engine")) targets.push({ ...engineTarget(engine.ready), cpuPid: engine.pid });
 
+    if (want("node-proxy")) {
+      const proxy = await startNodeProxyProcess({ role: "node-proxy", engineUrl: engine.ready.url }, { signal });
+      stops.push({ name: "node proxy", stop: proxy.stop });
+      targets.push({ ...nodeProxyTarget(proxy.ready, engine.ready.url), cpuPid: proxy.pid });
+      log(`minimal node proxy: ${proxy.ready.url}`);
+    }
+
     if (want("pool")) {
       const signingKey = { id: "bench-1", secret: randomToken(48) };
       const pool = await startPoolProcess(
@@ -188,7 +200,7 @@ export async function measureProxyOverhead(options: ProxyBenchOptions, hooks: Me
       return atLevel ? Math.max(atLevel.figures.requestsPerSecond, 10) : FALLBACK_EXPECTED_RPS;
     };
 
-    const run = async (target: BenchTarget, workload: ChatWorkload, connections: number, phase: TargetRun["phase"]) => {
+    const run = async (target: BenchTarget, workload: ChatWorkload, connections: number, phase: TargetRun["phase"], round: number) => {
       signal?.throwIfAborted();
       const durationSeconds = phase === "warmup" ? options.warmupSeconds : options.durationSeconds;
       const body = chatRequestBody(workload);
@@ -203,26 +215,33 @@ export async function measureProxyOverhead(options: ProxyBenchOptions, hooks: Me
       );
       const cpuAfter = cpuOf();
       const cpuMs = cpuBefore === undefined || cpuAfter === undefined ? undefined : cpuAfter - cpuBefore;
-      runs.push({ target: target.name, mode: workload.mode, phase, figures, shortfall: prepared.shortfall(), ...(cpuMs === undefined ? {} : { cpuMs }) });
+      runs.push({ target: target.name, mode: workload.mode, phase, round, figures, shortfall: prepared.shortfall(), ...(cpuMs === undefined ? {} : { cpuMs }) });
       // Calls cut off at the end of the run may still be working their way through the proxy.
       if (!(await waitForEngineIdle(target.engineUrl, DRAIN_TIMEOUT_MS, signal))) {
         log(`warning: ${target.label}'s engine was still busy ${DRAIN_TIMEOUT_MS / 1000} s after the run; the next run may be disturbed`);
       }
       const bad = figures.non2xx + figures.errors + figures.mismatches + prepared.shortfall();
       log(
-        `${workload.mode.padEnd(13)} ${target.label.padEnd(11)} ${phase === "warmup" ? "warm-up" : `c=${connections}`.padEnd(7)} ` +
+        `${workload.mode.padEnd(13)} ${target.label.padEnd(14)} ${phase === "warmup" ? "warm-up" : `r${round + 1} c=${connections}`.padEnd(9)} ` +
           `${figures.requestsPerSecond.toFixed(0).padStart(6)} req/s  p50 ${figures.latencyMs.p50.toFixed(2)} ms  p99 ${figures.latencyMs.p99.toFixed(2)} ms` +
           (bad > 0 ? `  FAILURES ${bad} (status ${JSON.stringify(figures.statusCodes)})` : ""),
       );
     };
 
-    for (const mode of options.modes) {
-      const workload: ChatWorkload = { model: engine.ready.model, mode, maxTokens: options.maxTokens };
-      if (options.warmupSeconds > 0) {
-        for (const target of targets) await run(target, workload, options.moderateConnections, "warmup");
+    const highest = options.connections[options.connections.length - 1] ?? options.moderateConnections;
+    const workloadOf = (mode: ProxyMode): ChatWorkload => ({ model: engine.ready.model, mode, maxTokens: options.maxTokens });
+    // At the highest level, so every connection the proxies keep to the engine is open before measuring.
+    if (options.warmupSeconds > 0) {
+      for (const mode of options.modes) {
+        for (const target of targets) await run(target, workloadOf(mode), highest, "warmup", 0);
       }
-      for (const connections of options.connections) {
-        for (const target of targets) await run(target, workload, connections, "measure");
+    }
+    for (let round = 0; round < options.rounds; round++) {
+      const order = round % 2 === 0 ? targets : [...targets].reverse();
+      for (const mode of options.modes) {
+        for (const connections of options.connections) {
+          for (const target of order) await run(target, workloadOf(mode), connections, "measure", round);
+        }
       }
     }
 

@@ -2,6 +2,7 @@ import { parsePoolConfig } from "../../pool/config.js";
 import { startPool } from "../../pool/server.js";
 import { startSimEngine } from "../../sim/engine-server.js";
 import { startLocalStack } from "../local-stack.js";
+import { startMinimalNodeProxy } from "./proxy-node-baseline.js";
 import { startTokenSource } from "./relay-token-source.js";
 import { type ChildMessage, ServerSpec, STOP_MESSAGE } from "./proxy-server-spec.js";
 
@@ -47,6 +48,10 @@ async function start(spec: ServerSpec): Promise<Running> {
         }),
       );
       return { ready: { url: pool.url }, close: () => pool.close() };
+    }
+    case "node-proxy": {
+      const proxy = await startMinimalNodeProxy(spec.engineUrl);
+      return { ready: { url: proxy.url }, close: () => proxy.close() };
     }
     case "edge-stack": {
       const stack = await startLocalStack({

@@ -8,6 +8,7 @@ import {
   type EdgeStackServerSpec,
   EngineReady,
   type EngineServerSpec,
+  type NodeProxyServerSpec,
   PoolReady,
   type PoolServerSpec,
   type RelaySourceServerSpec,
@@ -147,6 +148,10 @@ export const startRelaySourceProcess = (spec: z.infer<typeof RelaySourceServerSp
   startServer(spec, EngineReady, options);
 
 export const startPoolProcess = (spec: z.infer<typeof PoolServerSpec>, options: StartProcessOptions = {}) =>
+  startServer(spec, PoolReady, options);
+
+/** The minimal node:http proxy baseline; it reports its URL like the pool. */
+export const startNodeProxyProcess = (spec: z.infer<typeof NodeProxyServerSpec>, options: StartProcessOptions = {}) =>
   startServer(spec, PoolReady, options);
 
 /** The whole local stack (engine + pool + `wrangler dev`): minutes on a cold machine are not expected, ~15 s is. */

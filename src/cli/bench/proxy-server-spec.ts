@@ -28,6 +28,9 @@ export const PoolServerSpec = z.strictObject({
   engineKvCapacityTokens: z.int().positive().optional(),
 });
 
+/** The minimal node:http proxy baseline (proxy-node-baseline.ts). */
+export const NodeProxyServerSpec = z.strictObject({ role: z.literal("node-proxy"), engineUrl: z.url() });
+
 export const EdgeStackServerSpec = z.strictObject({
   role: z.literal("edge-stack"),
   root: z.string().min(1),
@@ -36,7 +39,13 @@ export const EdgeStackServerSpec = z.strictObject({
   engineInFlight: z.int().positive(),
 });
 
-export const ServerSpec = z.discriminatedUnion("role", [EngineServerSpec, RelaySourceServerSpec, PoolServerSpec, EdgeStackServerSpec]);
+export const ServerSpec = z.discriminatedUnion("role", [
+  EngineServerSpec,
+  RelaySourceServerSpec,
+  PoolServerSpec,
+  NodeProxyServerSpec,
+  EdgeStackServerSpec,
+]);
 export type ServerSpec = z.infer<typeof ServerSpec>;
 
 export const EngineReady = z.strictObject({ url: z.string(), model: z.string() });

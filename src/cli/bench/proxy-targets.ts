@@ -8,7 +8,7 @@ import type { EdgeStackReady, EngineReady } from "./proxy-server-spec.js";
 import { SignedRequestStock } from "./proxy-signed-requests.js";
 
 /*
- * The four ways a chat call reaches the same zero-time engine, as the load
+ * The five ways a chat call reaches the same zero-time engine, as the load
  * generator sees them: a URL, fixed headers, and per-connection request state
  * (signed edge headers for the bare pool, the program ID for the edge).
  */
@@ -47,6 +47,7 @@ export interface BenchTarget {
 
 export const TARGET_LABELS: Record<ProxyTargetName, string> = {
   engine: "(a) engine",
+  "node-proxy": "(n) node proxy",
   pool: "(b) pool",
   portkey: "(c) portkey",
   edge: "(d) edge",
@@ -64,6 +65,19 @@ export function engineTarget(engine: EngineReady): BenchTarget {
     url: `${engine.url}${CHAT_PATH}`,
     headers: JSON_HEADERS,
     engineUrl: engine.url,
+    prepareRun: async () => unprepared,
+  };
+}
+
+/** A minimal node:http proxy in front of the engine: the cost of any Node hop, nothing else. */
+export function nodeProxyTarget(proxy: { url: string }, engineUrl: string): BenchTarget {
+  return {
+    name: "node-proxy",
+    label: TARGET_LABELS["node-proxy"],
+    description: "minimal node:http proxy (keep-alive agent, pipes both ways) → engine",
+    url: `${proxy.url}${CHAT_PATH}`,
+    headers: JSON_HEADERS,
+    engineUrl,
     prepareRun: async () => unprepared,
   };
 }

@@ -2,11 +2,11 @@ import { mkdtempSync, readdirSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { failuresOf, runLoad } from "../../../src/cli/bench/proxy-load.js";
+import { failuresOf, type LoadFigures, runLoad } from "../../../src/cli/bench/proxy-load.js";
 import type { ProxyBenchOptions } from "../../../src/cli/bench/proxy-options.js";
 import { probeTarget, referenceCompletion } from "../../../src/cli/bench/proxy-probe.js";
 import { formatProxyTable, proxyFailures, summariseProxyReport } from "../../../src/cli/bench/proxy-report.js";
-import { measureProxyOverhead, type ProxyBenchReport } from "../../../src/cli/bench/proxy-run.js";
+import { measureProxyOverhead, type ProxyBenchReport, type TargetRun } from "../../../src/cli/bench/proxy-run.js";
 import { SignedRequestStock } from "../../../src/cli/bench/proxy-signed-requests.js";
 import { poolTarget } from "../../../src/cli/bench/proxy-targets.js";
 import { type ChatWorkload, chatRequestBody, completionVerifier } from "../../../src/cli/bench/proxy-workload.js";
@@ -23,10 +23,11 @@ import { type SimEngineHandle, startSimEngine } from "../../../src/sim/engine-se
  */
 
 const SHORT: ProxyBenchOptions = {
-  targets: ["engine", "pool"],
+  targets: ["engine", "node-proxy", "pool"],
   modes: ["non-streaming", "streaming"],
   durationSeconds: 0.3,
   warmupSeconds: 0,
+  rounds: 2,
   connections: [1, 4],
   moderateConnections: 4,
   maxTokens: 8,
@@ -42,10 +43,14 @@ describe("proxy benchmark against the engine and the pool", () => {
   }, 60_000);
 
   it("probes each target and runs every target, mode and level with no failure", () => {
-    expect(report.targets.map((t) => t.name)).toEqual(["engine", "pool"]);
-    expect(report.probes).toHaveLength(4);
+    expect(report.targets.map((t) => t.name)).toEqual(["engine", "node-proxy", "pool"]);
+    expect(report.probes).toHaveLength(6);
     expect(report.probes.every((p) => p.status === 200 && p.reachedEngine && p.matchesEngine)).toBe(true);
-    expect(report.runs).toHaveLength(2 * 2 * 2);
+    // 2 rounds × 2 modes × 2 levels × 3 targets, the second round in reversed target order.
+    expect(report.runs).toHaveLength(2 * 2 * 2 * 3);
+    const firstLevel = (round: number) => report.runs.filter((r) => r.round === round).slice(0, 3).map((r) => r.target);
+    expect(firstLevel(0)).toEqual(["engine", "node-proxy", "pool"]);
+    expect(firstLevel(1)).toEqual(["pool", "node-proxy", "engine"]);
     for (const run of report.runs) {
       expect(run.phase).toBe("measure");
       expect(run.figures.responses).toBeGreaterThan(0);
@@ -67,8 +72,10 @@ describe("proxy benchmark against the engine and the pool", () => {
     const { rows, edgeOnly } = summariseProxyReport(report);
     expect(rows.map((r) => `${r.mode}/${r.target}`)).toEqual([
       "non-streaming/engine",
+      "non-streaming/node-proxy",
       "non-streaming/pool",
       "streaming/engine",
+      "streaming/node-proxy",
       "streaming/pool",
     ]);
     expect(edgeOnly).toEqual([]);
@@ -84,6 +91,9 @@ describe("proxy benchmark against the engine and the pool", () => {
       else {
         expect(row.addedP50Ms).toBeTypeOf("number");
         expect(row.addedP50AtOneMs).toBeTypeOf("number");
+        const [low, high] = row.addedP50AtOneRangeMs ?? [Number.NaN, Number.NaN];
+        expect(low).toBeLessThanOrEqual(row.addedP50AtOneMs!);
+        expect(high).toBeGreaterThanOrEqual(row.addedP50AtOneMs!);
       }
     }
     expect(proxyFailures(rows)).toEqual([]);
@@ -166,7 +176,7 @@ describe("proxy benchmark failure detection", () => {
       edgeStateBase: null,
       targets: [{ name: "pool", label: wronglySigned.label, description: wronglySigned.description }],
       probes: [],
-      runs: [{ target: "pool", mode: "streaming", phase: "measure", figures, shortfall: prepared.shortfall() }],
+      runs: [{ target: "pool", mode: "streaming", phase: "measure", round: 0, figures, shortfall: prepared.shortfall() }],
     };
     const { rows } = summariseProxyReport(failed);
     expect(rows[0]?.failed).toBe(true);
@@ -176,5 +186,54 @@ describe("proxy benchmark failure detection", () => {
     const empty = { ...figures, responses: 0, non2xx: 0, statusCodes: {} };
     const emptyReport = { ...failed, runs: [{ ...failed.runs[0]!, figures: empty, shortfall: 0 }] };
     expect(proxyFailures(summariseProxyReport(emptyReport).rows).join("\n")).toMatch(/1 runs with no completed response/);
+  });
+});
+
+describe("proxy benchmark summary over rounds", () => {
+  const figuresOf = (connections: number, rps: number, p50: number): LoadFigures => ({
+    connections,
+    durationSeconds: 1,
+    responses: rps,
+    requestsPerSecond: rps,
+    latencyMs: { p50, p90: p50, p99: p50 * 2, mean: p50, max: p50 * 3 },
+    non2xx: 0,
+    errors: 0,
+    timeouts: 0,
+    mismatches: 0,
+    statusCodes: { "200": rps },
+  });
+  const run = (target: "engine" | "pool", round: number, rps: number, p50: number): TargetRun => ({
+    target,
+    mode: "non-streaming",
+    phase: "measure",
+    round,
+    figures: figuresOf(1, rps, p50),
+    shortfall: 0,
+  });
+
+  it("reports the median round, and the latency added as the median of each round's own difference", () => {
+    const report: ProxyBenchReport = {
+      startedAt: "",
+      finishedAt: "",
+      machine: { cpus: 2, cpuModel: "test", node: process.version, platform: "test", loadAverage: { start: 0, end: 0 } },
+      options: { ...SHORT, targets: ["engine", "pool"], modes: ["non-streaming"], connections: [1], moderateConnections: 1, rounds: 3 },
+      model: "m",
+      edgeStateBase: null,
+      targets: [
+        { name: "engine", label: "(a) engine", description: "" },
+        { name: "pool", label: "(b) pool", description: "" },
+      ],
+      probes: [],
+      // Round 1 ran while the machine was busy: both slow, by a lot.
+      runs: [run("engine", 0, 1000, 1), run("pool", 0, 500, 2), run("engine", 1, 100, 10), run("pool", 1, 90, 10.5), run("engine", 2, 900, 1.2), run("pool", 2, 450, 2.4)],
+    };
+    const [engine, pool] = summariseProxyReport(report).rows;
+    expect(engine?.rps).toBe(900);
+    expect(pool?.rps).toBe(450);
+    expect(pool?.p50AtOneMs).toBe(2.4);
+    // Differences per round: +1, +0.5, +1.2; median +1 (not 2.4 − 1.2).
+    expect(pool?.addedP50AtOneMs).toBe(1);
+    expect(pool?.addedP50AtOneRangeMs).toEqual([0.5, 1.2]);
+    expect(pool?.maxRps).toBe(450);
   });
 });
