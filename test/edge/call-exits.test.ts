@@ -2,6 +2,7 @@ import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { POOL_TROUBLE_RETRY_AFTER_S } from "../../src/edge/chat/relay";
+import { usageLedger } from "../../src/edge/ledger/access";
 import { tenantLimiter } from "../../src/edge/limiter/access";
 import { programSession } from "../../src/edge/program/access";
 import { Header, RateLimitHeader } from "../../src/protocol/headers";
@@ -296,7 +297,9 @@ describe("the ledger through a D1 outage", () => {
     expect(await usageRows(programId)).toHaveLength(1);
 
     const session = programSession(env, tenant.id, programId);
-    await runInDurableObject(session, (instance) => {
+    // The tenant's ledger writes the rows to D1 (the program hands them to it at settle).
+    const ledger = usageLedger(env, tenant.id);
+    await runInDurableObject(ledger, (instance) => {
       const db = (instance as unknown as { db: { batch: (...args: unknown[]) => Promise<unknown> } }).db;
       vi.spyOn(db, "batch").mockRejectedValue(new Error("D1_ERROR: database unavailable"));
     });
@@ -312,13 +315,16 @@ describe("the ledger through a D1 outage", () => {
     expect(await usageRows(programId)).toHaveLength(1);
     expect(await inFlight(tenant, programId)).toBe(0);
     expect(await concurrencyInUse(tenant)).toBe(0);
+    // The ledger holds the row the outage kept from D1.
+    expect(await ledger.pendingCounts()).toMatchObject({ rows: 1 });
 
     vi.restoreAllMocks();
-    expect(await runDurableObjectAlarm(session)).toBe(true);
+    expect(await runDurableObjectAlarm(ledger)).toBe(true);
     const rows = await usageRows(programId);
     expect(rows).toHaveLength(2);
     expect(rows.map((row) => row.completion_tokens)).toEqual([4, 4]);
     // A second retry (alarm) and a late repeated settle add nothing.
+    await runDurableObjectAlarm(ledger);
     await runDurableObjectAlarm(session);
     const callId = String(rows[1]!.call_id);
     expect(

@@ -35,7 +35,10 @@ const USAGE = `edge-load [options]   calls/s and latency of the edge under wrang
   --engines N      simulated engines (default 2)
   --state-base DIR where the throwaway state directory goes (default the OS temp dir)
   --shards N       instead: one tenant's calls/s with a one-object limiter vs N limiter shards (2..64),
-                   on one hot-path stack, existing-program calls, A B B A`;
+                   on one hot-path stack, existing-program calls, A B B A
+  --ledger         instead: D1 queries per call with each program batching its own usage rows
+                   (EDGE_BASELINE_PROGRAM_LEDGER=1) vs the tenant's UsageLedger batching them all,
+                   new-program and existing-program calls, two hot-path stacks, A B B A`;
 
 interface Options {
   workers: number;
@@ -44,6 +47,8 @@ interface Options {
   stateBase: string;
   /** Set: the sharded-limiter comparison (1 vs this many shards) instead of the phases. */
   shards: number | undefined;
+  /** The ledger comparison (per program vs per tenant) instead of the phases. */
+  ledger: boolean;
 }
 
 function parseOptions(argv: string[]): Options {
@@ -55,6 +60,7 @@ function parseOptions(argv: string[]): Options {
       engines: { type: "string" },
       "state-base": { type: "string" },
       shards: { type: "string" },
+      ledger: { type: "boolean" },
       help: { type: "boolean" },
     },
   });
@@ -75,6 +81,7 @@ function parseOptions(argv: string[]): Options {
     engines: count("engines", values.engines, 2),
     stateBase: values["state-base"] ?? tmpdir(),
     shards: values.shards === undefined ? undefined : shardsOption(values.shards),
+    ledger: values.ledger ?? false,
   };
 }
 
@@ -200,15 +207,24 @@ const MODES = {
   baseline: { COUNT_IO: "1", EDGE_BASELINE_HOT_PATH: "1", LEDGER_FLUSH_MS: "0" },
   "hot path": { COUNT_IO: "1" },
 } as const;
+/** --ledger: both on the hot path, LEDGER_FLUSH_MS 5 s; only where usage rows wait differs. */
+const LEDGER_MODES = {
+  "per program": { COUNT_IO: "1", EDGE_BASELINE_PROGRAM_LEDGER: "1" },
+  "per tenant": { COUNT_IO: "1" },
+} as const;
 type ModeName = keyof typeof MODES;
+type LedgerModeName = keyof typeof LEDGER_MODES;
 const MODE_NAMES = Object.keys(MODES) as ModeName[];
 /**
  * Each phase runs A B B A (baseline, hot path, hot path, baseline), so a change in the
  * machine's load during the phase weighs on both sides alike (it is shared with others).
  */
 const ORDER: readonly ModeName[] = ["baseline", "hot path", "hot path", "baseline"];
-/** After a phase, its last usage rows may still be on their way to D1 (LEDGER_FLUSH_MS default 5 s, and slack). */
-const LEDGER_TAIL_MS = 6_500;
+/**
+ * After a phase, its last usage rows may still be on their way to D1: LEDGER_FLUSH_MS
+ * (default 5 s) after their settle, plus the alarm's and the hand-off's slack (usage/freshness.ts).
+ */
+const LEDGER_TAIL_MS = 7_500;
 
 /** One side: its stack (started idle next to the other), and its clients' programs. */
 interface Side {
@@ -227,7 +243,7 @@ async function adminPatch(stack: LocalStack, path: string, body: unknown): Promi
   if (!res.ok) throw new Error(`PATCH ${path} answered ${res.status}: ${await res.text()}`);
 }
 
-async function startSide(options: Options, mode: ModeName): Promise<Side> {
+async function startSide(options: Options, mode: ModeName | LedgerModeName): Promise<Side> {
   const stateDir = await mkdtemp(path.join(options.stateBase, "agentix-edge-load-"));
   const stack = await startLocalStack({
     root: path.resolve(import.meta.dirname, "../../.."),
@@ -240,7 +256,7 @@ async function startSide(options: Options, mode: ModeName): Promise<Side> {
     timeScale: Number.POSITIVE_INFINITY,
     // The pool must not hold calls back: only the edge's overhead should show.
     engineMaxInFlight: options.workers,
-    edgeVars: MODES[mode],
+    edgeVars: mode in MODES ? MODES[mode as ModeName] : LEDGER_MODES[mode as LedgerModeName],
   });
   await adminPatch(stack, `/admin/tenants/${stack.tenantId}/overrides`, {
     rpm: 1_000_000,
@@ -396,8 +412,74 @@ async function compareShards(options: Options, shards: number): Promise<void> {
   }
 }
 
+/**
+ * Where usage rows wait, counted: two hot-path stacks side by side, one whose programs
+ * each batch their own rows to D1 (the path before the tenant ledger), one whose programs
+ * hand them to their tenant's UsageLedger; new-program and existing-program phases, A B B A.
+ * D1 queries are every query of the isolate in the phase (objects' batches included), read
+ * after the phase's last batches were due, per answered call.
+ */
+async function compareLedgers(options: Options): Promise<void> {
+  const names = Object.keys(LEDGER_MODES) as LedgerModeName[];
+  const sides = new Map<LedgerModeName, Side>();
+  try {
+    for (const mode of names) sides.set(mode, await startSide(options, mode));
+    const side = (mode: LedgerModeName): Side => {
+      const found = sides.get(mode);
+      if (!found) throw new Error(`no ${mode} stack`);
+      return found;
+    };
+    // The set-up's calls (warm-up, the clients' programs) reach D1 before the first phase is counted.
+    await new Promise((resolve) => setTimeout(resolve, LEDGER_TAIL_MS));
+    const order: LedgerModeName[] = [names[0]!, names[1]!, names[1]!, names[0]!];
+    const results: { phase: string; mode: LedgerModeName; result: PhaseResult }[] = [];
+    for (const phase of ["new-program", "existing-program"] as const) {
+      const d1Before = new Map<LedgerModeName, number>();
+      for (const mode of names) d1Before.set(mode, await isolateD1(side(mode).stack));
+      const runs = new Map<LedgerModeName, PhaseRun[]>(names.map((mode) => [mode, []]));
+      for (const mode of order) {
+        const s = side(mode);
+        const programs = phase === "existing-program" ? s.programs : s.programs.map(() => undefined);
+        runs.get(mode)?.push(await runOnce(s.stack, programs, options.seconds / 2));
+      }
+      await new Promise((resolve) => setTimeout(resolve, LEDGER_TAIL_MS));
+      for (const mode of names) {
+        const d1 = (await isolateD1(side(mode).stack)) - (d1Before.get(mode) ?? 0);
+        results.push({ phase, mode, result: summarise(runs.get(mode) ?? [], d1) });
+      }
+    }
+    console.log(
+      `${options.workers} clients, ${options.seconds} s per phase and side (two halves, A B B A), engines take no model time, ` +
+        "LEDGER_FLUSH_MS 5000; per call: sequential DO rounds and D1 queries before the pool, and all D1 queries (ledger batches included)",
+    );
+    console.log(
+      ["phase".padEnd(17), "usage rows".padEnd(12), "calls/s".padStart(8), "p50 ms".padStart(7), "p99 ms".padStart(7), "DO rounds".padStart(10), "D1 on path".padStart(11), "D1/call".padStart(8), "  failures"].join(" "),
+    );
+    for (const { phase, mode, result: r } of results) {
+      console.log(
+        [
+          phase.padEnd(17),
+          mode.padEnd(12),
+          fixed(r.callsPerSecond, 1).padStart(8),
+          fixed(r.p50, 0).padStart(7),
+          fixed(r.p99, 0).padStart(7),
+          fixed(r.objectRounds, 2).padStart(10),
+          fixed(r.d1OnPath, 2).padStart(11),
+          fixed(r.d1Total, 3).padStart(8),
+          `  ${r.failed}`,
+        ].join(" "),
+      );
+    }
+  } finally {
+    for (const { stack, stateDir } of sides.values()) {
+      await stack.stop();
+      await rm(stateDir, { recursive: true, force: true });
+    }
+  }
+}
+
 const options = parseOptions(process.argv.slice(2));
-(options.shards === undefined ? main(options) : compareShards(options, options.shards)).then(
+(options.shards !== undefined ? compareShards(options, options.shards) : options.ledger ? compareLedgers(options) : main(options)).then(
   () => process.exit(0),
   (error: unknown) => {
     console.error(error instanceof Error ? error.message : error);

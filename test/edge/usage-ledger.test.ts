@@ -1,0 +1,297 @@
+import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
+import { env } from "cloudflare:workers";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import type { Env } from "../../src/edge/env";
+import { usageLedger } from "../../src/edge/ledger/access";
+import { LEDGER_RETRY_FIRST_MS } from "../../src/edge/ledger/flush-schedule";
+import type { LedgerProgramSummary, LedgerUsageRow } from "../../src/edge/ledger/types";
+import { programSession } from "../../src/edge/program/access";
+import type { ProgramStore } from "../../src/edge/program/store";
+import type { SettleCallInput } from "../../src/edge/program/types";
+import { newTenant, programRow, tenantUsageRows, usageRows } from "./support";
+
+/*
+ * The tenant's UsageLedger: its programs hand it their rows at settle, and it takes every
+ * program's rows to D1 in one batch within LEDGER_FLUSH_MS. The test config writes rows at
+ * each settle (LEDGER_FLUSH_MS 0); here the ledger (and the programs) get batching on.
+ */
+
+const FLUSH_MS = 5_000;
+
+afterEach(() => {
+  vi.restoreAllMocks();
+});
+
+type Ledger = ReturnType<typeof usageLedger>;
+type Session = ReturnType<typeof programSession>;
+type BatchSpy = { batch: (...args: unknown[]) => Promise<unknown> };
+
+/** Turns batching on in this object (its env is what it reads LEDGER_FLUSH_MS from). */
+async function batching(stub: Ledger | Session, over: Partial<Env> = {}): Promise<void> {
+  await runInDurableObject(stub, (instance: object) => {
+    Reflect.set(instance, "env", { ...env, LEDGER_FLUSH_MS: String(FLUSH_MS), ...over });
+  });
+}
+
+/** A spy on the ledger's D1 batches (every write it makes goes through one). */
+const batches = (ledger: Ledger) =>
+  runInDurableObject(ledger, (instance: object) => vi.spyOn(Reflect.get(instance, "db") as BatchSpy, "batch"));
+
+const alarmOf = (stub: Ledger | Session) => runInDurableObject(stub, (_instance: object, state) => state.storage.getAlarm());
+
+/** The settled rows a program still holds for its ledger (not yet acknowledged). */
+const heldByProgram = (session: Session) =>
+  runInDurableObject(session, (instance) => (Reflect.get(instance, "store") as ProgramStore).unrecordedCalls().map((call) => call.callId));
+
+function settlement(callId: string, finishedAt: number): SettleCallInput {
+  return {
+    callId,
+    status: "ok",
+    promptTokens: 10,
+    cachedTokens: 2,
+    completionTokens: 5,
+    usageSource: "engine",
+    serviceMs: 100,
+    queueMs: 3,
+    engine: "e1",
+    finishedAt,
+  };
+}
+
+const newProgramId = () => `prog_Ledger${crypto.randomUUID().replaceAll("-", "").slice(0, 20)}`;
+
+/** A new program of `tenantId` with `calls` calls begun and settled (its object set up by `prepare`). */
+async function programWithCalls(tenantId: string, calls: number, prepare: (session: Session) => Promise<void>) {
+  const programId = newProgramId();
+  const session = programSession(env, tenantId, programId);
+  await prepare(session);
+  const started = Date.now();
+  const callIds: string[] = [];
+  for (let i = 0; i < calls; i++) {
+    const callId = `call_ledger_${i}_${programId.slice(-8)}`;
+    callIds.push(callId);
+    const begun = await session.beginCall({
+      ...(i === 0 ? { newProgram: { tenantId, programId } } : {}),
+      callId,
+      thread: "main",
+      model: "m",
+      now: started,
+    });
+    expect(begun.ok).toBe(true);
+    expect(await session.settleCall(settlement(callId, started + i))).toEqual({ settled: true });
+  }
+  return { programId, session, started, callIds };
+}
+
+/** A tenant whose ledger batches, with `programs` programs of `calls` settled calls each. */
+async function tenantWithPrograms(programs: number, calls: number) {
+  const tenant = await newTenant();
+  const ledger = usageLedger(env, tenant.id);
+  await batching(ledger);
+  const made = [];
+  for (let i = 0; i < programs; i++) made.push(await programWithCalls(tenant.id, calls, (session) => batching(session)));
+  return { tenant, ledger, programs: made };
+}
+
+function row(tenantId: string, programId: string, callId: string, over: Partial<LedgerUsageRow> = {}): LedgerUsageRow {
+  const now = Date.now();
+  return {
+    callId,
+    tenantId,
+    programId,
+    thread: "main",
+    model: "m",
+    engine: "e1",
+    promptTokens: 10,
+    cachedTokens: 0,
+    completionTokens: 5,
+    serviceMs: 100,
+    queueMs: 3,
+    status: "ok",
+    startedAt: now - 100,
+    finishedAt: now,
+    pool: "pool-test",
+    usageSource: "engine",
+    api: "chat.completions",
+    ...over,
+  };
+}
+
+function summary(tenantId: string, programId: string, over: Partial<LedgerProgramSummary> = {}): LedgerProgramSummary {
+  return {
+    id: programId,
+    tenantId,
+    status: "active",
+    createdAt: Date.now() - 1_000,
+    endedAt: null,
+    calls: 1,
+    promptTokens: 10,
+    cachedTokens: 0,
+    completionTokens: 5,
+    serviceMs: 100,
+    pathMs: 100,
+    waitMs: 3,
+    ...over,
+  };
+}
+
+describe("the tenant's usage ledger", () => {
+  it("takes the rows of many programs of one tenant to D1 in one batch within LEDGER_FLUSH_MS", async () => {
+    // 12 programs × 2 calls: 24 rows and 12 program rows, several multi-row statements, one batch.
+    const { tenant, ledger, programs } = await tenantWithPrograms(12, 2);
+    const started = Math.min(...programs.map((p) => p.started));
+    // Handed off at settle: the programs hold nothing, the ledger everything, D1 nothing yet.
+    for (const { session } of programs) expect(await heldByProgram(session)).toEqual([]);
+    expect(await ledger.pendingCounts()).toEqual({ rows: 24, summaries: 12 });
+    expect(await tenantUsageRows(tenant.id)).toEqual([]);
+    expect(await programRow(programs[0]!.programId)).toBeNull();
+    const due = await alarmOf(ledger);
+    expect(due).not.toBeNull();
+    expect(due!).toBeLessThanOrEqual(started + FLUSH_MS);
+
+    const spy = await batches(ledger);
+    expect(await runDurableObjectAlarm(ledger)).toBe(true);
+    expect(spy).toHaveBeenCalledTimes(1);
+    expect(await ledger.pendingCounts()).toEqual({ rows: 0, summaries: 0 });
+    const rows = await tenantUsageRows(tenant.id);
+    expect(rows).toHaveLength(24);
+    expect(new Set(rows.map((r) => r.call_id))).toEqual(new Set(programs.flatMap((p) => p.callIds)));
+    for (const r of rows) expect(r).toMatchObject({ prompt_tokens: 10, cached_tokens: 2, completion_tokens: 5, status: "ok", engine: "e1" });
+    // A program's row is handed over when it changes state (created here, at its first settle; ended), not at every settle.
+    for (const { programId } of programs) {
+      expect(await programRow(programId)).toMatchObject({ status: "active", calls: 1, prompt_tokens: 10 });
+    }
+    // Nothing left: no alarm.
+    expect(await alarmOf(ledger)).toBeNull();
+  });
+
+  it("keeps every row through a failed D1 batch and writes each exactly once on the retry, with backoff", async () => {
+    const { tenant, ledger, programs } = await tenantWithPrograms(3, 2);
+    const spy = await batches(ledger);
+    spy.mockRejectedValueOnce(new Error("D1_ERROR: database unavailable"));
+    const failedAt = Date.now();
+    expect(await runDurableObjectAlarm(ledger)).toBe(true);
+    expect(await tenantUsageRows(tenant.id)).toEqual([]);
+    expect(await ledger.pendingCounts()).toEqual({ rows: 6, summaries: 3 });
+    // The retry is armed after the first backoff, not at the full flush delay.
+    const retry = await alarmOf(ledger);
+    expect(retry).not.toBeNull();
+    expect(retry!).toBeGreaterThanOrEqual(failedAt + LEDGER_RETRY_FIRST_MS);
+    expect(retry!).toBeLessThan(Date.now() + LEDGER_RETRY_FIRST_MS + 1_000);
+
+    expect(await runDurableObjectAlarm(ledger)).toBe(true);
+    expect(spy).toHaveBeenCalledTimes(2);
+    expect(await tenantUsageRows(tenant.id)).toHaveLength(6);
+    // A program handing the same calls over again (an acknowledgement it lost) adds nothing.
+    const again = programs[0]!;
+    const settled = await runInDurableObject(again.session, (instance) =>
+      (Reflect.get(instance, "store") as ProgramStore).call(again.callIds[0]!),
+    );
+    expect(settled?.status).toBe("ok");
+    await ledger.handOff({
+      programs: [],
+      rows: [row(tenant.id, again.programId, again.callIds[0]!, { promptTokens: 999 })],
+    });
+    await runDurableObjectAlarm(ledger);
+    const rows = await tenantUsageRows(tenant.id);
+    expect(rows).toHaveLength(6);
+    expect(rows.map((r) => r.prompt_tokens)).toEqual([10, 10, 10, 10, 10, 10]);
+  });
+
+  it("counts a call ID handed over twice once, before and after its batch, and never takes a program row back", async () => {
+    const tenant = await newTenant();
+    const ledger = usageLedger(env, tenant.id);
+    await batching(ledger);
+    const programId = newProgramId();
+    const first = row(tenant.id, programId, `call_twice_${programId.slice(-8)}`);
+    const newer = summary(tenant.id, programId, { calls: 2, promptTokens: 20 });
+    expect(await ledger.handOff({ programs: [newer], rows: [first] })).toEqual({ ok: true });
+    // The same call again, and a summary from before (a hand-off that arrived late).
+    expect(await ledger.handOff({ programs: [summary(tenant.id, programId)], rows: [first] })).toEqual({ ok: true });
+    expect(await ledger.pendingCounts()).toEqual({ rows: 1, summaries: 1 });
+    await runDurableObjectAlarm(ledger);
+    expect(await usageRows(programId)).toHaveLength(1);
+    expect(await programRow(programId)).toMatchObject({ calls: 2, prompt_tokens: 20 });
+
+    // After the batch: the same call with other figures, and the old summary, change nothing in D1.
+    await ledger.handOff({ programs: [summary(tenant.id, programId)], rows: [{ ...first, promptTokens: 999 }] });
+    await runDurableObjectAlarm(ledger);
+    expect(await usageRows(programId)).toEqual([expect.objectContaining({ call_id: first.callId, prompt_tokens: 10 })]);
+    expect(await programRow(programId)).toMatchObject({ calls: 2, prompt_tokens: 20 });
+    // An ended summary with as many calls does replace it.
+    await ledger.handOff({ programs: [summary(tenant.id, programId, { calls: 2, promptTokens: 20, status: "ended", endedAt: Date.now() })], rows: [] });
+    await runDurableObjectAlarm(ledger);
+    expect(await programRow(programId)).toMatchObject({ calls: 2, status: "ended" });
+  });
+
+  it("refuses a malformed hand-off whole, storing nothing", async () => {
+    const tenant = await newTenant();
+    const ledger = usageLedger(env, tenant.id);
+    const programId = newProgramId();
+    const bad = { ...row(tenant.id, programId, "call_bad"), promptTokens: Number.NaN };
+    const result = await ledger.handOff({ programs: [summary(tenant.id, programId)], rows: [row(tenant.id, programId, "call_good"), bad] });
+    expect(result).toMatchObject({ ok: false, error: "invalid_input" });
+    expect(await ledger.pendingCounts()).toEqual({ rows: 0, summaries: 0 });
+  });
+
+  it("loses nothing when the ledger restarts between the hand-off and its batch", async () => {
+    const { tenant, ledger: before, programs } = await tenantWithPrograms(2, 2);
+    // The object is thrown away (as an eviction or a crash would): only its storage remains.
+    await expect(runInDurableObject(before, (_instance: object, state) => state.abort("restart"))).rejects.toThrow();
+    const ledger = usageLedger(env, tenant.id);
+    expect(await ledger.pendingCounts()).toEqual({ rows: 4, summaries: 2 });
+    expect(await tenantUsageRows(tenant.id)).toEqual([]);
+
+    expect(await runDurableObjectAlarm(ledger)).toBe(true);
+    const rows = await tenantUsageRows(tenant.id);
+    expect(rows.map((r) => r.call_id).sort()).toEqual(programs.flatMap((p) => p.callIds).sort());
+    await runDurableObjectAlarm(ledger);
+    expect(await tenantUsageRows(tenant.id)).toHaveLength(4);
+  });
+});
+
+describe("a program's hand-off to its ledger", () => {
+  /** A USAGE_LEDGER whose stubs' hand-off fails as an unreachable object's does: before (or after) the real one ran. */
+  function failingLedgers(when: "before" | "after"): Env["USAGE_LEDGER"] {
+    return new Proxy(env.USAGE_LEDGER, {
+      get(target, prop) {
+        const value: unknown = Reflect.get(target, prop);
+        if (prop !== "get" || typeof value !== "function") return typeof value === "function" ? value.bind(target) : value;
+        return (id: DurableObjectId) => {
+          const stub = target.get(id);
+          return {
+            handOff: async (input: Parameters<typeof stub.handOff>[0]) => {
+              if (when === "after") await stub.handOff(input);
+              throw new Error("Network connection lost.");
+            },
+          };
+        };
+      },
+    }) as unknown as Env["USAGE_LEDGER"];
+  }
+
+  for (const when of ["before", "after"] as const) {
+    it(`keeps the row until the ledger acknowledged it, and retries (the hand-off lost ${when} the ledger stored it)`, async () => {
+      const tenant = await newTenant();
+      const ledger = usageLedger(env, tenant.id);
+      const failedAt = Date.now();
+      const { programId, session, callIds } = await programWithCalls(tenant.id, 1, (s) =>
+        batching(s, { LEDGER_FLUSH_MS: "0", USAGE_LEDGER: failingLedgers(when) }),
+      );
+      // Settled in the program, not acknowledged: the program still holds the row, and its alarm retries after the backoff.
+      expect(await heldByProgram(session)).toEqual(callIds);
+      const retry = await alarmOf(session);
+      expect(retry).not.toBeNull();
+      expect(retry!).toBeGreaterThanOrEqual(failedAt + LEDGER_RETRY_FIRST_MS);
+      expect(await usageRows(programId)).toHaveLength(when === "after" ? 1 : 0);
+
+      // The ledger answers again: the retry hands it over, once.
+      await batching(session, { LEDGER_FLUSH_MS: "0" });
+      expect(await runDurableObjectAlarm(session)).toBe(true);
+      expect(await heldByProgram(session)).toEqual([]);
+      expect(await ledger.pendingCounts()).toEqual({ rows: 0, summaries: 0 });
+      expect(await usageRows(programId)).toEqual([expect.objectContaining({ call_id: callIds[0], prompt_tokens: 10 })]);
+      expect(await programRow(programId)).toMatchObject({ calls: 1, status: "active" });
+    });
+  }
+});
