@@ -1,6 +1,6 @@
 import { KvBlockPool } from "./kv-cache.js";
 import { KV_LINKS, type KvLinkProfile, kvTransferMs } from "./kv-links.js";
-import { KvRetentionIndex, type RetainedContext, type RetentionSignal } from "./kv-retention-index.js";
+import { type KeptOrder, KvRetentionIndex, type RetainedContext, type RetentionSignal } from "./kv-retention-index.js";
 import type { EngineProfileName } from "./profiles.js";
 
 /*
@@ -40,6 +40,8 @@ export interface HostKvTierOptions {
   blockSize: number;
   /** Capacity in blocks of `blockSize` tokens. */
   capacityBlocks: number;
+  /** How kept contexts are ordered among themselves (as on the GPUs; default furthest-return). */
+  keptOrder?: KeptOrder;
 }
 
 export interface HostKvTierStats {
@@ -52,10 +54,10 @@ export interface HostKvTierStats {
 }
 
 /** A node's tier sized from the profile's datasheet figures (or `capacityBlocks`). */
-export function hostKvTierFor(profile: EngineProfileName, blockSize: number, capacityBlocks?: number): HostKvTier {
+export function hostKvTierFor(profile: EngineProfileName, blockSize: number, capacityBlocks?: number, keptOrder?: KeptOrder): HostKvTier {
   const link = KV_LINKS[profile];
   const blocks = capacityBlocks ?? Math.floor(HOST_KV_BYTES_PER_NODE[profile] / (blockSize * link.kvBytesPerToken));
-  return new HostKvTier({ link, blockSize, capacityBlocks: blocks });
+  return new HostKvTier({ link, blockSize, capacityBlocks: blocks, ...(keptOrder === undefined ? {} : { keptOrder }) });
 }
 
 export class HostKvTier {
@@ -78,7 +80,7 @@ export class HostKvTier {
     this.bytesPerBlock = options.blockSize * options.link.kvBytesPerToken;
     // Host slots are never referenced by a request: every one is evictable, in LRU order by rank.
     this.slots = new KvBlockPool(options.capacityBlocks);
-    this.retention = new KvRetentionIndex(this.slots);
+    this.retention = new KvRetentionIndex(this.slots, options.keptOrder);
     this.slots.onEviction((slot) => this.retention.detach(slot));
   }
 
