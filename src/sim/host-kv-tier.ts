@@ -108,15 +108,14 @@ export class HostKvTier {
     }
     one[0] = slot;
     for (const context of contexts) {
-      this.retention.releasing(this.retention.open(context.tag), one);
-      const here = this.retention.context(context.tag);
-      if (here !== undefined && (here.action !== context.action || here.keepUntilMs !== context.keepUntilMs)) {
+      const here = this.retention.tag(context.tag, one);
+      // Within a microsecond is the same keep (now + (end − now) need not give back end exactly): a renewal re-ranks the whole context.
+      if (here !== undefined && (here.action !== context.action || (context.action === "keep" && Math.abs(here.keepUntilMs - context.keepUntilMs) > 1e-3))) {
         this.retention.apply(context.tag, signalOf(context, nowMs), nowMs);
       }
     }
     // Released after tagging, so it enters the queue of its rank, most recent.
     this.slots.release(one);
-    for (const context of contexts) this.retention.leave(this.retention.context(context.tag));
     return written;
   }
 

@@ -95,11 +95,7 @@ export class KvRetentionIndex {
 
   /** A request with `tag` entered the engine. */
   open(tag: string): RetainedContext {
-    let context = this.contexts.get(tag);
-    if (context === undefined) {
-      context = { tag, action: "normal", keepUntilMs: 0, keptKey: 0, blocks: new Set(), liveRequests: 0 };
-      this.contexts.set(tag, context);
-    }
+    const context = this.contextFor(tag);
     context.liveRequests++;
     if (context.liveRequests === 1) this.liveChanged(context, 1);
     return context;
@@ -148,11 +144,16 @@ export class KvRetentionIndex {
     for (const b of blocks) if (this.pool.isCached(b)) this.attach(context, b);
   }
 
-  /** Tags cached blocks that arrived without a request (imported KV). */
-  tag(tag: string, blocks: readonly number[]): void {
-    const context = this.open(tag);
-    this.releasing(context, blocks);
-    this.leave(context);
+  /**
+   * Tags cached blocks that arrived without a request (imported KV, a host tier's copy):
+   * O(blocks given). The context's other blocks stay where they are (opening it as a
+   * request would move every one of them twice, O(context) per block stored).
+   */
+  tag(tag: string, blocks: readonly number[]): RetainedContext | undefined {
+    const context = this.contextFor(tag);
+    for (const b of blocks) if (this.pool.isCached(b)) this.attach(context, b);
+    this.forgetIfEmpty(context);
+    return this.contexts.get(tag);
   }
 
   /**
@@ -200,6 +201,15 @@ export class KvRetentionIndex {
       context.blocks.delete(block);
       this.forgetIfEmpty(context);
     }
+  }
+
+  private contextFor(tag: string): RetainedContext {
+    let context = this.contexts.get(tag);
+    if (context === undefined) {
+      context = { tag, action: "normal", keepUntilMs: 0, keptKey: 0, blocks: new Set(), liveRequests: 0 };
+      this.contexts.set(tag, context);
+    }
+    return context;
   }
 
   private attach(context: RetainedContext, block: number): void {
