@@ -1,6 +1,6 @@
 import type { HostKvTier } from "./host-kv-tier.js";
 import { EvictionRank, KvBlockPool } from "./kv-cache.js";
-import { KvRetentionIndex, type RetentionSignal } from "./kv-retention-index.js";
+import { type KeptOrder, KvRetentionIndex, type RetentionSignal } from "./kv-retention-index.js";
 import type { NodeKvLedger } from "./node-kv-ledger.js";
 import { naturalOutputTokens } from "./output-text.js";
 import { type EngineProfile, type EngineProfileName, resolveProfile } from "./profiles.js";
@@ -140,6 +140,8 @@ export interface EngineModelOptions {
   hostTier?: HostKvTier;
   /** What the node has computed, shared likewise: counts recomputed tokens. */
   nodeLedger?: NodeKvLedger;
+  /** How kept contexts are ordered for eviction among themselves (default furthest-return). */
+  keptOrder?: KeptOrder;
 }
 
 /** A request the engine refuses, with the offending field (vLLM answers 400). */
@@ -216,7 +218,7 @@ export class EngineModel {
       throw new RangeError("maxModelLen exceeds the KV cache capacity");
     }
     this.kv = new KvBlockPool(this.profile.kvBlocks);
-    this.retention = new KvRetentionIndex(this.kv);
+    this.retention = new KvRetentionIndex(this.kv, options.keptOrder);
     this.hostTier = options.hostTier;
     this.nodeLedger = options.nodeLedger;
     if (this.hostTier !== undefined && this.hostTier.blockSize !== this.blockSize) throw new RangeError("the host tier's block size must be the engine's");

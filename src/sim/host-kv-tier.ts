@@ -1,6 +1,6 @@
 import { KvBlockPool } from "./kv-cache.js";
 import { KV_LINKS, type KvLinkProfile, kvTransferMs } from "./kv-links.js";
-import { KvRetentionIndex, type RetainedContext, type RetentionSignal } from "./kv-retention-index.js";
+import { type KeptOrder, KvRetentionIndex, type RetainedContext, type RetentionSignal } from "./kv-retention-index.js";
 import type { EngineProfileName } from "./profiles.js";
 
 /*
@@ -40,6 +40,8 @@ export interface HostKvTierOptions {
   blockSize: number;
   /** Capacity in blocks of `blockSize` tokens. */
   capacityBlocks: number;
+  /** How kept contexts are ordered among themselves (as on the GPUs; default furthest-return). */
+  keptOrder?: KeptOrder;
 }
 
 export interface HostKvTierStats {
@@ -52,10 +54,10 @@ export interface HostKvTierStats {
 }
 
 /** A node's tier sized from the profile's datasheet figures (or `capacityBlocks`). */
-export function hostKvTierFor(profile: EngineProfileName, blockSize: number, capacityBlocks?: number): HostKvTier {
+export function hostKvTierFor(profile: EngineProfileName, blockSize: number, capacityBlocks?: number, keptOrder?: KeptOrder): HostKvTier {
   const link = KV_LINKS[profile];
   const blocks = capacityBlocks ?? Math.floor(HOST_KV_BYTES_PER_NODE[profile] / (blockSize * link.kvBytesPerToken));
-  return new HostKvTier({ link, blockSize, capacityBlocks: blocks });
+  return new HostKvTier({ link, blockSize, capacityBlocks: blocks, ...(keptOrder === undefined ? {} : { keptOrder }) });
 }
 
 export class HostKvTier {
@@ -78,7 +80,7 @@ export class HostKvTier {
     this.bytesPerBlock = options.blockSize * options.link.kvBytesPerToken;
     // Host slots are never referenced by a request: every one is evictable, in LRU order by rank.
     this.slots = new KvBlockPool(options.capacityBlocks);
-    this.retention = new KvRetentionIndex(this.slots);
+    this.retention = new KvRetentionIndex(this.slots, options.keptOrder);
     this.slots.onEviction((slot) => this.retention.detach(slot));
   }
 
@@ -106,15 +108,14 @@ export class HostKvTier {
     }
     one[0] = slot;
     for (const context of contexts) {
-      this.retention.releasing(this.retention.open(context.tag), one);
-      const here = this.retention.context(context.tag);
-      if (here !== undefined && (here.action !== context.action || here.keepUntilMs !== context.keepUntilMs)) {
+      const here = this.retention.tag(context.tag, one);
+      // Within a microsecond is the same keep (now + (end − now) need not give back end exactly): a renewal re-ranks the whole context.
+      if (here !== undefined && (here.action !== context.action || (context.action === "keep" && Math.abs(here.keepUntilMs - context.keepUntilMs) > 1e-3))) {
         this.retention.apply(context.tag, signalOf(context, nowMs), nowMs);
       }
     }
     // Released after tagging, so it enters the queue of its rank, most recent.
     this.slots.release(one);
-    for (const context of contexts) this.retention.leave(this.retention.context(context.tag));
     return written;
   }
 

@@ -8,11 +8,15 @@
  *
  * Branch-aware retention (issue 13) splits the free queue in three by eviction rank:
  * blocks of contexts a program dropped go first, then ordinary blocks in LRU order,
- * then blocks of contexts a program keeps. Who ranks a block is the caller's business
+ * then blocks of contexts a program keeps. Kept blocks are ordered among themselves by
+ * a key, highest first (KvRetentionIndex: the kept context expected back last goes
+ * first): one list per key, and an indexed max-heap of the non-empty lists, so an
+ * eviction costs O(log keys), never a scan. Who ranks a block is the caller's business
  * (KvRetentionIndex); with no ranks set, every block is ordinary and this is vLLM's
  * single LRU queue.
  */
 
+import { IndexedHeap } from "../core/indexed-heap.js";
 import { BlockHashTable } from "./block-hash-table.js";
 
 const NIL = -1;
@@ -21,6 +25,21 @@ const NIL = -1;
 export const EvictionRank = { dropped: 0, ordinary: 1, kept: 2 } as const;
 export type EvictionRank = (typeof EvictionRank)[keyof typeof EvictionRank];
 const RANKS = 3;
+
+/** The kept blocks sharing one key, in the order they were freed (head evicted first). */
+interface KeptList {
+  readonly key: number;
+  head: number;
+  tail: number;
+  heapIndex: number;
+}
+
+const KEPT_LIST_SLOT = {
+  get: (list: KeptList) => list.heapIndex,
+  set: (list: KeptList, index: number) => {
+    list.heapIndex = index;
+  },
+};
 
 /** Told of a cached block about to be evicted, while its hash and rank still stand. */
 export type EvictionListener = (block: number, hash: number) => void;
@@ -32,11 +51,15 @@ export class KvBlockPool {
   private readonly hashed: Uint8Array;
   /** A block's eviction rank: the free queue it is in, or joins when released. */
   private readonly rankOf: Uint8Array;
-  /** Free queues, one per rank: doubly linked over block ids; a head is evicted first. */
+  /** A kept block's key: the kept list it is in, or joins when released (highest evicted first). */
+  private readonly keyOf: Float64Array;
+  /** Free queues, doubly linked over block ids; a head is evicted first. Dropped and ordinary: one queue each (heads, tails); kept: one list per key. */
   private readonly prev: Int32Array;
   private readonly next: Int32Array;
   private readonly heads = new Int32Array(RANKS).fill(NIL);
   private readonly tails = new Int32Array(RANKS).fill(NIL);
+  private readonly keptLists = new Map<number, KeptList>();
+  private readonly keptHeap = new IndexedHeap<KeptList>((a, b) => a.key > b.key, KEPT_LIST_SLOT);
   private free = 0;
   private readonly cached: BlockHashTable;
   private evictionListener: EvictionListener | undefined;
@@ -48,6 +71,7 @@ export class KvBlockPool {
     this.hashOf = new Float64Array(numBlocks);
     this.hashed = new Uint8Array(numBlocks);
     this.rankOf = new Uint8Array(numBlocks).fill(EvictionRank.ordinary);
+    this.keyOf = new Float64Array(numBlocks);
     this.prev = new Int32Array(numBlocks);
     this.next = new Int32Array(numBlocks);
     this.cached = new BlockHashTable(numBlocks);
@@ -83,17 +107,21 @@ export class KvBlockPool {
   }
 
   /**
-   * Re-ranks a block. An unreferenced one moves to the back of the new rank's queue
-   * (evicted last of that rank), or to its front with `atFront` (evicted first).
+   * Re-ranks a block; `keptKey` orders kept blocks (highest evicted first; ignored for
+   * other ranks). An unreferenced one moves to the back of its new queue (evicted last
+   * of that rank and key); one whose rank and key stand stays where it is.
    */
-  setRank(block: number, rank: EvictionRank, atFront = false): void {
-    if (this.rankOf[block] === rank) return;
+  setRank(block: number, rank: EvictionRank, keptKey = 0): void {
+    if (this.rankOf[block] === rank && (rank !== EvictionRank.kept || this.keyOf[block] === keptKey)) return;
     const free = this.refCount[block] === 0;
     if (free) this.unlink(block);
     this.rankOf[block] = rank;
-    if (!free) return;
-    if (atFront) this.prepend(block);
-    else this.append(block);
+    if (rank === EvictionRank.kept) this.keyOf[block] = keptKey;
+    if (free) this.append(block);
+  }
+
+  keptKeyOfBlock(block: number): number {
+    return this.keyOf[block] ?? 0;
   }
 
   /** The block holding `hash`, if it is cached. */
@@ -105,10 +133,11 @@ export class KvBlockPool {
     return this.refCount[block] ?? 0;
   }
 
-  /** The blocks of one rank's free queue, head (evicted next) first: O(n), for audits and tests. */
+  /** The blocks of one rank's free queue, head (evicted next) first: O(n log n), for audits and tests. */
   freeQueue(rank: EvictionRank): number[] {
     const out: number[] = [];
-    for (let b = this.heads[rank] as number; b !== NIL && out.length <= this.numBlocks; b = this.next[b] as number) out.push(b);
+    const heads = rank === EvictionRank.kept ? [...this.keptLists.values()].sort((a, b) => b.key - a.key).map((list) => list.head) : [this.heads[rank] as number];
+    for (const head of heads) for (let b = head; b !== NIL && out.length <= this.numBlocks; b = this.next[b] as number) out.push(b);
     return out;
   }
 
@@ -171,15 +200,25 @@ export class KvBlockPool {
     return missing.length;
   }
 
+  /** The block allocate() would take next (undefined: none free), or the next of one rank's queue; O(1). */
+  nextVictim(rank?: EvictionRank): number | undefined {
+    const { heads } = this;
+    const kept = () => this.keptHeap.peek()?.head ?? NIL;
+    let b: number;
+    if (rank === undefined) {
+      b = heads[EvictionRank.dropped] as number;
+      if (b === NIL) b = heads[EvictionRank.ordinary] as number;
+      if (b === NIL) b = kept();
+    } else b = rank === EvictionRank.kept ? kept() : (heads[rank] as number);
+    return b === NIL ? undefined : b;
+  }
+
   /**
    * A fresh block, evicting the head of the lowest-ranked non-empty queue: a dropped
    * context's block, else the least recently freed ordinary one, else a kept one.
    */
   allocate(): number {
-    const { heads } = this;
-    let b = heads[EvictionRank.dropped] as number;
-    if (b === NIL) b = heads[EvictionRank.ordinary] as number;
-    if (b === NIL) b = heads[EvictionRank.kept] as number;
+    const b = this.nextVictim() ?? NIL;
     if (b === NIL) throw new Error("KV cache exhausted: caller must check numFree first");
     if (this.hashed[b] === 1) {
       this.evictionListener?.(b, this.hashOf[b] ?? Number.NaN);
@@ -217,36 +256,52 @@ export class KvBlockPool {
 
   private append(b: number): void {
     const rank = this.rankOf[b] as number;
+    this.free++;
+    this.next[b] = NIL;
+    if (rank === EvictionRank.kept) {
+      const key = this.keyOf[b] ?? 0;
+      let list = this.keptLists.get(key);
+      if (list === undefined) {
+        list = { key, head: NIL, tail: NIL, heapIndex: -1 };
+        this.keptLists.set(key, list);
+        this.keptHeap.push(list);
+      }
+      this.prev[b] = list.tail;
+      if (list.tail === NIL) list.head = b;
+      else this.next[list.tail] = b;
+      list.tail = b;
+      return;
+    }
     const tail = this.tails[rank] as number;
     this.prev[b] = tail;
-    this.next[b] = NIL;
     if (tail === NIL) this.heads[rank] = b;
     else this.next[tail] = b;
     this.tails[rank] = b;
-    this.free++;
-  }
-
-  private prepend(b: number): void {
-    const rank = this.rankOf[b] as number;
-    const head = this.heads[rank] as number;
-    this.prev[b] = NIL;
-    this.next[b] = head;
-    if (head === NIL) this.tails[rank] = b;
-    else this.prev[head] = b;
-    this.heads[rank] = b;
-    this.free++;
   }
 
   private unlink(b: number): void {
     const rank = this.rankOf[b] as number;
     const p = this.prev[b] ?? NIL;
     const n = this.next[b] ?? NIL;
+    this.prev[b] = NIL;
+    this.next[b] = NIL;
+    this.free--;
+    if (rank === EvictionRank.kept) {
+      const list = this.keptLists.get(this.keyOf[b] ?? 0);
+      if (list === undefined) throw new Error(`KV block ${b} is kept but in no kept list`);
+      if (p === NIL) list.head = n;
+      else this.next[p] = n;
+      if (n === NIL) list.tail = p;
+      else this.prev[n] = p;
+      if (list.head === NIL) {
+        this.keptLists.delete(list.key);
+        this.keptHeap.remove(list);
+      }
+      return;
+    }
     if (p === NIL) this.heads[rank] = n;
     else this.next[p] = n;
     if (n === NIL) this.tails[rank] = p;
     else this.prev[n] = p;
-    this.prev[b] = NIL;
-    this.next[b] = NIL;
-    this.free--;
   }
 }

@@ -2,13 +2,13 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { EngineModel } from "../../src/sim/engine-model.js";
 import { EvictionRank, KvBlockPool } from "../../src/sim/kv-cache.js";
-import { KvRetentionIndex, type RetainedContext, type RetentionSignal } from "../../src/sim/kv-retention-index.js";
+import { type KeptOrder, KvRetentionIndex, type RetainedContext, type RetentionSignal } from "../../src/sim/kv-retention-index.js";
 import { drain, finishedOf, smallProfile, tokens } from "./model-helpers.js";
 
 /** A pool whose every block holds a cached hash and is referenced by one of the given contexts. */
-function heldPool(numBlocks: number) {
+function heldPool(numBlocks: number, keptOrder?: KeptOrder) {
   const pool = new KvBlockPool(numBlocks);
-  const index = new KvRetentionIndex(pool);
+  const index = new KvRetentionIndex(pool, keptOrder);
   pool.onEviction((block) => index.detach(block));
   for (let b = 0; b < numBlocks; b++) pool.register(pool.allocate(), 1_000 + b);
   /** A request that held `blocks` under `tag` (undefined: untagged) ends. */
@@ -49,14 +49,49 @@ describe("branch-aware eviction order", () => {
     expect(evictionOrder()).toEqual([3, 2, 5, 4, 1, 0]);
   });
 
-  it("among kept contexts, the one kept last goes first (expected back last), its last block first", () => {
+  it("among kept contexts, the one expected back furthest away goes first, its last block first", () => {
     const { index, end, evictionOrder } = heldPool(6);
     end("a", [0, 1]);
     end("b", [2, 3]);
     end(undefined, [4, 5]);
-    index.apply("a", { action: "keep", keep_ms: 1_000 }, 0);
+    // b was kept last, but a is expected back later (5 s against 1 s).
+    index.apply("a", { action: "keep", keep_ms: 5_000 }, 0);
     index.apply("b", { action: "keep", keep_ms: 1_000 }, 10);
+    expect(evictionOrder()).toEqual([5, 4, 1, 0, 3, 2]);
+  });
+
+  it("the latest-kept order (the older rule, for comparison) evicts the context kept last first whatever its return", () => {
+    const { index, end, evictionOrder } = heldPool(6, "latest-kept");
+    end("a", [0, 1]);
+    end("b", [2, 3]);
+    end(undefined, [4, 5]);
+    index.apply("a", { action: "keep", keep_ms: 5_000 }, 0);
+    index.apply("b", { action: "keep", keep_ms: 1_000 }, 10);
+    // A renewal does not move a context in this order.
+    index.apply("a", { action: "keep", keep_ms: 9_000 }, 20);
     expect(evictionOrder()).toEqual([5, 4, 3, 2, 1, 0]);
+  });
+
+  it("a renewed keep that moves a context's return moves it among the kept", () => {
+    const { index, end, pool, evictionOrder } = heldPool(4);
+    end("a", [0, 1]);
+    end("b", [2, 3]);
+    index.apply("a", { action: "keep", keep_ms: 1_000 }, 0);
+    index.apply("b", { action: "keep", keep_ms: 2_000 }, 0);
+    expect(pool.freeQueue(EvictionRank.kept)).toEqual([3, 2, 1, 0]);
+    // A tool event: a is back in 8 s now, past b.
+    index.apply("a", { action: "keep", keep_ms: 8_000 }, 100);
+    expect(evictionOrder()).toEqual([1, 0, 3, 2]);
+  });
+
+  it("a block two kept contexts share is needed at the sooner return: it goes after the later one's own blocks", () => {
+    const { pool, index, end, evictionOrder } = heldPool(3);
+    pool.reference([0]);
+    end("soon", [0, 1]);
+    end("late", [0, 2]);
+    index.apply("soon", { action: "keep", keep_ms: 1_000 }, 0);
+    index.apply("late", { action: "keep", keep_ms: 5_000 }, 0);
+    expect(evictionOrder()).toEqual([2, 1, 0]);
   });
 
   it("a keep that expires ranks by recency again, its end counting as a use", () => {
@@ -256,7 +291,7 @@ describe("pool invariants under random operations (fast-check)", () => {
     | { kind: "hint"; tag: number; signal: RetentionSignal }
     | { kind: "tick"; ms: number };
   const signal = fc.oneof(
-    fc.record({ action: fc.constant("keep" as const), keep_ms: fc.integer({ min: 1, max: 50 }) }),
+    fc.record({ action: fc.constant("keep" as const), keep_ms: fc.integer({ min: 1, max: 200 }) }),
     fc.constant<RetentionSignal>({ action: "normal" }),
     fc.constant<RetentionSignal>({ action: "drop" }),
   );
@@ -267,12 +302,12 @@ describe("pool invariants under random operations (fast-check)", () => {
     fc.record({ kind: fc.constant("tick" as const), ms: fc.integer({ min: 1, max: 30 }) }),
   );
 
-  it("free + referenced = total, no block queued twice or while referenced, ranks follow the tags, drops go first", () => {
+  it("free + referenced = total, no block queued twice or while referenced, ranks follow the tags, drops go first, kept blocks by key", () => {
     fc.assert(
-      fc.property(fc.array(op, { maxLength: 120 }), (ops) => {
+      fc.property(fc.array(op, { maxLength: 120 }), fc.constantFrom<KeptOrder>("furthest-return", "latest-kept"), (ops, keptOrder) => {
         const numBlocks = 12;
         const pool = new KvBlockPool(numBlocks);
-        const index = new KvRetentionIndex(pool);
+        const index = new KvRetentionIndex(pool, keptOrder);
         const untaggedUse = new Set<number>();
         pool.onEviction((block) => {
           index.detach(block);
@@ -318,6 +353,10 @@ describe("pool invariants under random operations (fast-check)", () => {
 
           const queues = [EvictionRank.dropped, EvictionRank.ordinary, EvictionRank.kept].map((r) => pool.freeQueue(r));
           const queued = queues.flat();
+          // The next eviction is the head of the lowest non-empty rank; each rank's next, its queue's head (kept:
+          // the highest key's list, off the heap).
+          expect(pool.nextVictim()).toBe(queued[0]);
+          queues.forEach((queue, rank) => expect(pool.nextVictim(rank as EvictionRank)).toBe(queue[0]));
           const referenced = Array.from({ length: numBlocks }, (_, b) => b).filter((b) => pool.refCountOf(b) > 0);
           expect(new Set(queued).size).toBe(queued.length);
           expect(queued.length).toBe(pool.numFree);
@@ -340,12 +379,27 @@ describe("pool invariants under random operations (fast-check)", () => {
               expect(rank).toBe(expected);
             }
           });
+          // Kept blocks leave highest key first: a block with a live request's context last (it is read now),
+          // else its kept contexts' soonest key (furthest-return: the keep's end).
+          const keptKeys = queues[EvictionRank.kept]!.map((b) => {
+            const contexts = index.tagsOf(b).map((tag) => index.context(tag));
+            if (contexts.some((context) => (context?.liveRequests ?? 0) > 0)) return Number.NEGATIVE_INFINITY;
+            const keys = contexts.filter((context) => context?.action === "keep").map((context) => (keptOrder === "furthest-return" ? context?.keepUntilMs : context?.keptKey) ?? Number.NaN);
+            return Math.min(...keys);
+          });
+          keptKeys.forEach((key, i) => {
+            expect(Number.isNaN(key)).toBe(false);
+            if (i > 0) expect(key).toBeLessThanOrEqual(keptKeys[i - 1]!);
+          });
           // No keep outlives its end.
           for (const tag of TAGS) {
             const context = index.context(tag);
             if (context?.action === "keep") expect(context.keepUntilMs).toBeGreaterThan(now);
           }
         }
+        // Evicting everything free takes the queues in the order they list (the kept lists' heap included).
+        const expected = [EvictionRank.dropped, EvictionRank.ordinary, EvictionRank.kept].flatMap((r) => pool.freeQueue(r));
+        expect(Array.from({ length: pool.numFree }, () => pool.allocate())).toEqual(expected);
       }),
       { numRuns: 300 },
     );

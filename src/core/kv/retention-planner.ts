@@ -16,6 +16,11 @@ import { RatioWindow } from "./ratio-window.js";
  *   lasts the predicted wait × a high quantile of recent actual ÷ predicted ratios
  *   (bounded), so a predictor that runs late gets longer keeps and an exact one short
  *   ones; until enough waits are seen, a fixed margin is added.
+ * - keep, on a split call's prefill engine, the context its prefill just computed, through the
+ *   expected transfer and decode (× handoffKeepFactor): the prefill engine freed those
+ *   blocks when its one token was out, but the call is not done with them (the decode
+ *   can fail and recompute there, and the program's next call is routed back there by
+ *   its prefix), and where every waiting context is kept they would be the first to go.
  * - normal, when a call of that context is dispatched again (it is in use; recency rules).
  * - drop, for a context the program replaced: a thread's older generation once a newer one
  *   arrives, every context of a thread that ended (a branch abandoned or merged), and
@@ -42,6 +47,8 @@ export interface RetentionSettings {
   ratioWindow: number;
   /** Waits seen before the learned margin replaces the fixed one. */
   minRatioSamples: number;
+  /** A split call's prefill copy is kept this many times its expected transfer and decode. */
+  handoffKeepFactor: number;
   /** Longest keep (a longer one is a prediction gone wrong, not a tool wait). */
   maxKeepMs: number;
   /** An idle program is forgotten this long after its last call or keep ended. */
@@ -56,6 +63,7 @@ export const DEFAULT_RETENTION_SETTINGS: RetentionSettings = {
   learnedMarginMs: 250,
   ratioWindow: 256,
   minRatioSamples: 16,
+  handoffKeepFactor: 1.5,
   maxKeepMs: MAX_KV_KEEP_MS,
   forgetAfterMs: 15 * 60_000,
 };
@@ -135,6 +143,7 @@ export function validateRetentionSettings(settings: RetentionSettings): void {
   if (!(settings.keepRatioQuantile > 0 && settings.keepRatioQuantile <= 1)) throw new RangeError(`keepRatioQuantile must be in (0, 1], got ${settings.keepRatioQuantile}`);
   if (!(settings.maxKeepFactor >= 1 && Number.isFinite(settings.maxKeepFactor))) throw new RangeError(`maxKeepFactor must be a finite number >= 1, got ${settings.maxKeepFactor}`);
   if (!(settings.learnedMarginMs >= 0 && Number.isFinite(settings.learnedMarginMs))) throw new RangeError(`learnedMarginMs must be a finite number >= 0, got ${settings.learnedMarginMs}`);
+  if (!(settings.handoffKeepFactor >= 0 && Number.isFinite(settings.handoffKeepFactor))) throw new RangeError(`handoffKeepFactor must be a finite number >= 0, got ${settings.handoffKeepFactor}`);
   if (!(Number.isInteger(settings.ratioWindow) && settings.ratioWindow >= 1)) throw new RangeError(`ratioWindow must be a positive integer, got ${settings.ratioWindow}`);
   if (!(Number.isInteger(settings.minRatioSamples) && settings.minRatioSamples >= 1 && settings.minRatioSamples <= settings.ratioWindow)) {
     throw new RangeError(`minRatioSamples must be an integer in [1, ratioWindow], got ${settings.minRatioSamples}`);
@@ -232,6 +241,23 @@ export class RetentionPlanner {
   heldOn(ref: ContextRef, engineId: string): void {
     const thread = this.#programs.get(ref.programId)?.threads.get(ref.threadId);
     if (thread !== undefined && thread.generation === ref.generation) thread.engines.add(engineId);
+  }
+
+  /**
+   * A split call's prefill on `prefillEngineId` is done and its KV handed on (to a decode
+   * engine, which then holds the context too: heldOn); the decode is expected to end in
+   * `expectedMs` (the transfer and the decode of its output). The prefill engine keeps its
+   * copy through that, × handoffKeepFactor; the call's end then keeps it for a tool wait
+   * (toolWait) or drops it (programEnded), and the context's next call withdraws it.
+   */
+  prefillHandedOff(ref: ContextRef, prefillEngineId: string, expectedMs: number, now: number): EngineRetentionHint[] {
+    const thread = this.#programs.get(ref.programId)?.threads.get(ref.threadId);
+    if (thread === undefined || thread.generation !== ref.generation || !thread.engines.has(prefillEngineId)) return [];
+    const keepMs = Math.ceil(Math.min(this.#settings.maxKeepMs, this.#settings.handoffKeepFactor * expectedMs));
+    const tag = contextTag(ref);
+    if (!(keepMs > 0) || tag === undefined) return [];
+    thread.keptUntil = Math.max(thread.keptUntil ?? Number.NEGATIVE_INFINITY, now + keepMs);
+    return [{ engineId: prefillEngineId, hint: { action: "keep", tag, keep_ms: keepMs } }];
   }
 
   /** A dispatched call of the context ended (answered, failed or abandoned). */

@@ -1,5 +1,4 @@
-import { contextTag, type ContextRef, type EngineRetentionHint, RetentionPlanner } from "../../core/kv/retention-planner.js";
-import { MAX_KV_KEEP_MS } from "../../protocol/kv-retention.js";
+import { contextTag, type ContextRef, DEFAULT_RETENTION_SETTINGS, type EngineRetentionHint, RetentionPlanner, type RetentionSettings } from "../../core/kv/retention-planner.js";
 import { RatioRoleController, type RatioControllerSettings } from "../../core/roles/ratio-controller.js";
 import { RoleDemandMeter, type RoleWorkModel } from "../../core/roles/role-demand-meter.js";
 import type { RoleCapacity, RoleController, RoleEngineState, SplitRole } from "../../core/roles/roles.js";
@@ -7,6 +6,7 @@ import { ThresholdRoleController, type ThresholdControllerSettings } from "../..
 import { EventQueue } from "../des/event-queue.js";
 import { EngineModel, type EngineEvent, type EngineStats } from "../engine-model.js";
 import { hostKvTierFor } from "../host-kv-tier.js";
+import type { KeptOrder } from "../kv-retention-index.js";
 import { KV_LINKS, kvTransferMs } from "../kv-links.js";
 import { NodeKvLedger } from "../node-kv-ledger.js";
 import { decodeCostOf, type EngineProfile, type EngineProfileName, ENGINE_PROFILES } from "../profiles.js";
@@ -28,9 +28,11 @@ import { type EvolveProgram, generationOf, promptOf, toolMsAfter } from "./workl
  * KV tier (host-kv-tier.ts), and branch-aware retention tags each call's KV with its
  * context (program:main:generation) and sends the core's RetentionPlanner hints to the
  * engines: keep through a tool wait predicted from the simulator's known tool time
- * with a predictor's error, normal when the context is used again, drop a compacted
- * generation and every context of an ended program. Every run counts recomputed
- * tokens (a node-wide ledger of computed blocks).
+ * with a predictor's error, keep a split call's prefill copy through its transfer and
+ * decode, normal when the context is used again, drop a compacted generation and every
+ * context of an ended program. The planner is told what the pool tells it, in the same
+ * order (callStarted at the prefill, callEnded when it ends, heldOn at the decode).
+ * Every run counts recomputed tokens (a node-wide ledger of computed blocks).
  *
  * Demand is measured by the core's RoleDemandMeter, as the pool measures it: each
  * call's prefill work as it is issued, its first token, the KV handed to decode, and
@@ -62,10 +64,14 @@ export interface EvolveConfig {
   hostKvBlocks?: number;
   /** Branch-aware retention hints from the core's RetentionPlanner. */
   retention?: boolean;
+  /** The planner's settings over its defaults (e.g. learnKeepMargin: false, the fixed 2 s margin). */
+  retentionSettings?: Partial<RetentionSettings>;
+  /** How the engines order kept contexts among themselves (default furthest-return). */
+  keptOrder?: KeptOrder;
   /**
    * The readiness predictor's error: a tool wait of t is predicted as t × a uniform
    * factor in [1 − e, 1 + e] (default 0.3: TAO's predictor from tool history and hints,
-   * right to within a third; the planner adds its own 2 s margin).
+   * right to within a third; the planner adds its own margin).
    */
   predictionError?: number;
 }
@@ -186,16 +192,16 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
         ? new ThresholdRoleController(policy.settings)
         : undefined;
 
-  const hostTier = config.hostTier === true ? hostKvTierFor(config.profile, profile.blockSize, config.hostKvBlocks) : undefined;
+  const hostTier = config.hostTier === true ? hostKvTierFor(config.profile, profile.blockSize, config.hostKvBlocks, config.keptOrder) : undefined;
   const nodeLedger = new NodeKvLedger();
-  const planner = config.retention === true ? new RetentionPlanner() : undefined;
+  const planner = config.retention === true ? new RetentionPlanner({ ...DEFAULT_RETENTION_SETTINGS, ...config.retentionSettings }) : undefined;
   const predictionError = config.predictionError ?? 0.3;
   const engines: SimEngine[] = Array.from({ length: config.engines }, (_, i) => ({
     id: `engine-${i}`,
     role: !split ? "mixed" : i < prefillAtStart ? "prefill" : "decode",
     switching: false,
     load: 0,
-    model: new EngineModel({ profile: config.profile, hostTier, nodeLedger }),
+    model: new EngineModel({ profile: config.profile, hostTier, nodeLedger, ...(config.keptOrder === undefined ? {} : { keptOrder: config.keptOrder }) }),
     stepping: false,
     next: undefined,
     switchRecord: undefined,
@@ -235,20 +241,10 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
 
   /** Recent time per output token (ms, a moving average): how long a decode is expected to take. */
   let tpotEstimateMs = 50;
-  /*
-   * Not in the core planner (yet): a disaggregated call's context is in use until its
-   * decode ends, but the prefill engine freed its blocks when the prefill did, so in a
-   * pool where every waiting context is kept it would be the one context evicted first
-   * there (bench:evolve measured 2.4× the recomputed tokens without this). Kept through
-   * the expected transfer and decode, ×1.5; the call's end then keeps it for the tool
-   * wait, or drops it.
-   */
+  /** A split call's prefill is done: the planner's rule keeps its copy on the prefill engine through the expected transfer and decode. */
   const keepThroughDecode = (call: CallRun, transferMs: number) => {
-    const engine = call.program.lastEngine === undefined ? undefined : engineById.get(call.program.lastEngine);
-    if (planner === undefined || call.tag === undefined || engine === undefined) return;
-    const keepMs = Math.min(MAX_KV_KEEP_MS, Math.ceil(1.5 * (transferMs + call.record.outputTokens * tpotEstimateMs)));
-    engine.model.setRetention(call.tag, { action: "keep", keep_ms: keepMs }, now);
-    hintsSent++;
+    if (planner === undefined || call.program.lastEngine === undefined) return;
+    sendHints(planner.prefillHandedOff(call.context, call.program.lastEngine, transferMs + call.record.outputTokens * tpotEstimateMs, now));
   };
 
   const sendHints = (hints: readonly EngineRetentionHint[]) => {
@@ -259,9 +255,11 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
     }
   };
 
-  const submit = (engine: SimEngine, id: string, call: CallRun, maxTokens: number) => {
+  const submit = (engine: SimEngine, id: string, call: CallRun, maxTokens: number, leg: "whole" | "decode" = "whole") => {
     engine.model.submit({ id, promptTokens: call.prompt, promptBlockHashes: call.hashes, maxTokens, ignoreEos: true, ...(call.tag === undefined ? {} : { retentionTag: call.tag }) }, now);
-    if (planner !== undefined) sendHints(planner.callStarted(call.context, engine.id, now));
+    // As the pool: a split call starts at its prefill (and ends there, for the planner); its decode engine then holds the context too.
+    if (planner !== undefined && leg === "decode") planner.heldOn(call.context, engine.id);
+    else if (planner !== undefined) sendHints(planner.callStarted(call.context, engine.id, now));
     kick(engine);
   };
 
@@ -329,7 +327,7 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
     }
     if (event.type === "first_token" && part === "d") meter.decodeStarted(key);
     if (event.type !== "finished") return;
-    planner?.callEnded(call.context, now);
+    if (part !== "d") planner?.callEnded(call.context, now);
     if (part !== "d") call.record.computedPromptTokens += event.usage.promptTokens - event.usage.cachedTokens;
     if (part !== "p" && event.timing.tpotMs !== undefined) {
       meter.interToken(event.timing.tpotMs);
@@ -401,7 +399,7 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
         const candidates = usable("decode");
         const engine = candidates.reduce((a, b) => (b.model.kvUsage < a.model.kvUsage || (b.model.kvUsage === a.model.kvUsage && busy(b) < busy(a)) ? b : a));
         engine.model.importKv(event.call.hashes, event.call.tag);
-        submit(engine, `${event.call.program.spec.id}#${event.call.index}/d`, event.call, event.call.record.outputTokens - 1);
+        submit(engine, `${event.call.program.spec.id}#${event.call.index}/d`, event.call, event.call.record.outputTokens - 1, "decode");
         break;
       }
       case "step": {

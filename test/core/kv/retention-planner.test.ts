@@ -219,6 +219,33 @@ describe("retention planner", () => {
     });
   });
 
+  it("a split call's prefill copy is kept on its prefill engine through the expected transfer and decode, × handoffKeepFactor", () => {
+    const planner = new RetentionPlanner();
+    planner.callArrived(ref(), 0);
+    planner.callStarted(ref(), "prefill-1", 0);
+    planner.callEnded(ref(), 400);
+    expect(planner.prefillHandedOff(ref(), "prefill-1", 10_000, 400)).toEqual([
+      { engineId: "prefill-1", hint: { action: "keep", tag: tag(), keep_ms: 10_000 * DEFAULT_RETENTION_SETTINGS.handoffKeepFactor } },
+    ]);
+    planner.heldOn(ref(), "decode-1");
+    expect(planner.inspect(P, 500)?.[0]?.keptUntil).toBe(400 + 15_000);
+    // The call ends and the tool wait keeps it on both; the next call withdraws the keep everywhere.
+    expect(planner.toolWait(P, 12_000, 10_400).map((h) => h.engineId)).toEqual(["prefill-1", "decode-1"]);
+    planner.callArrived(ref(), 12_000);
+    expect(planner.callStarted(ref(), "prefill-1", 12_000).map((h) => `${h.engineId}:${h.hint.action}`)).toEqual(["prefill-1:normal", "decode-1:normal"]);
+  });
+
+  it("a handoff keeps nothing on an engine that does not hold the context, for an older generation, or for no expected time; it is capped", () => {
+    const planner = afterOneCall("prefill-1");
+    expect(planner.prefillHandedOff(ref(), "prefill-2", 5_000, 1_000)).toEqual([]);
+    expect(planner.prefillHandedOff(ref(), "prefill-1", 0, 1_000)).toEqual([]);
+    expect(planner.prefillHandedOff(ref(), "prefill-1", Number.NaN, 1_000)).toEqual([]);
+    expect(planner.prefillHandedOff(ref(), "prefill-1", 1e9, 1_000)).toEqual([{ engineId: "prefill-1", hint: { action: "keep", tag: tag(), keep_ms: MAX_KV_KEEP_MS } }]);
+    planner.callArrived(ref("main", 1), 2_000);
+    expect(planner.prefillHandedOff(ref("main", 0), "prefill-1", 5_000, 2_000)).toEqual([]);
+    expect(() => new RetentionPlanner({ ...DEFAULT_RETENTION_SETTINGS, handoffKeepFactor: -1 })).toThrow(/handoffKeepFactor/);
+  });
+
   it("an engine that lost its cache is sent nothing more about what it held", () => {
     const planner = afterOneCall("e1");
     planner.engineLost("e1");
