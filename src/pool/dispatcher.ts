@@ -473,6 +473,11 @@ export class Dispatcher implements RoleSwitchTarget {
     return this.#core.queue.size;
   }
 
+  /** Prefilled split calls waiting for a decode engine to admit them. */
+  get heldDecodes(): number {
+    return this.#split.heldDecodes;
+  }
+
   get runningCount(): number {
     let running = 0;
     for (const pending of this.#calls.values()) if (pending.stage === "running") running += 1;
@@ -701,6 +706,9 @@ export class Dispatcher implements RoleSwitchTarget {
       this.#core.dropQueued(pending.call.callId);
       metrics.cancelled.inc({ stage: "queued" });
       this.#finish(pending, clientClosedResponse(pending.call.callId));
+    } else if (this.#split.leaveHeldDecode(pending)) {
+      // Prefilled, waiting for a decode engine: nothing runs to abort, so it is answered and gone now.
+      metrics.cancelled.inc({ stage: "held_decode" });
     } else if (pending.stage === "running") {
       metrics.cancelled.inc({ stage: "running" });
       // The relay sees the abort, ends the attempt, and #attemptEnded frees the slot.

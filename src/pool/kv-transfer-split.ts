@@ -21,7 +21,7 @@ export class KvTransferSplit {
   readonly #legs: SplitLegs;
 
   /** Prefilled calls whose decode no decode engine admits yet (core admitDecode), oldest first. */
-  readonly #held = new Map<string, { since: number; retry: () => void }>();
+  readonly #held = new Map<string, { since: number; pending: PendingCall; retry: () => void }>();
 
   constructor(host: SplitCallHost, legs: SplitLegs) {
     this.#host = host;
@@ -35,6 +35,23 @@ export class KvTransferSplit {
 
   get heldCount(): number {
     return this.#held.size;
+  }
+
+  /**
+   * The client of a held call left: it leaves the held list and the pool now, not at the
+   * next pump (it holds no engine slot: its prefill's went back when the prefill ended,
+   * and no decode engine took it). Its prompt's KV stays pinned on the prefill engine
+   * until vLLM's own timeout: vLLM frees it only when a decode engine reads it or drops
+   * a request for it before scheduling it, and neither can be asked for over HTTP
+   * without a decode engine's work (README, "Disaggregated prefill/decode"). False when
+   * the call is not held.
+   */
+  leaveHeld(pending: PendingCall): boolean {
+    const callId = pending.call.callId;
+    if (this.#held.get(callId)?.pending !== pending) return false;
+    this.#held.delete(callId);
+    this.#host.finish(pending, clientClosedResponse(callId));
+    return true;
   }
 
   start(pending: PendingCall, prefillId: string, prefill: EngineSlot, now: number): void {
@@ -94,7 +111,7 @@ export class KvTransferSplit {
     if (admitted !== undefined && "held" in admitted) {
       // No decode engine admits it now: it waits (its KV pinned on the prefill engine) and is asked again at every pump.
       if (heldSince === undefined) host.metrics.decodesHeld.inc({ reason: admitted.held });
-      this.#held.set(callId, { since: heldSince ?? now, retry: () => this.#prefilled(pending, prefillId, form, handoff, prefillEnd) });
+      this.#held.set(callId, { since: heldSince ?? now, pending, retry: () => this.#prefilled(pending, prefillId, form, handoff, prefillEnd) });
       return;
     }
     const decodeId = admitted?.engineId;

@@ -93,7 +93,7 @@ export class PoolMetrics {
   });
   readonly cancelled = new Counter({
     name: "agentix_pool_cancelled_calls_total",
-    help: "Calls whose client went away, by stage (queued or running).",
+    help: "Calls whose client went away, by stage (queued, running, or held_decode: prefilled and waiting for a decode engine).",
     labelNames: ["stage"] as const,
     registers: [this.registry],
   });

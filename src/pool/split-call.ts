@@ -37,6 +37,11 @@ export class SplitCalls {
     this.#kvTransfer.retryHeld();
   }
 
+  /** The client of a call left: a held decode leaves at once (kv-transfer-split.ts leaveHeld); false when the call's decode is not held. */
+  leaveHeldDecode(pending: PendingCall): boolean {
+    return this.#kvTransfer.leaveHeld(pending);
+  }
+
   /** Prefilled calls waiting for a decode engine to admit them. */
   get heldDecodes(): number {
     return this.#kvTransfer.heldCount;

@@ -12,7 +12,8 @@ import { THREAD_END_OUTCOMES } from "./threads.js";
  * The edge knows two such things: the program is over (DELETE /v1/programs/{id}, or it
  * expired idle), so nothing will read its KV again; and one thread of it is over (the
  * agent ended it, DELETE /v1/programs/{id}/threads/{thread}: a branch abandoned or
- * merged), so nothing will read that thread's context again. A compacted history needs
+ * merged; or a completed call on its parent took the fork's work in:
+ * core/recognition/branch-merge.ts), so nothing will read that thread's context again. A compacted history needs
  * no hint of its own: the next call carries the thread's new context generation.
  *
  * Hints never change what a call is billed or where it may run.

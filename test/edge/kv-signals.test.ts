@@ -248,3 +248,51 @@ describe("thread end → signed thread_ended hint to the pools that served it", 
     expect(seen.filter((f) => f.request.url === POOL_KV_HINTS_URL)).toHaveLength(0);
   });
 });
+
+describe("a fork merged back into its thread → thread_ended (merged), after the merging call completed", () => {
+  const POOL_KV_HINTS_URL = "http://pool.test/v1/kv-hints";
+  const FORK = { [Header.thread]: "branch-a", [Header.parentThread]: "main" };
+  const FORK_A = [SYSTEM, TASK, message("assistant", "Hello!"), message("user", "Try A.")];
+  const hintBodies = (seen: { request: Request; body: ArrayBuffer }[]) =>
+    seen.filter((f) => f.request.url === POOL_KV_HINTS_URL).map((f) => JSON.parse(new TextDecoder().decode(f.body)) as unknown);
+  const threadsOf = async (tenant: TestTenant, programId: string) =>
+    ((await (await tenantFetch(tenant, `/v1/programs/${programId}`)).json()) as { threads: object[] }).threads;
+
+  it("a call on main that contains the fork's whole last call ends the fork as merged and tells its pool, once", async () => {
+    const seen = mockPool((forwarded) => (forwarded.request.url === POOL_KV_HINTS_URL ? Response.json({ accepted: 1 }, { status: 202 }) : poolJson()));
+    const tenant = await newTenant();
+    const programId = await call(tenant, [SYSTEM, TASK]);
+    await call(tenant, FORK_A, programId, FORK);
+    expect(hintBodies(seen)).toEqual([]);
+    const merging = [...FORK_A, message("assistant", "A works."), message("user", "Good: go on with A.")];
+    await call(tenant, merging, programId);
+    expect(hintBodies(seen)).toEqual([{ hints: [{ type: "thread_ended", thread: "branch-a", generation: 0, outcome: "merged" }] }]);
+    expect(await threadsOf(tenant, programId)).toMatchObject([
+      { name: "main", ended_at: null },
+      { name: "branch-a", outcome: "merged" },
+    ]);
+    // main's next turn extends the fork's context too, but the fork is ended: nothing more is sent.
+    await call(tenant, [...merging, message("assistant", "On it."), message("user", "And the lint?")], programId);
+    expect(hintBodies(seen)).toHaveLength(1);
+  });
+
+  it("main's own next turn that does not contain the fork's work, and a merging call that failed, end nothing", async () => {
+    let failNext = false;
+    const seen = mockPool((forwarded) => {
+      if (forwarded.request.url === POOL_KV_HINTS_URL) return Response.json({ accepted: 1 }, { status: 202 });
+      if (failNext) return Response.json({ error: { message: "bad", type: "invalid_request_error", code: null, param: null } }, { status: 400 });
+      return poolJson();
+    });
+    const tenant = await newTenant();
+    const programId = await call(tenant, [SYSTEM, TASK]);
+    await call(tenant, FORK_A, programId, FORK);
+    await call(tenant, [SYSTEM, TASK, message("assistant", "Hello!"), message("user", "Try B.")], programId);
+    failNext = true;
+    const res = await chat(tenant, chatBody({ messages: [...FORK_A, message("assistant", "A works.")] }), { [Header.program]: programId });
+    expect(res.status).toBe(400);
+    await res.text();
+    await drain();
+    expect(hintBodies(seen)).toEqual([]);
+    expect(await threadsOf(tenant, programId)).toMatchObject([{ name: "main" }, { name: "branch-a", ended_at: null, outcome: null }]);
+  });
+});

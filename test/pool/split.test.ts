@@ -265,6 +265,46 @@ describe("vLLM disaggregated calls (kv_transfer_params)", () => {
     expect(metricValue(await metrics(p), 'agentix_pool_split_handoffs_total{outcome="handed_off"}')).toBe(2);
   });
 
+  it("a held decode whose client leaves is gone at once: off the held list, answered once, never sent to the decode engine", async () => {
+    const prefill = await prefillEngine();
+    const decode = await decodeEngine();
+    // No engine readings during the test: nothing pumps but the calls themselves, so "at once" is not the next reading's doing.
+    const p = await startPool(
+      testConfig({
+        engines: [
+          { id: "p1", url: prefill.url, role: "prefill" },
+          { id: "d1", url: decode.url, role: "decode", maxInFlight: 1 },
+        ],
+        metricsIntervalMs: 60_000,
+        saturatedMetricsIntervalMs: 60_000,
+      }),
+    );
+    open.pools.push(p);
+    const first = await send(p, chatBody({ stream: true, max_tokens: 8 }));
+    const firstDecode = await decode.call(0);
+    const client = new AbortController();
+    const second = send(p, chatBody({ stream: true, max_tokens: 8 }), client.signal).catch((error: unknown) => error);
+    await prefill.call(1);
+    await waitFor(() => p.dispatcher.heldDecodes === 1, "the second call's decode held");
+    client.abort();
+    expect(await second).toBeInstanceOf(Error);
+    // The first call still runs on the decode engine: no call ended, no pump ran, and the held call is gone all the same.
+    await waitFor(() => p.dispatcher.heldDecodes === 0, "the held decode gone");
+    expect(decode.inFlight()).toBe(1);
+    const text = await metrics(p);
+    expect(metricValue(text, 'agentix_pool_cancelled_calls_total{stage="held_decode"}')).toBe(1);
+    expect(metricValue(text, 'agentix_pool_cancelled_calls_total{stage="running"}')).toBeUndefined();
+    // Nothing of it is left in the pool: only the first call.
+    expect(p.dispatcher.runningCount).toBe(1);
+    firstDecode.release();
+    expect((await events(first)).some((e) => isDoneEvent(e))).toBe(true);
+    await settled(p);
+    // Its decode was never sent, and it was counted once.
+    expect(decode.calls).toHaveLength(1);
+    expect(metricValue(await metrics(p), 'agentix_pool_cancelled_calls_total{stage="held_decode"}')).toBe(1);
+    expect(p.dispatcher.heldDecodes).toBe(0);
+  });
+
   it("ends a split call whose client goes away mid-decode: both legs' slots back, the call gone once", async () => {
     const prefill = await prefillEngine();
     const decode = await decodeEngine();

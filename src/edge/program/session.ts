@@ -1,6 +1,7 @@
 import { DurableObject } from "cloudflare:workers";
 import { z } from "zod";
 import { FIRST_CONTEXT, nextThreadContext, reopenedContext } from "../../core/recognition/context-generation.js";
+import { mergedBranches } from "../../core/recognition/branch-merge.js";
 import { callStartValue, completeCall, type ProgramService } from "../../core/service.js";
 import { DEFAULT_THREAD } from "../../protocol/headers.js";
 import { type Database, database } from "../db/client.js";
@@ -197,6 +198,8 @@ export class ProgramSession extends DurableObject<Env> {
     // A new fork starts at its parent's context: what it sends is compared with the parent's last call.
     const previous = existing === undefined ? (parent?.context ?? FIRST_CONTEXT) : reopening ? reopenedContext(existing.context) : existing.context;
     const context = nextThreadContext(previous, input.contextHashes);
+    // A new thread has no forks yet; an existing one's call may take a fork's work back in.
+    const merged = existing === undefined ? [] : mergedBranches(previous, this.store.openForks(input.thread), input.contextHashes);
     if (input.contextHashes.length > 0 || reopening) this.store.writeThreadContext(input.thread, context);
     // The agent calls the model again once the thread's tools returned.
     this.tools.endThreadRuns(input.thread);
@@ -220,6 +223,7 @@ export class ProgramSession extends DurableObject<Env> {
       pool: meta.pool,
       startValueMs,
       contextGeneration: context.generation,
+      mergedBranches: merged.map((fork) => ({ thread: fork.name, messages: fork.context.messages, hash: fork.context.hash })),
     };
   }
 
@@ -321,12 +325,14 @@ export class ProgramSession extends DurableObject<Env> {
   async endThread(raw: EndThreadInput): Promise<EndThreadResult> {
     const parsed = EndThreadInput.safeParse(raw);
     if (!parsed.success) return { ok: false, error: "invalid_input" };
-    const { thread: name, outcome, now } = parsed.data;
+    const { thread: name, outcome, ifUnchanged, now } = parsed.data;
     const meta = this.meta;
     if (!meta) return { ok: false, error: "not_found" };
     if (meta.status !== "active") return { ok: false, error: meta.status };
     const thread = this.store.thread(name);
     if (!thread) return { ok: false, error: "unknown_thread" };
+    const moved = ifUnchanged !== undefined && (thread.context.messages !== ifUnchanged.messages || thread.context.hash !== ifUnchanged.hash);
+    if (!thread.ended && ifUnchanged !== undefined && (moved || this.store.threadInFlight(name) > 0)) return { ok: false, error: "thread_changed" };
     let servedBy: string[] = [];
     if (!thread.ended) {
       servedBy = this.store.threadPools(name);

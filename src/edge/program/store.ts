@@ -1,6 +1,7 @@
 import type { CallApi, CallStatus, UsageSource } from "../db/schema.js";
 import { RESPONSE_SCHEMA } from "./response-store.js";
 import { TOOL_SCHEMA } from "./tool-store.js";
+import type { OpenBranch } from "../../core/recognition/branch-merge.js";
 import type { ThreadContext } from "../../core/recognition/context-generation.js";
 import type { ThreadEndOutcome } from "../../protocol/threads.js";
 import type { ProgramStatus, ThreadState } from "./types.js";
@@ -296,6 +297,28 @@ export class ProgramStore {
       context: { generation: row.context_generation, messages: row.context_messages, hash: row.context_hash },
       ended: row.ended_at !== null,
     };
+  }
+
+  /** The open (not ended) forks of `parent`, with their contexts and calls in flight. */
+  openForks(parent: string): OpenBranch[] {
+    return this.sql
+      .exec<{ name: string; context_generation: number; context_messages: number; context_hash: string; in_flight: number }>(
+        `SELECT t.name, t.context_generation, t.context_messages, t.context_hash,
+                (SELECT COUNT(*) FROM calls c WHERE c.thread = t.name AND c.status = 'in_flight') AS in_flight
+         FROM threads t WHERE t.parent = ? AND t.ended_at IS NULL`,
+        parent,
+      )
+      .toArray()
+      .map((row) => ({
+        name: row.name,
+        context: { generation: row.context_generation, messages: row.context_messages, hash: row.context_hash },
+        inFlight: row.in_flight,
+      }));
+  }
+
+  /** The thread's calls in flight now. */
+  threadInFlight(name: string): number {
+    return this.sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM calls WHERE thread = ? AND status = 'in_flight'", name).one().n;
   }
 
   /** Marks the thread ended by the agent; a thread already ended keeps its first end. */

@@ -91,6 +91,12 @@ export type BeginCallResult =
       startValueMs: number;
       /** The call's thread's context generation (core/recognition/context-generation.ts). */
       contextGeneration: number;
+      /**
+       * Forks of the call's thread whose work this call takes in (core/recognition/branch-merge.ts),
+       * each with its context as the call saw it: once the call completes, the edge ends them
+       * as merged (endThread with `ifUnchanged`) and tells their pools.
+       */
+      mergedBranches: MergedBranch[];
     }
   | { ok: false; error: ProgramRefusal | "unknown_parent" | "parent_mismatch" | "duplicate_call" }
   /** A caller bug (the input failed its schema): nothing was changed. */
@@ -167,9 +173,22 @@ export type EndProgramResult =
 
 export const EndProgramInput = z.object({ now: ms });
 
+/** A fork a call merged, with the context it had then. */
+export const MergedBranch = z.object({
+  thread: z.string().regex(THREAD_NAME),
+  messages: z.int().nonnegative(),
+  hash: z.string(),
+});
+export type MergedBranch = z.infer<typeof MergedBranch>;
+
 export const EndThreadInput = z.object({
   thread: z.string().regex(THREAD_NAME),
   outcome: z.enum(THREAD_END_OUTCOMES),
+  /**
+   * End it only if its context is still this one and no call of it is in flight (the
+   * edge's merge guess: a fork that moved on since was not merged); else thread_changed.
+   */
+  ifUnchanged: MergedBranch.pick({ messages: true, hash: true }).optional(),
   now: ms,
 });
 export type EndThreadInput = z.infer<typeof EndThreadInput>;
@@ -181,7 +200,7 @@ export type EndThreadResult =
    * thread's context generation, whose context those pools may drop.
    */
   | { ok: true; tenantId: string; thread: ThreadState; servedBy: string[]; generation: number }
-  | { ok: false; error: ProgramRefusal | "unknown_thread" | "invalid_input" };
+  | { ok: false; error: ProgramRefusal | "unknown_thread" | "thread_changed" | "invalid_input" };
 export type EndProgramInput = z.infer<typeof EndProgramInput>;
 
 export const RecordToolEventsInput = z.object({

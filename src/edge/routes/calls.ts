@@ -27,6 +27,7 @@ import { CallLimiter } from "../limiter/sharded-limiter.js";
 import { LEASE_RENEW_MS } from "../limiter/tenant-limiter.js";
 import { rateLimitHeadersOnResponse } from "../middleware/rate-limit-headers.js";
 import { beginRefusal, parseProgramId, programSession, type ThreadChoice, threadFromHeaders } from "../program/access.js";
+import { endMergedBranches } from "../program/merged-branches.js";
 import { poolSnapshot } from "../pools/directory-cache.js";
 import { noteAnsweredLoad, poolsForModel, routeCall } from "../pools/routing.js";
 import { parsePoolLoad } from "../../protocol/pool-status.js";
@@ -336,7 +337,10 @@ async function handleCall(c: Context<EdgeEnv>, api: CallApiSpec, attempt: CallAt
       if (leaseResult.status === "rejected") {
         console.error(`settling the lease of ${callId} failed; it expires on its own`, leaseResult.reason);
       }
-      await indexed;
+      // The forks this call merged go first in their pools, now that its own KV carries its thread's tag.
+      const merged = input.status === "ok" ? begun.mergedBranches : [];
+      const mergedEnded = merged.length === 0 ? undefined : endMergedBranches(c.env, session, { tenantId: tenant.id, programId }, merged, (work) => c.executionCtx.waitUntil(work));
+      await Promise.all([indexed, mergedEnded]);
     },
   });
   // The program's pool first (its KV cache is there), unless it cannot or should not take the call.

@@ -91,6 +91,8 @@ function threadEndRefusal(error: Extract<EndThreadResult, { ok: false }>["error"
       return openAIError(409, `Program ${programId} has ended; its threads ended with it.`, { code: "program_ended" });
     case "expired":
       return openAIError(409, `Program ${programId} expired after being idle; its threads ended with it.`, { code: "program_expired" });
+    // The route sends no ifUnchanged, so a thread_changed is the object's bug.
+    case "thread_changed":
     case "invalid_input":
       return openAIError(500, "Internal error: the program refused the thread's bookkeeping.", { code: "internal_error" });
   }
