@@ -1,3 +1,4 @@
+import { RESPONSE_ALREADY_SENT } from "@hono/node-server/utils/response";
 import { Hono, type MiddlewareHandler } from "hono";
 import { HTTPException } from "hono/http-exception";
 import { z } from "zod";
@@ -14,6 +15,7 @@ import type { PoolConfig } from "./config.js";
 import type { Dispatcher } from "./dispatcher.js";
 import type { PoolMetrics } from "./metrics.js";
 import { operatorAccess } from "./operator-auth.js";
+import { writeRelayedStream } from "./relay.js";
 import { ReplayGuard } from "./replay-guard.js";
 import {
   CHAT_COMPLETIONS_SHAPE,
@@ -216,8 +218,11 @@ export function createPoolApp(deps: PoolAppDeps): Hono<ForwardedEnv> {
   const serveCalls = <T extends z.ZodType<Record<string, unknown>>>(path: PoolPath, shape: CallApiShape<T>) =>
     app.post(path, verifyForwardedCall(verifyOptions(path, config.maxBodyBytes), shape), async (c) => {
       const forwarded = c.get("forwarded");
-      const answer = await dispatcher.submit({ ...forwarded, signal: c.req.raw.signal });
-      return withPoolLoad(answer, dispatcher.loadPerHealthyEngine());
+      const answer = withPoolLoad(await dispatcher.submit({ ...forwarded, signal: c.req.raw.signal }), dispatcher.loadPerHealthyEngine());
+      // A relayed stream goes straight to Node's response (relay.ts); under app.request() there is none.
+      const outgoing = c.env?.outgoing;
+      if (outgoing !== undefined && writeRelayedStream(answer, outgoing)) return RESPONSE_ALREADY_SENT;
+      return answer;
     });
   serveCalls(POOL_PATHS.chatCompletions, CHAT_COMPLETIONS_SHAPE);
   serveCalls(POOL_PATHS.completions, COMPLETIONS_SHAPE);

@@ -1,3 +1,4 @@
+import type { ServerResponse } from "node:http";
 import type { Readable } from "node:stream";
 import type { Dispatcher } from "undici";
 import type { Clock } from "../core/clock.js";
@@ -280,12 +281,44 @@ function endsNativeStream(api: CallApi, event: string): boolean {
 /** Chunks the relay's stream may hold before it pauses the engine's body (backpressure from the client's socket). */
 const STREAM_HIGH_WATER_CHUNKS = 16;
 
+/** Where a relayed stream's text goes: the Node response itself, or the web stream a Response carries. */
+interface RelaySink {
+  /** False: the client's side is full, pause the engine's body until `resume` is called. */
+  write(text: string): boolean;
+  close(text: string): void;
+}
+
+/**
+ * Relayed streams the pool's HTTP server may write straight to the client's Node
+ * response (writeRelayedStream), instead of through the Response's web stream.
+ */
+const directWriters = new WeakMap<Response, (outgoing: ServerResponse, headers: Headers) => void>();
+
+/**
+ * Writes a relayed event stream straight to the Node response, with `headers` (the
+ * Response's, and any the app added). False when `response` is not one (any other
+ * answer, or a stream whose web body has been read): the caller sends it as usual.
+ * One write per flush with the headers in the first, where the web path costs a
+ * separate header write (flushHeaders) and a promise hop per chunk.
+ */
+export function writeRelayedStream(response: Response, outgoing: ServerResponse): boolean {
+  // Not response.bodyUsed or .body: on @hono/node-server's lightweight Response either builds the
+  // full WHATWG Response (~1.6 % of a stream's CPU). A first read of the web stream unregisters it instead.
+  const write = directWriters.get(response);
+  if (write === undefined) return false;
+  directWriters.delete(response);
+  write(outgoing, response.headers);
+  return true;
+}
+
 /*
  * The engine's body is read as a Node stream and cut into events synchronously as each
  * chunk arrives; the events completed within one event-loop turn go to the client as
  * one chunk (one encode and one socket write, where there was one per event), with the
- * stats comment in its place among them. One WHATWG stream is left, the one the
- * Response carries.
+ * stats comment in its place among them. Nothing is read until a sink is attached:
+ * the pool's server writes to the Node response (writeRelayedStream); anything else
+ * (a translation of the answer, Hono's app.request() in tests) reads the Response's
+ * web stream, which attaches at its first read.
  */
 function relayEventStream(
   body: Readable,
@@ -294,12 +327,12 @@ function relayEventStream(
   charge: (wallMs: number, facts: CallFacts | undefined) => number,
   end: (outcome: CallOutcome, wallMs?: number, facts?: CallFacts) => number,
 ): Response {
-  const encoder = new TextEncoder();
   const cutter = new SseEventCutter();
   const facts = answerFactsReader(req.api).stream();
   let lastByteMs: number | undefined;
   let statsWritten = false;
   let finished = false;
+  let sink: RelaySink | undefined;
 
   const statsText = (): string => {
     lastByteMs ??= req.clock.now() - req.dispatchedAt;
@@ -327,7 +360,6 @@ function relayEventStream(
     body.on("error", () => undefined);
   };
 
-  let controller!: ReadableStreamDefaultController<Uint8Array>;
   /*
    * Events that arrive within one turn of the event loop leave together: an engine
    * writes each token as its own chunk, and one socket write per chunk was the largest
@@ -337,17 +369,23 @@ function relayEventStream(
   let flushScheduled = false;
   const flush = (): void => {
     flushScheduled = false;
-    if (pending === "" || finished) return;
+    if (pending === "" || finished || sink === undefined) return;
     const text = pending;
     pending = "";
-    controller.enqueue(encoder.encode(text));
-    if ((controller.desiredSize ?? 1) <= 0) body.pause();
+    if (!sink.write(text)) body.pause();
   };
   const onData = (chunk: Buffer): void => {
     pending += relayed(cutter.push(chunk));
     if (pending === "" || flushScheduled) return;
     flushScheduled = true;
     setImmediate(flush);
+  };
+  const closeSink = (text: string): void => {
+    try {
+      sink?.close(text);
+    } catch {
+      // The client is already gone; nothing left to tell it.
+    }
   };
   const onEnd = (): void => {
     if (finished) return;
@@ -357,12 +395,7 @@ function relayEventStream(
     // An engine that ends without [DONE] still gets its stats written, at the end.
     const text = pending + relayed(last === undefined ? [] : [last]) + statsText();
     pending = "";
-    try {
-      if (text !== "") controller.enqueue(encoder.encode(text));
-      controller.close();
-    } catch {
-      // The client is already gone.
-    }
+    closeSink(text);
     end("completed", lastByteMs, facts.facts());
   };
   const onError = (error: Error): void => {
@@ -375,40 +408,55 @@ function relayEventStream(
     const message = `${aborted ? CALL_ERROR_MESSAGES.call_cancelled : CALL_ERROR_MESSAGES.engine_stream_error} (request ${req.callId})`;
     const text = pending + dataEvent(callErrorBody(502, message, req.callId, { code: "engine_stream_error" })) + statsText();
     pending = "";
-    try {
-      controller.enqueue(encoder.encode(text));
-      controller.close();
-    } catch {
-      // The client is already gone; nothing left to tell it.
-    }
+    closeSink(text);
     end(aborted ? "aborted" : "failed", lastByteMs, facts.facts());
   };
+  /** The client went away mid-stream: what the engine had reported so far is its work for the call. */
+  const clientGone = (): void => {
+    if (!finished) {
+      finished = true;
+      detach();
+      end("aborted", undefined, facts.facts());
+    }
+    body.destroy();
+  };
+  const attach = (attached: RelaySink): void => {
+    sink = attached;
+    body.on("data", onData);
+    body.on("end", onEnd);
+  };
+  // From the start: an abort before any sink is attached destroys the body with an error.
+  body.on("error", onError);
 
+  const encoder = new TextEncoder();
+  let webAttached = false;
   const stream = new ReadableStream<Uint8Array>(
     {
-      start(c) {
-        controller = c;
-        body.on("data", onData);
-        body.on("end", onEnd);
-        body.on("error", onError);
-      },
-      pull() {
-        body.resume();
-      },
-      cancel() {
-        // The edge went away mid-stream: what the engine had reported so far is its work for the call.
-        if (!finished) {
-          finished = true;
-          detach();
-          end("aborted", undefined, facts.facts());
+      // highWaterMark 0: pull() runs only at a read, so building the Response reads nothing.
+      pull(controller) {
+        if (webAttached) {
+          body.resume();
+          return;
         }
-        body.destroy();
+        webAttached = true;
+        directWriters.delete(response);
+        attach({
+          write(text) {
+            controller.enqueue(encoder.encode(text));
+            return (controller.desiredSize ?? 0) > -STREAM_HIGH_WATER_CHUNKS;
+          },
+          close(text) {
+            if (text !== "") controller.enqueue(encoder.encode(text));
+            controller.close();
+          },
+        });
       },
+      cancel: clientGone,
     },
-    { highWaterMark: STREAM_HIGH_WATER_CHUNKS },
+    { highWaterMark: 0 },
   );
 
-  return new Response(stream, {
+  const response = new Response(stream, {
     status: 200,
     headers: {
       "content-type": "text/event-stream; charset=utf-8",
@@ -418,4 +466,26 @@ function relayEventStream(
       [Header.queueMs]: String(round(req.queueMs)),
     },
   });
+  directWriters.set(response, (outgoing, headers) => {
+    const head: Record<string, string> = {};
+    for (const [name, value] of headers) head[name] = value;
+    outgoing.writeHead(200, head);
+    outgoing.on("close", () => {
+      if (!outgoing.writableFinished) clientGone();
+    });
+    outgoing.on("drain", () => body.resume());
+    // The headers go with the first events when they come within this turn, else alone at once (a long prefill).
+    setImmediate(() => {
+      if (!outgoing.headersSent && !outgoing.destroyed && pending === "" && !finished) outgoing.flushHeaders();
+    });
+    attach({
+      write: (text) => outgoing.destroyed || outgoing.write(text),
+      close(text) {
+        if (outgoing.destroyed) return;
+        if (text === "") outgoing.end();
+        else outgoing.end(text);
+      },
+    });
+  });
+  return response;
 }
