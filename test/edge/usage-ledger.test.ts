@@ -227,6 +227,29 @@ describe("the tenant's usage ledger", () => {
     expect(await programRow(programId)).toMatchObject({ calls: 2, status: "ended" });
   });
 
+  it("sends a large backlog over several alarms, each within D1's per-invocation limits, every row once", async () => {
+    const tenant = await newTenant();
+    const ledger = usageLedger(env, tenant.id);
+    await batching(ledger);
+    const programId = newProgramId();
+    const total = 3_000;
+    for (let part = 0; part < total / 500; part++) {
+      const rows = Array.from({ length: 500 }, (_, i) => row(tenant.id, programId, `call_backlog_${part}_${i}_${programId.slice(-6)}`));
+      expect(await ledger.handOff({ programs: part === 0 ? [summary(tenant.id, programId)] : [], rows })).toEqual({ ok: true });
+    }
+    const spy = await batches(ledger);
+    expect(await runDurableObjectAlarm(ledger)).toBe(true);
+    // 10 batches of at most 50 statements (the program row, then 5 usage rows a statement), read
+    // 1,000 rows at a time (999 rows in 5 batches, 1,000 in 4, 250 in 1); the rest keeps its due time
+    // (LEDGER_FLUSH_MS after its settle: at once for a backlog already overdue).
+    expect(spy).toHaveBeenCalledTimes(10);
+    expect(await usageRows(programId)).toHaveLength(2_249);
+    expect(await alarmOf(ledger)).toBeLessThanOrEqual(Date.now() + FLUSH_MS);
+    expect(await runDurableObjectAlarm(ledger)).toBe(true);
+    expect(await usageRows(programId)).toHaveLength(total);
+    expect(await ledger.pendingCounts()).toEqual({ rows: 0, summaries: 0 });
+  });
+
   it("refuses a malformed hand-off whole, storing nothing", async () => {
     const tenant = await newTenant();
     const ledger = usageLedger(env, tenant.id);
