@@ -6,7 +6,7 @@ import { usageLedger } from "../../src/edge/ledger/access";
 import { LEDGER_RETRY_FIRST_MS } from "../../src/edge/ledger/flush-schedule";
 import type { LedgerProgramSummary, LedgerUsageRow } from "../../src/edge/ledger/types";
 import { programSession } from "../../src/edge/program/access";
-import type { ProgramStore } from "../../src/edge/program/store";
+import type { CallRecord, ProgramStore } from "../../src/edge/program/store";
 import type { SettleCallInput } from "../../src/edge/program/types";
 import { newTenant, programRow, tenantUsageRows, usageRows } from "./support";
 
@@ -41,7 +41,10 @@ const alarmOf = (stub: Ledger | Session) => runInDurableObject(stub, (_instance:
 
 /** The settled rows a program still holds for its ledger (not yet acknowledged). */
 const heldByProgram = (session: Session) =>
-  runInDurableObject(session, (instance) => (Reflect.get(instance, "store") as ProgramStore).unrecordedCalls().map((call) => call.callId));
+  runInDurableObject(session, (instance) => {
+    const pending = Reflect.get(instance, "pendingCalls") as (this: typeof instance) => CallRecord[];
+    return pending.call(instance).map((call) => call.callId);
+  });
 
 function settlement(callId: string, finishedAt: number): SettleCallInput {
   return {
@@ -224,6 +227,29 @@ describe("the tenant's usage ledger", () => {
     expect(await programRow(programId)).toMatchObject({ calls: 2, status: "ended" });
   });
 
+  it("sends a large backlog over several alarms, each within D1's per-invocation limits, every row once", async () => {
+    const tenant = await newTenant();
+    const ledger = usageLedger(env, tenant.id);
+    await batching(ledger);
+    const programId = newProgramId();
+    const total = 3_000;
+    for (let part = 0; part < total / 500; part++) {
+      const rows = Array.from({ length: 500 }, (_, i) => row(tenant.id, programId, `call_backlog_${part}_${i}_${programId.slice(-6)}`));
+      expect(await ledger.handOff({ programs: part === 0 ? [summary(tenant.id, programId)] : [], rows })).toEqual({ ok: true });
+    }
+    const spy = await batches(ledger);
+    expect(await runDurableObjectAlarm(ledger)).toBe(true);
+    // 10 batches of at most 50 statements (the program row, then 5 usage rows a statement), read
+    // 1,000 rows at a time (999 rows in 5 batches, 1,000 in 4, 250 in 1); the rest keeps its due time
+    // (LEDGER_FLUSH_MS after its settle: at once for a backlog already overdue).
+    expect(spy).toHaveBeenCalledTimes(10);
+    expect(await usageRows(programId)).toHaveLength(2_249);
+    expect(await alarmOf(ledger)).toBeLessThanOrEqual(Date.now() + FLUSH_MS);
+    expect(await runDurableObjectAlarm(ledger)).toBe(true);
+    expect(await usageRows(programId)).toHaveLength(total);
+    expect(await ledger.pendingCounts()).toEqual({ rows: 0, summaries: 0 });
+  });
+
   it("refuses a malformed hand-off whole, storing nothing", async () => {
     const tenant = await newTenant();
     const ledger = usageLedger(env, tenant.id);
@@ -269,6 +295,21 @@ describe("a program's hand-off to its ledger", () => {
       },
     }) as unknown as Env["USAGE_LEDGER"];
   }
+
+  it("hands a row acknowledged but not yet marked in storage off again after a restart, and D1 still counts it once", async () => {
+    const tenant = await newTenant();
+    const { programId, session: before, callIds, started } = await programWithCalls(tenant.id, 1, async () => {});
+    expect(await usageRows(programId)).toHaveLength(1);
+    // The acknowledgement is marked with the object's next transaction; the object is lost first.
+    await expect(runInDurableObject(before, (_instance: object, state) => state.abort("restart"))).rejects.toThrow();
+    const session = programSession(env, tenant.id, programId);
+    expect(await heldByProgram(session)).toEqual(callIds);
+    const second = `call_second_${programId.slice(-8)}`;
+    expect((await session.beginCall({ callId: second, thread: "main", model: "m", now: started })).ok).toBe(true);
+    expect(await session.settleCall(settlement(second, started + 10))).toEqual({ settled: true });
+    expect(await heldByProgram(session)).toEqual([]);
+    expect((await usageRows(programId)).map((r) => r.call_id).sort()).toEqual([callIds[0], second].sort());
+  });
 
   for (const when of ["before", "after"] as const) {
     it(`keeps the row until the ledger acknowledged it, and retries (the hand-off lost ${when} the ledger stored it)`, async () => {

@@ -8,8 +8,14 @@ import { ledgerFlushAt } from "./flush-schedule.js";
 import { LedgerPendingStore, type PendingSummary } from "./pending-store.js";
 import { HandOffInput, type HandOffResult, type LedgerUsageRow } from "./types.js";
 
-/** Rows (and summaries) one D1 batch carries: D1_BATCH_MAX multi-row statements of 5 usage rows each. */
-const ROWS_PER_FLUSH = 1_000;
+/** Rows (and summaries) read from storage per round of a flush: at 5 usage rows a statement, 4 D1 batches. */
+const ROWS_PER_ROUND = 1_000;
+/**
+ * D1 batches per flush: each statement counts against a Worker invocation's D1 queries
+ * (1,000 on the paid plan), so a backlog after a long outage goes out over several alarms
+ * (the next is due at once when its oldest row is overdue).
+ */
+const BATCHES_PER_FLUSH = 10;
 
 /**
  * One tenant's usage ledger (named by the tenant ID): its programs hand it their settled
@@ -85,16 +91,18 @@ export class UsageLedger extends DurableObject<Env> {
    * flush and is retried on the alarm with backoff (flush-schedule.ts).
    */
   private async flushPending(): Promise<void> {
-    for (;;) {
-      const summaries = this.pending.summaries(ROWS_PER_FLUSH);
-      const rows = summaries.length < ROWS_PER_FLUSH ? this.pending.rows(ROWS_PER_FLUSH - summaries.length) : [];
+    let batches = 0;
+    while (batches < BATCHES_PER_FLUSH) {
+      const summaries = this.pending.summaries(ROWS_PER_ROUND);
+      const rows = summaries.length < ROWS_PER_ROUND ? this.pending.rows(ROWS_PER_ROUND - summaries.length) : [];
       if (summaries.length === 0 && rows.length === 0) return;
       const statements: { write: LedgerWrite; summaries: PendingSummary[]; rows: LedgerUsageRow[] }[] = [
         ...writeProgramSummaries(this.db, summaries, (s) => s.summary).map(({ write, items }) => ({ write, summaries: items, rows: [] })),
         ...recordUsageRows(this.db, rows).map(({ write, items }) => ({ write, summaries: [], rows: items })),
       ];
-      for (let i = 0; i < statements.length; i += D1_BATCH_MAX) {
+      for (let i = 0; i < statements.length && batches < BATCHES_PER_FLUSH; i += D1_BATCH_MAX) {
         const part = statements.slice(i, i + D1_BATCH_MAX);
+        batches += 1;
         const [first, ...rest] = part.map((s) => s.write);
         if (!first) continue;
         try {
