@@ -112,6 +112,8 @@ export interface EvolveKvTotals {
   dropsApplied: number;
   /** Hints the planner sent (some name a context an engine no longer holds: not applied). */
   hintsSent: number;
+  /** The planner's learned keep factor at the end (undefined: no planner, or the fixed margin applied). */
+  keepFactor: number | undefined;
 }
 
 export interface EvolveResult {
@@ -211,7 +213,7 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
   const calls = new Map<string, CallRun>();
   const engineById = new Map(engines.map((e) => [e.id, e]));
   let hintsSent = 0;
-  const result: EvolveResult = { kv: kvTotals([], 0), calls: [], switches: [], programsFinished: 0, programsStarted: 0, simMs: 0, prefillEnginesByRound: [] };
+  const result: EvolveResult = { kv: kvTotals([], 0, undefined), calls: [], switches: [], programsFinished: 0, programsStarted: 0, simMs: 0, prefillEnginesByRound: [] };
   // Demand measured as the pool measures it (the core's meter), on virtual time.
   const workModel = roleWorkModelOf(profile);
   const meter = new RoleDemandMeter(workModel, 0);
@@ -421,11 +423,12 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
   result.kv = kvTotals(
     engines.map((e) => e.model.stats()),
     hintsSent,
+    planner?.keepFactor,
   );
   return result;
 }
 
-function kvTotals(stats: readonly EngineStats[], hintsSent: number): EvolveKvTotals {
+function kvTotals(stats: readonly EngineStats[], hintsSent: number, keepFactor: number | undefined): EvolveKvTotals {
   const sum = (read: (s: EngineStats) => number) => stats.reduce((total, s) => total + read(s), 0);
   return {
     gpuHitTokens: sum((s) => s.prefixCacheHits),
@@ -436,6 +439,7 @@ function kvTotals(stats: readonly EngineStats[], hintsSent: number): EvolveKvTot
     normalsApplied: sum((s) => s.normalsApplied),
     dropsApplied: sum((s) => s.dropsApplied),
     hintsSent,
+    keepFactor,
   };
 }
 
