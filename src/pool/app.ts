@@ -15,7 +15,7 @@ import type { PoolConfig } from "./config.js";
 import type { Dispatcher } from "./dispatcher.js";
 import type { PoolMetrics } from "./metrics.js";
 import { operatorAccess } from "./operator-auth.js";
-import { writeRelayedStream } from "./relay.js";
+import { writeDirectAnswer } from "./direct-answer.js";
 import { ReplayGuard } from "./replay-guard.js";
 import {
   CHAT_COMPLETIONS_SHAPE,
@@ -218,11 +218,12 @@ export function createPoolApp(deps: PoolAppDeps): Hono<ForwardedEnv> {
   const serveCalls = <T extends z.ZodType<Record<string, unknown>>>(path: PoolPath, shape: CallApiShape<T>) =>
     app.post(path, verifyForwardedCall(verifyOptions(path, config.maxBodyBytes), shape), async (c) => {
       const forwarded = c.get("forwarded");
-      const answer = withPoolLoad(await dispatcher.submit({ ...forwarded, signal: c.req.raw.signal }), dispatcher.loadPerHealthyEngine());
-      // A relayed stream goes straight to Node's response (relay.ts); under app.request() there is none.
+      const answer = await dispatcher.submit({ ...forwarded, signal: c.req.raw.signal });
+      const load = dispatcher.loadPerHealthyEngine();
+      // An engine's answer goes straight to Node's response (direct-answer.ts); under app.request() there is none.
       const outgoing = c.env?.outgoing;
-      if (outgoing !== undefined && writeRelayedStream(answer, outgoing)) return RESPONSE_ALREADY_SENT;
-      return answer;
+      if (outgoing !== undefined && writeDirectAnswer(answer, outgoing, { [Header.poolLoad]: formatPoolLoad(load) })) return RESPONSE_ALREADY_SENT;
+      return withPoolLoad(answer, load);
     });
   serveCalls(POOL_PATHS.chatCompletions, CHAT_COMPLETIONS_SHAPE);
   serveCalls(POOL_PATHS.completions, COMPLETIONS_SHAPE);

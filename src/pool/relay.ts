@@ -1,4 +1,3 @@
-import type { ServerResponse } from "node:http";
 import type { Readable } from "node:stream";
 import type { Dispatcher } from "undici";
 import type { Clock } from "../core/clock.js";
@@ -8,6 +7,7 @@ import { dataEvent, eventObject, formatEvent, isDoneEvent, SseEventCutter } from
 import { type PoolCallStats, statsCommentEvent, statsHeaders } from "../protocol/stats.js";
 import { CALL_ERROR_MESSAGES, callErrorBody, callErrorResponse, engineRequestErrorResponse } from "./call-errors.js";
 import { answerFactsReader, type CallFacts } from "./call-facts.js";
+import { offerDirectWrite, withdrawDirectWrite } from "./direct-answer.js";
 import type { CallApi } from "./engine-request.js";
 import type { EngineAdapter } from "./engines/adapter.js";
 import type { CallOutcome } from "./metrics.js";
@@ -243,7 +243,13 @@ export async function relayToEngine(req: RelayRequest): Promise<RelayStart> {
     if (value !== undefined) responseHeaders[name] = value;
   }
   // A Uint8Array body and plain headers: @hono/node-server writes it in one go, without a web stream.
-  return { kind: "response", response: new Response(bytes, { status, headers: responseHeaders }) };
+  const response = new Response(bytes, { status, headers: responseHeaders });
+  // Behind the pool's server, written as is with its plain headers: no Headers object built and read back.
+  offerDirectWrite(response, (outgoing, extraHeaders) => {
+    outgoing.writeHead(status, { ...responseHeaders, ...extraHeaders, "content-length": String(bytes.byteLength) });
+    outgoing.end(bytes);
+  });
+  return { kind: "response", response };
 }
 
 /** A Node header value as one string (a repeated header joined as fetch's Headers would). */
@@ -288,35 +294,12 @@ interface RelaySink {
   close(text: string): void;
 }
 
-/**
- * Relayed streams the pool's HTTP server may write straight to the client's Node
- * response (writeRelayedStream), instead of through the Response's web stream.
- */
-const directWriters = new WeakMap<Response, (outgoing: ServerResponse, headers: Headers) => void>();
-
-/**
- * Writes a relayed event stream straight to the Node response, with `headers` (the
- * Response's, and any the app added). False when `response` is not one (any other
- * answer, or a stream whose web body has been read): the caller sends it as usual.
- * One write per flush with the headers in the first, where the web path costs a
- * separate header write (flushHeaders) and a promise hop per chunk.
- */
-export function writeRelayedStream(response: Response, outgoing: ServerResponse): boolean {
-  // Not response.bodyUsed or .body: on @hono/node-server's lightweight Response either builds the
-  // full WHATWG Response (~1.6 % of a stream's CPU). A first read of the web stream unregisters it instead.
-  const write = directWriters.get(response);
-  if (write === undefined) return false;
-  directWriters.delete(response);
-  write(outgoing, response.headers);
-  return true;
-}
-
 /*
  * The engine's body is read as a Node stream and cut into events synchronously as each
  * chunk arrives; the events completed within one event-loop turn go to the client as
  * one chunk (one encode and one socket write, where there was one per event), with the
  * stats comment in its place among them. Nothing is read until a sink is attached:
- * the pool's server writes to the Node response (writeRelayedStream); anything else
+ * the pool's server writes to the Node response (direct-answer.ts); anything else
  * (a translation of the answer, Hono's app.request() in tests) reads the Response's
  * web stream, which attaches at its first read.
  */
@@ -439,7 +422,7 @@ function relayEventStream(
           return;
         }
         webAttached = true;
-        directWriters.delete(response);
+        withdrawDirectWrite(response);
         attach({
           write(text) {
             controller.enqueue(encoder.encode(text));
@@ -456,20 +439,16 @@ function relayEventStream(
     { highWaterMark: 0 },
   );
 
-  const response = new Response(stream, {
-    status: 200,
-    headers: {
-      "content-type": "text/event-stream; charset=utf-8",
-      "cache-control": "no-cache",
-      // Known from the start, so a stream cut before its stats comment still says where it ran.
-      [Header.engine]: req.statsEngineId ?? req.engine.id,
-      [Header.queueMs]: String(round(req.queueMs)),
-    },
-  });
-  directWriters.set(response, (outgoing, headers) => {
-    const head: Record<string, string> = {};
-    for (const [name, value] of headers) head[name] = value;
-    outgoing.writeHead(200, head);
+  const headers: Record<string, string> = {
+    "content-type": "text/event-stream; charset=utf-8",
+    "cache-control": "no-cache",
+    // Known from the start, so a stream cut before its stats comment still says where it ran.
+    [Header.engine]: req.statsEngineId ?? req.engine.id,
+    [Header.queueMs]: String(round(req.queueMs)),
+  };
+  const response = new Response(stream, { status: 200, headers });
+  offerDirectWrite(response, (outgoing, extraHeaders) => {
+    outgoing.writeHead(200, { ...headers, ...extraHeaders });
     outgoing.on("close", () => {
       if (!outgoing.writableFinished) clientGone();
     });

@@ -7,10 +7,10 @@ import { DEFAULT_SIM_MODEL } from "../../src/sim/engine-server.js";
 import { chatBody, signedCall, useSimEnginePool, waitFor } from "./helpers.js";
 
 /*
- * A relayed stream is written straight to Node's response when the pool serves a
- * socket, and read through the Response's web stream otherwise (Hono's app.request(),
- * a translated answer). Both must carry the same headers and events, the stats comment
- * before [DONE]; and a client that leaves a long stream unread for a while (megabytes,
+ * An engine's answer is written straight to Node's response when the pool serves a
+ * socket (direct-answer.ts), and sent as the Response it is otherwise (Hono's
+ * app.request(), a translated answer). Both must carry the same status, headers and
+ * body (a stream: the same events, the stats comment before [DONE]); and a client that leaves a long stream unread for a while (megabytes,
  * more than the sockets hold) must still get every event.
  */
 
@@ -33,7 +33,7 @@ function shape(text: string): string[] {
 const streamingBody = (maxTokens: number) =>
   chatBody({ model: DEFAULT_SIM_MODEL, max_tokens: maxTokens, ignore_eos: true, stream: true, stream_options: { include_usage: true } });
 
-describe("a relayed stream, written to Node's response or read as a web stream", () => {
+describe("an engine's answer, written to Node's response or read as a Response", () => {
 
   it("carries the same headers and events either way", async () => {
     const { pool } = stack;
@@ -56,6 +56,26 @@ describe("a relayed stream, written to Node's response or read as a web stream",
     expect(events.filter((e) => e.startsWith("text:") && e !== "text:")).toHaveLength(12);
     expect(events.slice(-2)).toEqual(["stats", "[DONE]"]);
     expect(shape(webText)).toEqual(events);
+  });
+
+  it("writes a whole answer with the same status, headers and body as the Response it stands for", async () => {
+    const { pool } = stack;
+    const body = chatBody({ model: DEFAULT_SIM_MODEL, max_tokens: 12, ignore_eos: true });
+    const overSocket = await signedCall({ body });
+    const res = await fetch(`${pool.url}/v1/chat/completions`, { method: "POST", headers: overSocket.headers, body: overSocket.body });
+    const inProcess = await signedCall({ body });
+    const web = await pool.app.request("/v1/chat/completions", { method: "POST", headers: inProcess.headers, body: inProcess.body });
+    const texts = [await res.text(), await web.text()];
+    for (const answer of [res, web]) {
+      expect(answer.status).toBe(200);
+      expect(answer.headers.get("content-type")).toMatch(/^application\/json/);
+      expect(answer.headers.get(Header.engine)).toBe("sim-1");
+      expect(answer.headers.get(Header.serviceMs)).toMatch(/^\d+$/);
+      expect(answer.headers.get(Header.poolLoad)).not.toBeNull();
+    }
+    expect(Number(res.headers.get("content-length"))).toBe(Buffer.byteLength(texts[0] ?? ""));
+    const content = (text: string | undefined) => (JSON.parse(text ?? "") as { choices: { message: { content: string } }[] }).choices[0]?.message.content;
+    expect(content(texts[0])).toBe(content(texts[1]));
   });
 
   it("delivers every event of a long stream to a client that did not read for a while", async () => {
