@@ -5,7 +5,9 @@ import type { Env } from "../env.js";
  * the Durable Object calls the Worker makes, how many sequential rounds they took (calls
  * started while another is in flight share its round), and the D1 queries (a batch is
  * one), up to the moment the call is forwarded to a pool: its critical path. Module-level
- * totals also count the D1 queries of the objects in this isolate (the ledger's batches).
+ * totals also count the D1 queries of the objects in this isolate, and apart, those of the
+ * ledger (usage rows and program rows), so a bench can tell them from background reads
+ * (the pool directory, key use, tenant reloads), which come with time, not with calls.
  */
 
 export interface IoCounts {
@@ -38,8 +40,8 @@ class RequestIo {
 /** Where the isolate's totals are read (COUNT_IO=1 only; index.ts). */
 export const IO_TOTALS_PATH = "/debug/io-totals";
 
-/** D1 queries by every counted D1 handle in this isolate (Worker and objects), since it started. */
-export const isolateD1Queries = { worker: 0, objects: 0 };
+/** D1 queries by every counted D1 handle in this isolate (Worker and objects), since it started; `ledger` is part of `objects`. */
+export const isolateD1Queries = { worker: 0, objects: 0, ledger: 0 };
 
 const requestIo = new WeakMap<object, RequestIo>();
 
@@ -129,11 +131,12 @@ export function countedRequestEnv(env: Env): Env {
   return counted;
 }
 
-/** An object's D1 handle, counted in the isolate's totals (COUNT_IO=1), or as it is. */
-export function countedObjectD1(env: Env): D1Database {
+/** An object's D1 handle, counted in the isolate's totals (COUNT_IO=1), or as it is; `ledger`: its writes are the usage ledger's. */
+export function countedObjectD1(env: Env, use: "ledger" | "other" = "other"): D1Database {
   if (!countingIo(env)) return env.DB;
   return countedD1(env.DB, () => {
     isolateD1Queries.objects += 1;
+    if (use === "ledger") isolateD1Queries.ledger += 1;
   });
 }
 

@@ -37,7 +37,7 @@ export class UsageLedger extends DurableObject<Env> {
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
     this.pending = new LedgerPendingStore(ctx.storage.sql);
-    this.db = database(countedObjectD1(env));
+    this.db = database(countedObjectD1(env, "ledger"));
     void ctx.blockConcurrencyWhile(async () => {
       this.pending.ensureSchema();
       this.alarmAt = await ctx.storage.getAlarm();

@@ -92,7 +92,7 @@ export class ProgramSession extends DurableObject<Env> {
     this.store = new ProgramStore(ctx.storage.sql);
     this.tools = new ToolStore(ctx.storage.sql);
     this.responses = new ResponseStore(ctx.storage.sql);
-    this.db = database(countedObjectD1(env));
+    this.db = database(countedObjectD1(env, "ledger"));
     void ctx.blockConcurrencyWhile(async () => {
       if (this.store.exists()) this.store.upgrade();
       this.meta = this.store.readMeta();
