@@ -130,7 +130,7 @@ export async function measureProxyOverhead(options: ProxyBenchOptions, hooks: Me
       log(`minimal node proxy: ${proxy.ready.url}`);
     }
 
-    if (want("pool")) {
+    const startPoolTarget = async (name: "pool" | "pool-baseline", sourceTree: string | undefined) => {
       const signingKey = { id: "bench-1", secret: randomToken(48) };
       const pool = await startPoolProcess(
         {
@@ -142,12 +142,14 @@ export async function measureProxyOverhead(options: ProxyBenchOptions, hooks: Me
           timestampWindowMs: 30_000 + Math.ceil(options.durationSeconds * 2_000),
           replayCapacity: 2_000_000,
         },
-        { signal, cpuProfileDir: options.cpuProfileDir },
+        { signal, cpuProfileDir: name === "pool" ? options.cpuProfileDir : undefined, sourceTree },
       );
-      stops.push({ name: "pool", stop: pool.stop });
-      targets.push({ ...poolTarget(pool.ready, engine.ready.url, signingKey), cpuPid: pool.pid });
-      log(`pool core: ${pool.ready.url}`);
-    }
+      stops.push({ name, stop: pool.stop });
+      targets.push({ ...poolTarget(pool.ready, engine.ready.url, signingKey, name), cpuPid: pool.pid });
+      log(`${name === "pool" ? "pool core" : "baseline pool core"}${sourceTree === undefined ? "" : ` (${sourceTree})`}: ${pool.ready.url}`);
+    };
+    if (want("pool") && options.baselinePoolTree !== undefined) await startPoolTarget("pool-baseline", options.baselinePoolTree);
+    if (want("pool")) await startPoolTarget("pool", options.poolTree);
 
     if (want("portkey")) {
       const gateway = await startPortkeyGateway({ signal });
