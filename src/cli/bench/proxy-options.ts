@@ -8,7 +8,8 @@ import { listOf, positiveInt, positiveNumber } from "./flag-values.js";
  */
 
 export const PROXY_TARGETS = ["engine", "node-proxy", "pool", "portkey", "edge"] as const;
-export type ProxyTargetName = (typeof PROXY_TARGETS)[number];
+/** The targets, and a second pool core built from another tree (--baseline-pool), measured in the same rounds. */
+export type ProxyTargetName = (typeof PROXY_TARGETS)[number] | "pool-baseline";
 
 export const PROXY_MODES = ["non-streaming", "streaming"] as const;
 export type ProxyMode = (typeof PROXY_MODES)[number];
@@ -34,6 +35,10 @@ export interface ProxyBenchOptions {
   output: string | undefined;
   /** Where the pool core's V8 CPU profile is written when it stops; undefined runs it unprofiled. */
   cpuProfileDir: string | undefined;
+  /** A checkout (e.g. the commit before a change) whose pool core runs beside this one as (b0); undefined: none. */
+  baselinePoolTree?: string | undefined;
+  /** The checkout whose pool core is (b); undefined: this one. */
+  poolTree?: string | undefined;
 }
 
 export const PROXY_BENCH_USAGE = `agentix bench proxy [options]   proxy overhead: engine direct vs pool vs Portkey vs edge
@@ -52,6 +57,10 @@ simulated engine directly and through each proxy, at a few concurrency levels.
   --max-tokens N       completion tokens per request (default 16)
   --engine-in-flight N pool's per-engine buffer (default: the highest level, so the pool never holds calls back)
   --output FILE        JSON results (default bench-results/proxy.json)
+  --baseline-pool DIR  also run the pool core of another checkout DIR (its own src/, e.g. the
+                       commit before a change, with node_modules) as (b0), in the same rounds:
+                       a before/after in one run
+  --pool-tree DIR      run (b) from checkout DIR instead of this one (e.g. two commits side by side)
   --cpu-profile DIR    write the pool core's V8 CPU profile (.cpuprofile, for Chrome DevTools
                        or speedscope) into DIR when it stops`;
 
@@ -71,6 +80,8 @@ export function parseProxyBenchArgs(argv: string[], root: string): ProxyBenchOpt
       "engine-in-flight": { type: "string" },
       output: { type: "string" },
       "cpu-profile": { type: "string" },
+      "baseline-pool": { type: "string" },
+      "pool-tree": { type: "string" },
       help: { type: "boolean", short: "h", default: false },
     },
     strict: true,
@@ -96,5 +107,7 @@ export function parseProxyBenchArgs(argv: string[], root: string): ProxyBenchOpt
     engineInFlight: positiveInt("engine-in-flight", values["engine-in-flight"], highest, 10_000),
     output: path.resolve(root, values.output ?? "bench-results/proxy.json"),
     cpuProfileDir: values["cpu-profile"] === undefined ? undefined : path.resolve(root, values["cpu-profile"]),
+    baselinePoolTree: values["baseline-pool"] === undefined ? undefined : path.resolve(process.cwd(), values["baseline-pool"]),
+    poolTree: values["pool-tree"] === undefined ? undefined : path.resolve(process.cwd(), values["pool-tree"]),
   };
 }

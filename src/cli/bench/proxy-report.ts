@@ -220,7 +220,8 @@ export function proxyReportHeader(report: ProxyBenchReport): string {
     names.has("engine") && "(a) engine direct",
     names.has("node-proxy") && "(n) minimal node:http proxy → engine (keep-alive agent, pipes both ways: the floor of a Node hop)",
     names.has("pool") &&
-      `(b) pool core → engine; calls presigned as the edge signs them (fresh call ID each, in the time window); pool buffer ${o.engineInFlight} calls/engine`,
+      `(b) pool core${o.poolTree === undefined ? "" : ` built from ${o.poolTree}`} → engine; calls presigned as the edge signs them (fresh call ID each, in the time window); pool buffer ${o.engineInFlight} calls/engine`,
+    names.has("pool-baseline") && `(b0) the same pool core built from ${o.baselinePoolTree ?? "another tree"} (the before of a change), in the same rounds`,
     names.has("portkey") && `(c) Portkey gateway ${PORTKEY_VERSION} (provider openai, custom host) → engine`,
     names.has("edge") && "(d) edge under wrangler dev (local workerd, D1, Durable Objects; one program per connection) → pool → engine",
   ].filter((line): line is string => typeof line === "string");

@@ -1,5 +1,6 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { createRequire } from "node:module";
+import path from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import type { z } from "zod";
 import {
@@ -31,6 +32,7 @@ export interface ServerProcess<Ready> {
 }
 
 const childScript = fileURLToPath(new URL("./proxy-server-child.ts", import.meta.url));
+const CHILD_IN_TREE = "src/cli/bench/proxy-server-child.ts";
 const tsxLoader = pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href;
 const OUTPUT_TAIL_LINES = 40;
 
@@ -60,6 +62,8 @@ export interface StartProcessOptions {
   onOutput?: (line: string) => void;
   /** Writes a V8 CPU profile of the child into this directory when it exits (node --cpu-prof). */
   cpuProfileDir?: string;
+  /** Another checkout whose proxy-server-child.ts (and so its src/) runs instead of this one's. */
+  sourceTree?: string;
 }
 
 /** Spawns a child with the given script and args and an IPC channel; resolves on its ready message. */
@@ -134,7 +138,10 @@ export function startReportingProcess<Ready>(
 function startServer<Ready>(spec: ServerSpec, readySchema: z.ZodType<Ready>, options: StartProcessOptions) {
   const profile = options.cpuProfileDir === undefined ? [] : ["--cpu-prof", `--cpu-prof-dir=${options.cpuProfileDir}`];
   return startReportingProcess(
-    { args: [...profile, "--import", tsxLoader, childScript, JSON.stringify(spec)], name: spec.role },
+    {
+      args: [...profile, "--import", tsxLoader, options.sourceTree === undefined ? childScript : path.join(options.sourceTree, CHILD_IN_TREE), JSON.stringify(spec)],
+      name: spec.role,
+    },
     readySchema,
     options,
   );

@@ -48,6 +48,7 @@ export interface BenchTarget {
 export const TARGET_LABELS: Record<ProxyTargetName, string> = {
   engine: "(a) engine",
   "node-proxy": "(n) node proxy",
+  "pool-baseline": "(b0) pool before",
   pool: "(b) pool",
   portkey: "(c) portkey",
   edge: "(d) edge",
@@ -90,12 +91,12 @@ export function presignCount(sizing: Pick<RunSizing, "connections" | "durationSe
   return Math.min(estimate, 1_000_000);
 }
 
-export function poolTarget(pool: { url: string }, engineUrl: string, signingKey: SigningKey): BenchTarget {
+export function poolTarget(pool: { url: string }, engineUrl: string, signingKey: SigningKey, name: "pool" | "pool-baseline" = "pool"): BenchTarget {
   const tenant = newTenantId();
   return {
-    name: "pool",
-    label: TARGET_LABELS.pool,
-    description: "pool core → engine, calls signed as the edge signs them",
+    name,
+    label: TARGET_LABELS[name],
+    description: `pool core${name === "pool-baseline" ? " of the baseline tree" : ""} → engine, calls signed as the edge signs them`,
     url: `${pool.url}${POOL_PATHS.chatCompletions}`,
     headers: JSON_HEADERS,
     engineUrl,

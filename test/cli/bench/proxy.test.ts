@@ -6,7 +6,7 @@ import { failuresOf, type LoadFigures, runLoad } from "../../../src/cli/bench/pr
 import type { ProxyBenchOptions } from "../../../src/cli/bench/proxy-options.js";
 import { probeTarget, referenceCompletion } from "../../../src/cli/bench/proxy-probe.js";
 import { formatProxyTable, proxyFailures, summariseProxyReport } from "../../../src/cli/bench/proxy-report.js";
-import { measureProxyOverhead, type ProxyBenchReport, type TargetRun } from "../../../src/cli/bench/proxy-run.js";
+import { measureProxyOverhead, projectRoot, type ProxyBenchReport, type TargetRun } from "../../../src/cli/bench/proxy-run.js";
 import { SignedRequestStock } from "../../../src/cli/bench/proxy-signed-requests.js";
 import { poolTarget } from "../../../src/cli/bench/proxy-targets.js";
 import { type ChatWorkload, chatRequestBody, completionVerifier } from "../../../src/cli/bench/proxy-workload.js";
@@ -39,18 +39,19 @@ const SHORT: ProxyBenchOptions = {
 describe("proxy benchmark against the engine and the pool", () => {
   let report: ProxyBenchReport;
   beforeAll(async () => {
-    report = await measureProxyOverhead(SHORT);
+    // The baseline pool from this same tree: the machinery of a before/after in one run.
+    report = await measureProxyOverhead({ ...SHORT, baselinePoolTree: projectRoot });
   }, 60_000);
 
   it("probes each target and runs every target, mode and level with no failure", () => {
-    expect(report.targets.map((t) => t.name)).toEqual(["engine", "node-proxy", "pool"]);
-    expect(report.probes).toHaveLength(6);
+    expect(report.targets.map((t) => t.name)).toEqual(["engine", "node-proxy", "pool-baseline", "pool"]);
+    expect(report.probes).toHaveLength(8);
     expect(report.probes.every((p) => p.status === 200 && p.reachedEngine && p.matchesEngine)).toBe(true);
-    // 2 rounds × 2 modes × 2 levels × 3 targets, the second round in reversed target order.
-    expect(report.runs).toHaveLength(2 * 2 * 2 * 3);
-    const firstLevel = (round: number) => report.runs.filter((r) => r.round === round).slice(0, 3).map((r) => r.target);
-    expect(firstLevel(0)).toEqual(["engine", "node-proxy", "pool"]);
-    expect(firstLevel(1)).toEqual(["pool", "node-proxy", "engine"]);
+    // 2 rounds × 2 modes × 2 levels × 4 targets, the second round in reversed target order.
+    expect(report.runs).toHaveLength(2 * 2 * 2 * 4);
+    const firstLevel = (round: number) => report.runs.filter((r) => r.round === round).slice(0, 4).map((r) => r.target);
+    expect(firstLevel(0)).toEqual(["engine", "node-proxy", "pool-baseline", "pool"]);
+    expect(firstLevel(1)).toEqual(["pool", "pool-baseline", "node-proxy", "engine"]);
     for (const run of report.runs) {
       expect(run.phase).toBe("measure");
       expect(run.figures.responses).toBeGreaterThan(0);
@@ -66,6 +67,8 @@ describe("proxy benchmark against the engine and the pool", () => {
   it("writes the pool core's CPU profile when asked", () => {
     const profiles = readdirSync(SHORT.cpuProfileDir!).filter((name) => name.endsWith(".cpuprofile"));
     expect(profiles.length).toBeGreaterThan(0);
+    // Only the pool under test is profiled, not the baseline beside it.
+    expect(new Set(profiles.map((name) => name.split(".")[3])).size).toBe(1);
   });
 
   it("summarises throughput, latency added over the engine and max throughput per target and mode", () => {
@@ -73,9 +76,11 @@ describe("proxy benchmark against the engine and the pool", () => {
     expect(rows.map((r) => `${r.mode}/${r.target}`)).toEqual([
       "non-streaming/engine",
       "non-streaming/node-proxy",
+      "non-streaming/pool-baseline",
       "non-streaming/pool",
       "streaming/engine",
       "streaming/node-proxy",
+      "streaming/pool-baseline",
       "streaming/pool",
     ]);
     expect(edgeOnly).toEqual([]);
