@@ -6,6 +6,7 @@ import type OpenAI from "openai";
 import { z } from "zod";
 import { freePort } from "../../src/cli/free-port.js";
 import { type LocalStack, type LocalStackOptions, startLocalStack } from "../../src/cli/local-stack.js";
+import type { EngineRequestObserver } from "../../src/sim/engine-server.js";
 import { runWrangler } from "../../src/cli/wrangler-process.js";
 
 /* What the end-to-end tests do against a running local stack: admin calls, tenants, the local D1, polling. */
@@ -93,19 +94,57 @@ export async function waitFor<T>(probe: () => Promise<T>, done: (value: T) => bo
   }
 }
 
+/** Generation requests open at a stack's engines right now, and the most seen at once. */
+export interface EngineCounts {
+  open: number;
+  peak: number;
+}
+
+/** An engine observer that keeps `counts` (every engine of every pool reports to it). */
+export function countEngineRequests(counts: EngineCounts): EngineRequestObserver {
+  return {
+    opened() {
+      counts.open++;
+      counts.peak = Math.max(counts.peak, counts.open);
+    },
+    closed() {
+      counts.open--;
+    },
+  };
+}
+
+/**
+ * The edge's LEDGER_FLUSH_MS under test: rows still reach D1 in batches, by the ledger's
+ * alarm, but within half a second instead of the deployed 5 s, so tests that wait for
+ * usage rows wait less.
+ */
+export const TEST_LEDGER_FLUSH_MS = 500;
+
 /** Pools listen on any free port (a fixed base would collide with another file's stack, since pools take consecutive ports). */
 export type TestStackOptions = Omit<LocalStackOptions, "root" | "stateDir" | "edgePort" | "poolPort">;
+
+export interface LocalStackHandle {
+  readonly stack: LocalStack;
+  readonly stateDir: string;
+}
 
 /**
  * Starts a local stack before the file's tests (a fresh state directory, free ports)
  * and stops it and removes its state after them. Read `stack` and `stateDir` inside tests.
  */
-export function useLocalStack(name: string, options: TestStackOptions): { readonly stack: LocalStack; readonly stateDir: string } {
+export function useLocalStack(name: string, options: TestStackOptions): LocalStackHandle {
   let started: { stack: LocalStack; stateDir: string } | undefined;
   let stateDir: string | undefined;
   beforeAll(async () => {
     stateDir = await mkdtemp(path.join(tmpdir(), `agentix-e2e-${name}-`));
-    const stack = await startLocalStack({ root, stateDir, edgePort: await freePort(), poolPort: 0, ...options });
+    const stack = await startLocalStack({
+      root,
+      stateDir,
+      edgePort: await freePort(),
+      poolPort: 0,
+      ...options,
+      edgeVars: { LEDGER_FLUSH_MS: String(TEST_LEDGER_FLUSH_MS), ...options.edgeVars },
+    });
     started = { stack, stateDir };
   }, 120_000);
   afterAll(async () => {
