@@ -250,6 +250,28 @@ describe("the tenant's usage ledger", () => {
     expect(await ledger.pendingCounts()).toEqual({ rows: 0, summaries: 0 });
   });
 
+  it("leaves rows handed over during a batch for the next one, rather than chasing each arrival with a D1 query", async () => {
+    const { tenant, ledger, programs } = await tenantWithPrograms(2, 1);
+    const late = row(tenant.id, programs[0]!.programId, `call_late_${programs[0]!.programId.slice(-8)}`);
+    const spy = await runInDurableObject(ledger, (instance: object) => {
+      const db = Reflect.get(instance, "db") as BatchSpy;
+      const original = db.batch.bind(db);
+      const handOff = Reflect.get(instance, "handOff") as (input: unknown) => Promise<unknown>;
+      // A program's hand-off lands while D1 is writing the batch.
+      return vi.spyOn(db, "batch").mockImplementationOnce(async (...args: unknown[]) => {
+        await handOff.call(instance, { programs: [], rows: [late] });
+        return original(...args);
+      });
+    });
+    expect(await runDurableObjectAlarm(ledger)).toBe(true);
+    expect(spy).toHaveBeenCalledTimes(1);
+    expect(await tenantUsageRows(tenant.id)).toHaveLength(2);
+    expect(await ledger.pendingCounts()).toEqual({ rows: 1, summaries: 0 });
+    expect(await alarmOf(ledger)).not.toBeNull();
+    expect(await runDurableObjectAlarm(ledger)).toBe(true);
+    expect(await tenantUsageRows(tenant.id)).toHaveLength(3);
+  });
+
   it("refuses a malformed hand-off whole, storing nothing", async () => {
     const tenant = await newTenant();
     const ledger = usageLedger(env, tenant.id);

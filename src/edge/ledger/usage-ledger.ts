@@ -84,7 +84,7 @@ export class UsageLedger extends DurableObject<Env> {
   }
 
   /**
-   * Everything pending, in D1 batches of D1_BATCH_MAX statements: summaries first (a usage
+   * Everything pending when it starts, in D1 batches of D1_BATCH_MAX statements: summaries first (a usage
    * row references its program's row), then the rows. Each batch is one D1 transaction;
    * what it carried leaves this object's storage only after D1 answered, so a crash in
    * between resends it (ON CONFLICT on the call ID: never twice). A failure stops the
@@ -118,6 +118,9 @@ export class UsageLedger extends DurableObject<Env> {
         });
         this.failures = { count: 0, lastAt: 0 };
       }
+      // Another round only for a backlog: rows handed over during this flush wait for their own
+      // due time, or a flush under steady traffic would chase each arrival with a D1 query.
+      if (summaries.length + rows.length < ROWS_PER_ROUND) return;
     }
   }
 
