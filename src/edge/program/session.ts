@@ -80,12 +80,6 @@ export class ProgramSession extends DurableObject<Env> {
   private alarmAt: number | null = null;
   /** Hand-offs (or D1 batches) that failed in a row, and when the last did: the retry backoff. */
   private ledgerFailures = { count: 0, lastAt: 0 };
-  /**
-   * Rows the tenant's ledger acknowledged, not yet marked recorded in storage: marked in the
-   * object's next transaction (transaction()), which saves a storage write per call. Lost
-   * with the object, they are simply handed off again: the ledger and D1 keep a call once.
-   */
-  private readonly acknowledged = new Set<string>();
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
@@ -139,7 +133,7 @@ export class ProgramSession extends DurableObject<Env> {
     const next: ProgramMeta = { ...meta, lastActivityAt: Math.max(meta.lastActivityAt, input.now) };
     let result: BeginCallResult;
     try {
-      result = this.transaction(() => {
+      result = this.ctx.storage.transactionSync(() => {
         if (creating) this.store.initialise(meta, DEFAULT_THREAD);
         return this.startCall(input, meta, next);
       });
@@ -446,7 +440,7 @@ export class ProgramSession extends DurableObject<Env> {
     try {
       const meta = this.requireMeta();
       const summary = meta.summaryPending ? summaryOf(meta) : undefined;
-      const rows = this.pendingCalls().flatMap((call) => usageRowOf(meta, call) ?? []);
+      const rows = this.store.unrecordedCalls().flatMap((call) => usageRowOf(meta, call) ?? []);
       if (!summary && rows.length === 0) return;
       const ledger = usageLedger(this.env, meta.tenantId);
       for (let i = 0; i === 0 || i < rows.length; i += HAND_OFF_MAX_ROWS) {
@@ -454,11 +448,12 @@ export class ProgramSession extends DurableObject<Env> {
         const sendsSummary = i === 0 && summary !== undefined;
         const result = await ledger.handOff({ programs: sendsSummary ? [summary] : [], rows: part });
         if (!result.ok) throw new Error(`the ledger refused the hand-off (${result.error}): ${result.detail}`);
-        // Stored with the next transaction (this.acknowledged), not in one of their own.
-        for (const row of part) this.acknowledged.add(row.callId);
-        if (sendsSummary) this.summaryWritten(summary, { persist: false });
+        this.ctx.storage.transactionSync(() => {
+          for (const row of part) this.store.markRecorded(row.callId);
+          if (sendsSummary) this.summaryWritten(summary);
+        });
       }
-      if (this.requireMeta().status !== "active") this.transaction(() => this.store.cleanUp());
+      if (this.requireMeta().status !== "active") this.ctx.storage.transactionSync(() => this.store.cleanUp());
       this.ledgerFailures = { count: 0, lastAt: 0 };
     } catch (error) {
       this.ledgerFailures = { count: this.ledgerFailures.count + 1, lastAt: Date.now() };
@@ -493,7 +488,7 @@ export class ProgramSession extends DurableObject<Env> {
       // Once ended, D1's summary is final and must follow late settles.
       summaryPending: meta.summaryPending || meta.status !== "active",
     };
-    this.transaction(() => {
+    this.ctx.storage.transactionSync(() => {
       this.store.finishCall(call.callId, { ...outcome, pool });
       this.store.countThreadCall(call.thread, outcome.serviceMs);
       this.store.writeMeta(next);
@@ -503,7 +498,7 @@ export class ProgramSession extends DurableObject<Env> {
 
   private finish(status: "ended" | "expired", at: number): void {
     const next: ProgramMeta = { ...this.requireMeta(), status, endedAt: at, summaryPending: true };
-    this.transaction(() => {
+    this.ctx.storage.transactionSync(() => {
       this.store.writeMeta(next);
       this.store.cleanUp();
       this.tools.clearRuns();
@@ -523,7 +518,7 @@ export class ProgramSession extends DurableObject<Env> {
     try {
       const meta = this.requireMeta();
       const summary = meta.summaryPending ? summaryOf(meta) : undefined;
-      const rows = this.pendingCalls().flatMap((call) => usageRowOf(meta, call) ?? []);
+      const rows = this.store.unrecordedCalls().flatMap((call) => usageRowOf(meta, call) ?? []);
       const writes: LedgerWrite[] = [
         ...(summary ? [writeProgramSummary(this.db, summary)] : []),
         ...rows.map((row) => recordUsage(this.db, row)),
@@ -566,34 +561,13 @@ export class ProgramSession extends DurableObject<Env> {
     this.summaryWritten(summary);
   }
 
-  /**
-   * D1 (or the tenant's ledger) holds `summary`; a settle during the write may have changed
-   * the figures, and then it stays pending. Without `persist`, the next writeMeta stores it
-   * (an object lost before that hands the summary off again: the ledger keeps the newest).
-   */
-  private summaryWritten(summary: Program, { persist }: { persist: boolean } = { persist: true }): void {
+  /** D1 holds `summary`; a settle during the write may have changed the figures, and then it stays pending. */
+  private summaryWritten(summary: Program): void {
     const now = this.requireMeta();
     if (JSON.stringify(summaryOf(now)) !== JSON.stringify(summary)) return;
     const next = { ...now, summaryPending: false };
-    if (persist) this.store.writeMeta(next);
+    this.store.writeMeta(next);
     this.meta = next;
-  }
-
-  /** One storage transaction, which also marks the rows the ledger acknowledged since the last (this.acknowledged). */
-  private transaction<T>(work: () => T): T {
-    const acknowledged = [...this.acknowledged];
-    const result = this.ctx.storage.transactionSync(() => {
-      for (const callId of acknowledged) this.store.markRecorded(callId);
-      return work();
-    });
-    // Only once committed: a refused begin rolls the marks back with it.
-    for (const callId of acknowledged) this.acknowledged.delete(callId);
-    return result;
-  }
-
-  /** Settled calls whose rows neither D1 nor the tenant's ledger holds yet. */
-  private pendingCalls(): CallRecord[] {
-    return this.store.unrecordedCalls().filter((call) => !this.acknowledged.has(call.callId));
   }
 
   /**
@@ -610,8 +584,7 @@ export class ProgramSession extends DurableObject<Env> {
     if (meta.status === "active") deadlines.push(meta.lastActivityAt + edgeConfig(this.env).programIdleTtlMs);
     const oldest = this.store.oldestInFlightStart();
     if (oldest !== undefined) deadlines.push(oldest + this.reapAfterMs());
-    const finishes = this.pendingCalls().flatMap((call) => (call.finishedAt === null ? [] : [call.finishedAt]));
-    const oldestPendingAt = finishes.length > 0 ? Math.min(...finishes) : undefined;
+    const oldestPendingAt = this.store.oldestUnrecordedFinish();
     if (oldestPendingAt !== undefined) {
       const { count, lastAt } = this.ledgerFailures;
       deadlines.push(

@@ -482,6 +482,14 @@ export class ProgramStore {
       .map(toCall);
   }
 
+  /** When the oldest settled call still waiting for D1 finished; undefined: none waits. */
+  oldestUnrecordedFinish(): number | undefined {
+    const row = this.sql
+      .exec<{ t: number | null }>("SELECT MIN(finished_at) AS t FROM calls WHERE status != 'in_flight' AND recorded = 0")
+      .one();
+    return row.t ?? undefined;
+  }
+
   /** Drops what an ended program no longer needs: threads and settled, recorded calls. */
   cleanUp(): void {
     this.sql.exec("DELETE FROM threads");
