@@ -129,6 +129,7 @@ export class BootstrapSplit {
         // The prefill's answer is not the client's; read to its end, it gives back the prefill slot with the prompt's usage.
         void p.response.arrayBuffer().catch(() => undefined);
         host.metrics.splitHandoffs.inc({ outcome: "handed_off" });
+        host.prefillHandedOff(pending, prefillId, decodeId);
         delivered = true;
         if (decodeEnd !== undefined) legs.close(pending, decodeEnd);
         const answer = d.kind === "response" ? { kind: "response" as const, response: billPromptFromPrefill(d.response, prefillPrompt.prompt) } : d;

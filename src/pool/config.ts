@@ -8,6 +8,7 @@ import type { RoutingSettings } from "../core/routing.js";
 import { DEFAULT_DISPATCH_SETTINGS, DEFAULT_KV_CAPACITY_TOKENS } from "../core/settings.js";
 import { DEFAULT_SIGNING_KEY_ID, SigningKey, SigningSecret } from "../protocol/signing.js";
 import { decodeCostOf, ENGINE_PROFILES, isEngineProfileName } from "../sim/profiles.js";
+import { KV_LINKS } from "../sim/kv-links.js";
 import { ENGINE_ROLES } from "../core/roles/roles.js";
 import { adapterFor, ENGINE_KINDS, SPLIT_ENGINE_KINDS } from "./engines/index.js";
 import { NATIVE_APIS } from "./engine-request.js";
@@ -124,6 +125,8 @@ export const EngineConfig = z
       decodeCost: decodeCost ?? (named === undefined ? undefined : decodeCostOf(named)),
       /** A named profile states the capacity too, unless configured. */
       kvCapacityTokens: engine.kvCapacityTokens ?? (named === undefined ? undefined : named.kvBlocks * named.blockSize),
+      /** A named profile's KV link (a split call's expected transfer, handoff-estimate.ts); undefined: its conservative default. */
+      kvLink: profile !== undefined && isEngineProfileName(profile) ? KV_LINKS[profile] : undefined,
     };
   });
 export type EngineConfig = z.output<typeof EngineConfig>;

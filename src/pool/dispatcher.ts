@@ -16,6 +16,7 @@ import type { KvHint } from "../protocol/kv-hints.js";
 import { KV_RETENTION_TAG_FIELD } from "../protocol/kv-retention.js";
 import { type ContextInspection, type ContextRef, contextTag, RetentionPlanner } from "../core/kv/retention-planner.js";
 import { KvRetentionRelay } from "./kv-retention-relay.js";
+import { expectedHandoffMs, handoffFactsOf } from "./handoff-estimate.js";
 import type { ToolEvent } from "../protocol/tool-events.js";
 import { CALL_ERROR_MESSAGES, callError, callErrorResponse } from "./call-errors.js";
 import type { EngineConfig } from "./config.js";
@@ -161,7 +162,7 @@ export class Dispatcher implements RoleSwitchTarget {
     });
     for (const engine of options.engines) {
       const target: EngineTarget = { id: engine.id, url: engine.url, apiKey: engine.apiKey, adapter: adapterFor(engine.kind) };
-      this.#slots.set(engine.id, { target, model: engine.model, nativeApis: new Set(engine.nativeApis), bootstrapPort: engine.bootstrapPort });
+      this.#slots.set(engine.id, { target, model: engine.model, nativeApis: new Set(engine.nativeApis), bootstrapPort: engine.bootstrapPort, kvLink: engine.kvLink });
     }
     this.#retentionRelay = new KvRetentionRelay({ engines: options.engines, http: options.http, metrics });
     this.#split = new SplitCalls(this.#splitHost());
@@ -542,6 +543,7 @@ export class Dispatcher implements RoleSwitchTarget {
       holds: (callId) => this.#calls.has(callId),
       bodyFor: (pending, slot, form) => this.#bodyFor(pending, slot, form),
       heldOn: (context, engineId) => this.#retention.heldOn(context, engineId),
+      prefillHandedOff: (pending, prefillId, decodeId) => this.#prefillHandedOff(pending, prefillId, decodeId),
       release: (pending, engineId, outcome, end) => this.#release(pending, engineId, outcome, end),
       finish: (pending, response) => this.#finish(pending, response),
       forget: (pending, end) => this.#forget(pending, end),
@@ -553,6 +555,12 @@ export class Dispatcher implements RoleSwitchTarget {
       noteRoleSwitches: () => this.#noteRoleSwitches(),
       pump: () => this.pump(),
     };
+  }
+
+  /** A split call's hand-off: the planner keeps the prefill copy through the transfer and decode the pool expects (handoff-estimate.ts). */
+  #prefillHandedOff(pending: PendingCall, prefillId: string, decodeId: string): void {
+    const facts = handoffFactsOf(this.#core, pending.call, decodeId, this.#slots.get(prefillId)?.kvLink);
+    this.#retentionRelay.send(this.#retention.prefillHandedOff(pending.context, prefillId, expectedHandoffMs(facts), this.#options.clock.now()));
   }
 
   #start(pending: PendingCall, engineId: string, slot: EngineSlot, now: number): void {

@@ -122,6 +122,8 @@ export class KvTransferSplit {
       return;
     }
     host.metrics.splitHandoffs.inc({ outcome: handoff === undefined ? "no_kv_transfer_params" : "handed_off" });
+    // The prefill engine's copy is the program's next call's prefix (and a failed decode's recompute): kept through the decode.
+    if (handoff !== undefined) host.prefillHandedOff(pending, prefillId, decodeId);
     host.roleMeter?.decodeQueued(callId, pending.call.promptTokens);
     // With the KV handed over, the prompt is billed as the prefill engine ran it; without, the decode engine computed it and says so.
     const prefillPrompt = handoff === undefined ? undefined : prefillEnd?.facts?.usage;

@@ -4,6 +4,7 @@ import type { QueuedCall } from "../core/queue.js";
 import { callErrorResponse } from "./call-errors.js";
 import type { CallApi, CallForms } from "./engine-request.js";
 import type { EngineTarget } from "./relay.js";
+import type { KvLinkProfile } from "../sim/kv-links.js";
 
 /*
  * A call while the pool holds it, and the engines it can be sent to: what the
@@ -34,6 +35,8 @@ export interface EngineSlot {
   nativeApis: ReadonlySet<CallApi>;
   /** SGLang's bootstrap port of the engine as a prefill engine. */
   bootstrapPort: number;
+  /** Its KV link as a prefill engine (from its profile), for a split call's expected transfer; undefined: unknown. */
+  kvLink: KvLinkProfile | undefined;
 }
 
 /** Never read by anyone (the client is gone); 499 as nginx logs it. */

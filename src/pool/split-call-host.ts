@@ -24,6 +24,8 @@ export interface SplitCallHost {
   bodyFor(pending: PendingCall, slot: EngineSlot, form: EngineRequestForm): Record<string, unknown>;
   /** The call's context is held on `engineId` (retention). */
   heldOn(context: ContextRef, engineId: string): void;
+  /** The call's prefill KV left `prefillId` for `decodeId` (its decode recorded there): the prefill copy is kept through the expected decode (retention). */
+  prefillHandedOff(pending: PendingCall, prefillId: string, decodeId: string): void;
   /** The attempt left its engine: its slot back, counted by outcome. */
   release(pending: PendingCall, engineId: string, outcome: CallOutcome, end: { serviceMs: number; outputTokens?: number }): void;
   /** The call is answered with `response` and leaves the pool. */

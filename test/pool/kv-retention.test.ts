@@ -3,6 +3,12 @@ import { KV_RETENTION_TAG_FIELD, MAX_KV_KEEP_MS } from "../../src/protocol/kv-re
 import type { EngineConfig } from "../../src/pool/config.js";
 import { type PoolHandle, startPool } from "../../src/pool/server.js";
 import { type FakeEngine, type FakeEngineOptions, startFakeEngine } from "./fake-engine.js";
+import { decodeStepMs } from "../../src/core/admission.js";
+import { DEFAULT_RETENTION_SETTINGS } from "../../src/core/kv/retention-planner.js";
+import { ChatCompletionRequest } from "../../src/protocol/chat.js";
+import { estimatePromptTokens } from "../../src/protocol/tokens.js";
+import { KV_LINKS, kvTransferMs } from "../../src/sim/kv-links.js";
+import { decodeCostOf, ENGINE_PROFILES } from "../../src/sim/profiles.js";
 import { chatBody, metricValue, operatorHeaders, signedCall, signedEvents, signedKvHints, testConfig, waitFor } from "./helpers.js";
 
 /*
@@ -128,5 +134,101 @@ describe("KV retention signals: pool → engine", () => {
       { action: "keep", tag },
       { action: "keep", tag },
     ]);
+  });
+});
+
+/*
+ * A split call's prefill copy through its hand-off: the prefill engine freed it when its
+ * one token was out, but the call's decode may recompute there and the program's next
+ * call comes back there by its prefix, so the pool keeps it through the transfer and the
+ * decode it expects (RetentionPlanner.prefillHandedOff, pool/handoff-estimate.ts).
+ */
+describe("KV retention signals: a split call's prefill copy kept through its hand-off", () => {
+  const HANDOFF = { do_remote_prefill: true, do_remote_decode: false, remote_block_ids: [1], remote_engine_id: "p", remote_request_id: "r", remote_host: "10.0.0.1", remote_port: 5600, tp_size: 1 };
+  const PROFILE = "llama-3.1-8b-h100";
+  const MAX_TOKENS = 20;
+  const body = chatBody({ max_tokens: MAX_TOKENS });
+
+  /** A vLLM prefill engine and a decode engine whose answer is held until the test releases it (the decode in progress). */
+  async function splitPool(mode: EngineConfig["retentionHints"]): Promise<{ prefill: FakeEngine; decode: FakeEngine; pool: PoolHandle }> {
+    const prefill = await startFakeEngine({ retention: "takes", answer: () => ({ usage: { prompt: 50, completion: 1 }, extra: { kv_transfer_params: HANDOFF } }) });
+    cleanups.push(() => prefill.close());
+    const decode = await startFakeEngine({ retention: "takes", behave: () => ({ kind: "json", hold: true }) });
+    cleanups.push(() => decode.close());
+    const pool = await startPool(
+      testConfig({
+        engines: [
+          { id: "p1", url: prefill.url, role: "prefill", profile: PROFILE, retentionHints: mode },
+          { id: "d1", url: decode.url, role: "decode", profile: PROFILE, retentionHints: mode },
+        ],
+      }),
+    );
+    cleanups.push(() => pool.close());
+    return { prefill, decode, pool };
+  }
+
+  async function splitCall(setup: { decode: FakeEngine; pool: PoolHandle }, whileDecoding: () => Promise<void>): Promise<void> {
+    const signed = await signedCall({ fields: { program: PROGRAM }, body });
+    const answer = setup.pool.app.request("/v1/chat/completions", { method: "POST", headers: signed.headers, body: signed.body });
+    const decoding = await setup.decode.call(0);
+    await whileDecoding();
+    decoding.release();
+    const res = await answer;
+    expect(res.status).toBe(200);
+    await res.text();
+  }
+
+  it("the prefill engine is told to keep the call's context for handoffKeepFactor × the expected transfer and decode, before the decode ends", async () => {
+    const setup = await splitPool("agentix");
+    await splitCall(setup, () => waitFor(() => hintsOf(setup.prefill).length > 0, "the hand-off keep"));
+    // What the pool expects, from the profile's figures: the prompt's KV over the prefill engine's NVLink, then
+    // max_tokens decode steps of one sequence holding the prompt and its output (admission's expectation, capped by max_tokens).
+    const promptTokens = estimatePromptTokens(ChatCompletionRequest.parse(body));
+    const expectedMs =
+      kvTransferMs(KV_LINKS[PROFILE], promptTokens, "engine") + MAX_TOKENS * decodeStepMs(decodeCostOf(ENGINE_PROFILES[PROFILE]), 1, promptTokens + MAX_TOKENS);
+    const keepMs = Math.ceil(DEFAULT_RETENTION_SETTINGS.handoffKeepFactor * expectedMs);
+    expect(keepMs).toBeGreaterThan(1.5 * MAX_TOKENS * 7);
+    expect(hintsOf(setup.prefill)).toEqual([{ action: "keep", tag: `${PROGRAM}:main:0`, keep_ms: keepMs }]);
+    // The decode engine is told nothing at the hand-off: its copy is in use.
+    expect(hintsOf(setup.decode)).toEqual([]);
+  });
+
+  it("SGLang's bootstrap split: the prefill engine is kept through the same expected transfer and decode once both legs run", async () => {
+    const streamed = (call: { body: Record<string, unknown> }) => (call.body.stream === true ? ({ kind: "stream" } as const) : ({ kind: "json" } as const));
+    const prefill = await startFakeEngine({ retention: "takes", behave: streamed, answer: () => ({ usage: { prompt: 50, completion: 1 } }) });
+    cleanups.push(() => prefill.close());
+    const decode = await startFakeEngine({ retention: "takes", behave: streamed });
+    cleanups.push(() => decode.close());
+    const pool = await startPool(
+      testConfig({
+        engines: [
+          { id: "p1", url: prefill.url, kind: "sglang", role: "prefill", profile: PROFILE, retentionHints: "agentix" },
+          { id: "d1", url: decode.url, kind: "sglang", role: "decode", profile: PROFILE, retentionHints: "agentix" },
+        ],
+      }),
+    );
+    cleanups.push(() => pool.close());
+    const streamBody = chatBody({ max_tokens: MAX_TOKENS, stream: true });
+    const signed = await signedCall({ fields: { program: PROGRAM }, body: streamBody });
+    const answer = pool.app.request("/v1/chat/completions", { method: "POST", headers: signed.headers, body: signed.body });
+    const [prefillCall, decodeCall] = await Promise.all([prefill.call(0), decode.call(0)]);
+    await waitFor(() => hintsOf(prefill).length > 0, "the hand-off keep");
+    prefillCall.release();
+    decodeCall.release();
+    await (await answer).text();
+    const promptTokens = estimatePromptTokens(ChatCompletionRequest.parse(streamBody));
+    const expectedMs =
+      kvTransferMs(KV_LINKS[PROFILE], promptTokens, "engine") + MAX_TOKENS * decodeStepMs(decodeCostOf(ENGINE_PROFILES[PROFILE]), 1, promptTokens + MAX_TOKENS);
+    expect(hintsOf(prefill)[0]).toEqual({ action: "keep", tag: `${PROGRAM}:main:0`, keep_ms: Math.ceil(DEFAULT_RETENTION_SETTINGS.handoffKeepFactor * expectedMs) });
+  });
+
+  it("sends no hand-off keep to engines configured without retention hints (it is counted unsupported)", async () => {
+    const setup = await splitPool("none");
+    await splitCall(setup, () =>
+      waitFor(async () => metricValue(await metricsOf(setup.pool), 'agentix_pool_kv_retention_hints_total{engine="p1",action="keep",outcome="unsupported"}') === 1, "the unsupported keep"),
+    );
+    expect(setup.prefill.retentionBatches).toEqual([]);
+    expect(setup.decode.retentionBatches).toEqual([]);
+    expect(setup.prefill.calls[0]?.body).not.toHaveProperty(KV_RETENTION_TAG_FIELD);
   });
 });
