@@ -126,6 +126,10 @@ export interface EngineStats {
   keepsApplied: number;
   normalsApplied: number;
   dropsApplied: number;
+  /** Cached blocks evicted, by the free queue they left: a dropped context's (what drops free first), an ordinary one's (LRU), a kept one's. */
+  evictedDroppedBlocks: number;
+  evictedOrdinaryBlocks: number;
+  evictedKeptBlocks: number;
 }
 
 export interface EngineModelOptions {
@@ -204,6 +208,9 @@ export class EngineModel {
     keepsApplied: 0,
     normalsApplied: 0,
     dropsApplied: 0,
+    evictedDroppedBlocks: 0,
+    evictedOrdinaryBlocks: 0,
+    evictedKeptBlocks: 0,
   };
 
   constructor(options: EngineModelOptions = {}) {
@@ -351,7 +358,11 @@ export class EngineModel {
   /** A cached block leaves the GPU: unless its context was dropped, the host tier gets a copy. */
   private evicting(block: number, hash: number): void {
     const host = this.hostTier;
-    if (host !== undefined && this.kv.rankOfBlock(block) !== EvictionRank.dropped) {
+    const rank = this.kv.rankOfBlock(block);
+    if (rank === EvictionRank.dropped) this.counters.evictedDroppedBlocks++;
+    else if (rank === EvictionRank.ordinary) this.counters.evictedOrdinaryBlocks++;
+    else this.counters.evictedKeptBlocks++;
+    if (host !== undefined && rank !== EvictionRank.dropped) {
       if (host.store(hash, this.retention.contextsOf(block), this.clockMs)) this.counters.hostStoreBytes += host.bytesPerBlock;
     }
     this.retention.detach(block);

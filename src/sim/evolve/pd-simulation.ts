@@ -12,7 +12,8 @@ import { NodeKvLedger } from "../node-kv-ledger.js";
 import { decodeCostOf, type EngineProfile, type EngineProfileName, ENGINE_PROFILES } from "../profiles.js";
 import { promptBlockHashes } from "../token-hash.js";
 import { deriveSeed, hashString, Rng } from "../workload/prng.js";
-import { type EvolveProgram, generationOf, promptOf, toolMsAfter } from "./workload.js";
+import { answerTokensOf, keptBranchOf, threadOf, treeCallIndex, treeCallOf, treeOf, treePromptOf } from "./tree-search.js";
+import { type EvolveProgram, generationOf, promptOf, type TreeShape, toolMsAfter } from "./workload.js";
 
 /*
  * A pool of modelled engines (EngineModel: the simulated engine's own step timing and
@@ -33,6 +34,11 @@ import { type EvolveProgram, generationOf, promptOf, toolMsAfter } from "./workl
  * context of an ended program. The planner is told what the pool tells it, in the same
  * order (callStarted at the prefill, callEnded when it ends, heldOn at the decode).
  * Every run counts recomputed tokens (a node-wide ledger of computed blocks).
+ *
+ * A tree-search program (tree-search.ts) runs its branches as parallel threads; when a
+ * round's last branch answers, the agent keeps one and abandons the rest, and, when asked
+ * (threadEndedSignal), the planner hears threadEnded for each abandoned one at that
+ * moment, as the edge tells it after the agent's DELETE of the thread.
  *
  * Demand is measured by the core's RoleDemandMeter, as the pool measures it: each
  * call's prefill work as it is issued, its first token, the KV handed to decode, and
@@ -74,6 +80,8 @@ export interface EvolveConfig {
    * right to within a third; the planner adds its own margin).
    */
   predictionError?: number;
+  /** Tree-search programs' abandoned branches reach the planner as threadEnded (the edge's thread_ended; default true). */
+  threadEndedSignal?: boolean;
 }
 
 export interface EvolveCallRecord {
@@ -112,6 +120,12 @@ export interface EvolveKvTotals {
   dropsApplied: number;
   /** Hints the planner sent (some name a context an engine no longer holds: not applied). */
   hintsSent: number;
+  /** Drops of abandoned branches (threadEnded) an engine applied. */
+  branchDropsApplied: number;
+  /** Cached blocks evicted from a dropped context, by LRU (ordinary), and from a kept context. */
+  evictedDroppedBlocks: number;
+  evictedOrdinaryBlocks: number;
+  evictedKeptBlocks: number;
   /** The planner's learned keep factor at the end (undefined: no planner, or the fixed margin applied). */
   keepFactor: number | undefined;
 }
@@ -161,6 +175,10 @@ interface ProgramRun {
   spec: EvolveProgram;
   prompt: string[] | undefined;
   lastEngine: string | undefined;
+  /** A tree search's: each live branch's last prompt, the round's shared context, and branches of the round that answered. */
+  branchPrompts: Map<string, string[]>;
+  roundContext: string[] | undefined;
+  branchesAnswered: number;
 }
 
 type SimEvent =
@@ -213,14 +231,16 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
   const calls = new Map<string, CallRun>();
   const engineById = new Map(engines.map((e) => [e.id, e]));
   let hintsSent = 0;
-  const result: EvolveResult = { kv: kvTotals([], 0, undefined), calls: [], switches: [], programsFinished: 0, programsStarted: 0, simMs: 0, prefillEnginesByRound: [] };
+  let branchDropsApplied = 0;
+  const threadEndedSignal = config.threadEndedSignal ?? true;
+  const result: EvolveResult = { kv: kvTotals([], 0, 0, undefined), calls: [], switches: [], programsFinished: 0, programsStarted: 0, simMs: 0, prefillEnginesByRound: [] };
   // Demand measured as the pool measures it (the core's meter), on virtual time.
   const workModel = roleWorkModelOf(profile);
   const meter = new RoleDemandMeter(workModel, 0);
   const kvTokensOf = (engine: SimEngine) => engine.model.kvUsage * profile.kvBlocks * profile.blockSize;
   let now = 0;
 
-  for (const spec of config.programs) events.push(spec.arrivalMs, { kind: "arrival", program: { spec, prompt: undefined, lastEngine: undefined } });
+  for (const spec of config.programs) events.push(spec.arrivalMs, { kind: "arrival", program: { spec, prompt: undefined, lastEngine: undefined, branchPrompts: new Map(), roundContext: undefined, branchesAnswered: 0 } });
   if (controller !== undefined) events.push(roundMs, { kind: "round" });
 
   const kick = (engine: SimEngine) => {
@@ -249,12 +269,15 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
     sendHints(planner.prefillHandedOff(call.context, call.program.lastEngine, transferMs + call.record.outputTokens * tpotEstimateMs, now));
   };
 
-  const sendHints = (hints: readonly EngineRetentionHint[]) => {
+  /** Returns the hints an engine applied (it held the context). */
+  const sendHints = (hints: readonly EngineRetentionHint[]): number => {
+    let applied = 0;
     for (const { engineId, hint } of hints) {
       const { tag, ...signal } = hint;
-      engineById.get(engineId)?.model.setRetention(tag, signal, now);
+      if (engineById.get(engineId)?.model.setRetention(tag, signal, now) === true) applied++;
       hintsSent++;
     }
+    return applied;
   };
 
   const submit = (engine: SimEngine, id: string, call: CallRun, maxTokens: number, leg: "whole" | "decode" = "whole") => {
@@ -266,10 +289,14 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
   };
 
   const issue = (program: ProgramRun, index: number) => {
-    const prompt = promptOf(program.spec, index, program.prompt);
-    const newTokens = prompt.length - commonPrefixLength(prompt, program.prompt);
-    program.prompt = prompt;
-    const context: ContextRef = { programId: program.spec.id, threadId: "main", generation: generationOf(program.spec.shape, index) };
+    const tree = program.spec.shape.tree === undefined ? undefined : treeOf(program.spec);
+    const branch = tree === undefined ? undefined : treeCallOf(tree, index);
+    const previous = branch === undefined ? program.prompt : branch.step === 0 ? program.roundContext : program.branchPrompts.get(branch.thread);
+    const prompt = branch === undefined ? promptOf(program.spec, index, previous) : treePromptOf(program.spec, index, previous);
+    const newTokens = prompt.length - commonPrefixLength(prompt, previous);
+    if (branch === undefined) program.prompt = prompt;
+    else program.branchPrompts.set(branch.thread, prompt);
+    const context: ContextRef = { programId: program.spec.id, threadId: branch?.thread ?? "main", generation: generationOf(program.spec.shape, index) };
     if (planner !== undefined) sendHints(planner.callArrived(context, now));
     const record: EvolveCallRecord = {
       programId: program.spec.id,
@@ -298,25 +325,59 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
     submit(engine, `${key}/p`, call, 1);
   };
 
+  /** The program waits `waitMs` (a tool, a decision) after call `index`: the planner hears the readiness predictor's guess. */
+  const waitAfter = (spec: EvolveProgram, index: number, waitMs: number) => {
+    if (planner === undefined) return;
+    // The readiness predictor's guess: the true time, off by up to ±predictionError.
+    const rng = new Rng(deriveSeed(hashString(spec.id), index, 7));
+    const predictedMs = waitMs * (1 - predictionError + 2 * predictionError * rng.nextOpen());
+    sendHints(planner.toolWait(spec.id, now + predictedMs, now));
+  };
+
+  const programDone = (spec: EvolveProgram) => {
+    result.programsFinished += 1;
+    if (planner !== undefined) sendHints(planner.programEnded(spec.id));
+  };
+
   const callDone = (call: CallRun) => {
     call.record.finishMs = now;
     meter.forget(`${call.program.spec.id}#${call.index}`);
     result.calls.push(call.record);
     calls.delete(`${call.program.spec.id}#${call.index}`);
     const spec = call.program.spec;
+    if (spec.shape.tree !== undefined) return branchCallDone(call, treeOf(spec));
     if (call.index + 1 < spec.shape.calls) {
       const toolMs = toolMsAfter(spec, call.index);
-      if (planner !== undefined) {
-        // The readiness predictor's guess: the true time, off by up to ±predictionError.
-        const rng = new Rng(deriveSeed(hashString(spec.id), call.index, 7));
-        const predictedMs = toolMs * (1 - predictionError + 2 * predictionError * rng.nextOpen());
-        sendHints(planner.toolWait(spec.id, now + predictedMs, now));
-      }
+      waitAfter(spec, call.index, toolMs);
       events.push(now + toolMs, { kind: "issue", program: call.program, index: call.index + 1 });
-    } else {
-      result.programsFinished += 1;
-      if (planner !== undefined) sendHints(planner.programEnded(spec.id));
+    } else programDone(spec);
+  };
+
+  /** A branch's call answered: its next call after the tool, or, the round's last, the decision: keep one branch, abandon the rest, fork the next round. */
+  const branchCallDone = (call: CallRun, tree: TreeShape) => {
+    const { program } = call;
+    const spec = program.spec;
+    const { round, step } = treeCallOf(tree, call.index);
+    if (step + 1 < tree.branchCalls) {
+      const toolMs = toolMsAfter(spec, call.index);
+      waitAfter(spec, call.index, toolMs);
+      events.push(now + toolMs, { kind: "issue", program, index: call.index + 1 });
+      return;
     }
+    program.branchesAnswered += 1;
+    if (program.branchesAnswered < tree.forks) return;
+    program.branchesAnswered = 0;
+    const kept = keptBranchOf(spec, round);
+    const keptLast = treeCallIndex(tree, round, kept, tree.branchCalls - 1);
+    program.roundContext = [...(program.branchPrompts.get(threadOf(round, kept)) ?? []), ...answerTokensOf(spec, keptLast)];
+    program.branchPrompts.clear();
+    // After the decision, before the wait's keep: an abandoned branch is not kept through it.
+    if (planner !== undefined && threadEndedSignal) {
+      for (let b = 0; b < tree.forks; b++) if (b !== kept) branchDropsApplied += sendHints(planner.threadEnded(spec.id, threadOf(round, b), 0));
+    }
+    if (round + 1 >= tree.rounds) return programDone(spec);
+    waitAfter(spec, call.index, tree.decisionMs);
+    for (let b = 0; b < tree.forks; b++) events.push(now + tree.decisionMs, { kind: "issue", program, index: treeCallIndex(tree, round + 1, b, 0) });
   };
 
   const onEngineEvent = (event: EngineEvent) => {
@@ -390,10 +451,13 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
     if (now > maxSimMs) break;
     const event = next.event;
     switch (event.kind) {
-      case "arrival":
+      case "arrival": {
         result.programsStarted += 1;
-        issue(event.program, 0);
+        const tree = event.program.spec.shape.tree;
+        // A tree search forks its first round at once.
+        for (let b = 0; b < (tree?.forks ?? 1); b++) issue(event.program, tree === undefined ? 0 : treeCallIndex(tree, 0, b, 0));
         break;
+      }
       case "issue":
         issue(event.program, event.index);
         break;
@@ -423,12 +487,13 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
   result.kv = kvTotals(
     engines.map((e) => e.model.stats()),
     hintsSent,
+    branchDropsApplied,
     planner?.keepFactor,
   );
   return result;
 }
 
-function kvTotals(stats: readonly EngineStats[], hintsSent: number, keepFactor: number | undefined): EvolveKvTotals {
+function kvTotals(stats: readonly EngineStats[], hintsSent: number, branchDropsApplied: number, keepFactor: number | undefined): EvolveKvTotals {
   const sum = (read: (s: EngineStats) => number) => stats.reduce((total, s) => total + read(s), 0);
   return {
     gpuHitTokens: sum((s) => s.prefixCacheHits),
@@ -439,6 +504,10 @@ function kvTotals(stats: readonly EngineStats[], hintsSent: number, keepFactor: 
     normalsApplied: sum((s) => s.normalsApplied),
     dropsApplied: sum((s) => s.dropsApplied),
     hintsSent,
+    branchDropsApplied,
+    evictedDroppedBlocks: sum((s) => s.evictedDroppedBlocks),
+    evictedOrdinaryBlocks: sum((s) => s.evictedOrdinaryBlocks),
+    evictedKeptBlocks: sum((s) => s.evictedKeptBlocks),
     keepFactor,
   };
 }

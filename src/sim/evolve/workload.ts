@@ -30,6 +30,18 @@ export interface AgentShape {
   compactEvery?: number;
   /** Tokens of that summary. */
   summaryTokens?: number;
+  /** A tree search (tree-search.ts): the program forks branches, keeps one, abandons the rest; `calls` is rounds × forks × branchCalls. */
+  tree?: TreeShape;
+}
+
+/** A tree-search program's rounds: each forks `forks` branches off the kept context and keeps one of them. */
+export interface TreeShape {
+  forks: number;
+  rounds: number;
+  /** Calls each branch makes, one after another, tool waits between. */
+  branchCalls: number;
+  /** The agent's decision (scoring the branches) after a round's last call, before the next round forks (ms). */
+  decisionMs: number;
 }
 
 export const AGENT_SHAPES = {
@@ -43,6 +55,20 @@ export const AGENT_SHAPES = {
    * reloaded or recomputed, matters (the host tier and retention variants).
    */
   "coding-long": { firstPromptTokens: 20_000, stepTokens: 1_500, outputTokens: 200, calls: 12, toolMs: 15_000, toolSpread: 0.6, compactEvery: 5, summaryTokens: 2_000 },
+  /**
+   * A tree-search agent (Tree-of-Thoughts, LATS-style): a 12k-token task forks 4
+   * branches, each 3 calls with 4 s ± 50 % tool runs between; after 1 s of scoring one
+   * branch is kept, the other three abandoned, and the next round forks off the kept one.
+   */
+  "tree-search": {
+    firstPromptTokens: 12_000,
+    stepTokens: 2_000,
+    outputTokens: 200,
+    calls: 36,
+    toolMs: 4_000,
+    toolSpread: 0.5,
+    tree: { forks: 4, rounds: 3, branchCalls: 3, decisionMs: 1_000 },
+  },
 } as const satisfies Record<string, AgentShape>;
 export type AgentKind = keyof typeof AGENT_SHAPES;
 
