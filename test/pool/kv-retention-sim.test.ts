@@ -62,6 +62,41 @@ describe("KV retention signals with the simulated engine", () => {
 });
 
 /*
+ * A split call on simulated vLLM engines: the prefill engine is told to keep the context
+ * it computed through the hand-off (the transfer and decode the pool expects) and again
+ * through the tool wait after the call; the decode engine only through the tool wait.
+ */
+describe("KV retention signals on a split call with simulated engines", () => {
+  it("the prefill engine applies the hand-off keep besides the tool wait's; the decode engine only the tool wait's", async () => {
+    const [prefill, decode] = await Promise.all([startSimEngine({ engineId: "sim-rp", timeScale: 1_000 }), startSimEngine({ engineId: "sim-rd", timeScale: 1_000 })]);
+    const front = await startPool(
+      testConfig({
+        engines: [
+          { id: "p", url: prefill.url, role: "prefill", retentionHints: "agentix" },
+          { id: "d", url: decode.url, role: "decode", retentionHints: "agentix" },
+        ],
+      }),
+    );
+    try {
+      const signed = await signedCall({
+        fields: { program: "prog_splitkeep01" },
+        body: chatBody({ model: DEFAULT_SIM_MODEL, max_tokens: 8, messages: [{ role: "user", content: "Fix the failing test in the parser module. ".repeat(20) }] }),
+      });
+      const res = await fetch(`${front.url}/v1/chat/completions`, { method: "POST", headers: signed.headers, body: signed.body });
+      expect(res.status).toBe(200);
+      await res.text();
+      await waitFor(() => prefill.model.stats().keepsApplied === 2 && decode.model.stats().keepsApplied === 1, "the keeps applied");
+      const metrics = await (await operatorGet(front.url, "/metrics")).text();
+      expect(metricValue(metrics, 'agentix_pool_kv_retention_hints_total{engine="p",action="keep",outcome="sent"}')).toBe(2);
+      expect(metricValue(metrics, 'agentix_pool_kv_retention_hints_total{engine="d",action="keep",outcome="sent"}')).toBe(1);
+    } finally {
+      await front.close();
+      await Promise.all([prefill.close(), decode.close()]);
+    }
+  });
+});
+
+/*
  * What the signals buy: a program in a tool wait keeps its context through a flood that
  * evicts the context of a program that ended, where plain LRU evicts the waiting one
  * (it is older). 40 blocks of 16 tokens (the simulated engine in real time, so the
