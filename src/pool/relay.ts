@@ -289,7 +289,7 @@ const STREAM_HIGH_WATER_CHUNKS = 16;
 
 /** Where a relayed stream's text goes: the Node response itself, or the web stream a Response carries. */
 interface RelaySink {
-  /** False: the client's side is full, pause the engine's body until `resume` is called. */
+  /** False: the client's side is full; the engine's body pauses until the sink asks for more (drain, or the web stream's next pull). */
   write(text: string): boolean;
   close(text: string): void;
 }
