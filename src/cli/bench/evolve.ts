@@ -2,6 +2,7 @@ import { parseArgs } from "node:util";
 import type { RetentionSettings } from "../../core/kv/retention-planner.js";
 import { type EvolveConfig, type EvolvePolicy, simulateEvolvingPool, summarise, type EvolveSummary } from "../../sim/evolve/pd-simulation.js";
 import { shiftingWorkload, type WorkloadPhase } from "../../sim/evolve/workload.js";
+import { DEFAULT_BRANCH_RATES } from "./evolve-branches.js";
 
 /*
  * `npm run bench:evolve`: the shifting agent mix (math → computer-use → coding, one
@@ -20,10 +21,11 @@ import { shiftingWorkload, type WorkloadPhase } from "../../sim/evolve/workload.
  * the policy table's best fixed split) with LRU and with retention. All on the same programs.
  */
 
-export const EVOLVE_BENCH_USAGE = `usage: npm run bench:evolve -- [--engines 8] [--rate 0.5] [--phase-seconds 240] [--seed 7] [--kv-rate 2] [--only policies|kv]
+export const EVOLVE_BENCH_USAGE = `usage: npm run bench:evolve -- [--engines 8] [--rate 0.5] [--phase-seconds 240] [--seed 7] [--kv-rate 2] [--branch-rates 0.04,0.06,0.08,0.1] [--only policies|kv|branches]
   --rate scales every phase's programs per second (math 4, computer-use 6, coding 1 at 1.0)
   --kv-rate: coding-long programs per second in the KV variants' third phase
-  --only: just the policy table, or just the KV variants (default both)`;
+  --branch-rates: tree-search programs per second, one table block each (the abandoned-branch signal; one engine)
+  --only: just the policy table, the KV variants, or the abandoned-branch table (default all three)`;
 
 export interface EvolveBenchOptions {
   engines: number;
@@ -31,7 +33,8 @@ export interface EvolveBenchOptions {
   phaseSeconds: number;
   seed: number;
   kvRate: number;
-  only: "policies" | "kv" | undefined;
+  branchRates: number[];
+  only: "policies" | "kv" | "branches" | undefined;
 }
 
 export function parseEvolveBenchArgs(argv: readonly string[]): EvolveBenchOptions | undefined {
@@ -43,21 +46,24 @@ export function parseEvolveBenchArgs(argv: readonly string[]): EvolveBenchOption
       "phase-seconds": { type: "string", default: "240" },
       seed: { type: "string", default: "7" },
       "kv-rate": { type: "string", default: "2" },
+      "branch-rates": { type: "string", default: DEFAULT_BRANCH_RATES.join(",") },
       only: { type: "string" },
       help: { type: "boolean", default: false },
     },
   });
   if (values.help) return undefined;
   const only = values.only;
-  if (only !== undefined && only !== "policies" && only !== "kv") throw new RangeError("--only: policies or kv");
+  if (only !== undefined && only !== "policies" && only !== "kv" && only !== "branches") throw new RangeError("--only: policies, kv or branches");
   const options: EvolveBenchOptions = {
     engines: Number(values.engines),
     rate: Number(values.rate),
     phaseSeconds: Number(values["phase-seconds"]),
     seed: Number(values.seed),
     kvRate: Number(values["kv-rate"]),
+    branchRates: values["branch-rates"].split(",").map(Number),
     only,
   };
+  if (!options.branchRates.every((rate) => rate > 0)) throw new RangeError("--branch-rates: positive numbers, comma-separated");
   if (!(options.kvRate > 0)) throw new RangeError("--kv-rate: a positive number");
   if (!Number.isInteger(options.engines) || options.engines < 2) throw new RangeError("--engines: an integer of at least 2");
   if (!(options.rate > 0) || !(options.phaseSeconds > 0) || !Number.isInteger(options.seed)) throw new RangeError("--rate and --phase-seconds: positive numbers; --seed: an integer");

@@ -80,12 +80,16 @@ export interface EvolveConfig {
    * right to within a third; the planner adds its own margin).
    */
   predictionError?: number;
+  /** Which of the planner's hints reach the engines: all (default), or only drops (the ablation: tags and drops without keeps). */
+  retentionHints?: "all" | "drops";
   /** Tree-search programs' abandoned branches reach the planner as threadEnded (the edge's thread_ended; default true). */
   threadEndedSignal?: boolean;
 }
 
 export interface EvolveCallRecord {
   programId: string;
+  /** The call's thread: "main", or a tree search's branch (r<round>b<branch>). */
+  threadId: string;
   kind: string;
   phase: number;
   arrivalMs: number;
@@ -233,6 +237,7 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
   let hintsSent = 0;
   let branchDropsApplied = 0;
   const threadEndedSignal = config.threadEndedSignal ?? true;
+  const dropsOnly = config.retentionHints === "drops";
   const result: EvolveResult = { kv: kvTotals([], 0, 0, undefined), calls: [], switches: [], programsFinished: 0, programsStarted: 0, simMs: 0, prefillEnginesByRound: [] };
   // Demand measured as the pool measures it (the core's meter), on virtual time.
   const workModel = roleWorkModelOf(profile);
@@ -273,6 +278,7 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
   const sendHints = (hints: readonly EngineRetentionHint[]): number => {
     let applied = 0;
     for (const { engineId, hint } of hints) {
+      if (dropsOnly && hint.action !== "drop") continue;
       const { tag, ...signal } = hint;
       if (engineById.get(engineId)?.model.setRetention(tag, signal, now) === true) applied++;
       hintsSent++;
@@ -300,6 +306,7 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
     if (planner !== undefined) sendHints(planner.callArrived(context, now));
     const record: EvolveCallRecord = {
       programId: program.spec.id,
+      threadId: context.threadId,
       kind: program.spec.kind,
       phase: program.spec.phase,
       arrivalMs: now,

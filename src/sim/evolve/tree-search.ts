@@ -63,7 +63,8 @@ export function treePromptOf(program: EvolveProgram, index: number, parent: read
   const tree = treeOf(program);
   const { step } = treeCallOf(tree, index);
   const tokens = parent === undefined ? [] : [...parent];
-  if (parent === undefined) for (let i = 0; i < program.shape.firstPromptTokens; i++) tokens.push(`${program.id}:p0:${i}`);
+  // The task, distinct from every call's own tokens (call 0's are p0).
+  if (parent === undefined) for (let i = 0; i < program.shape.firstPromptTokens; i++) tokens.push(`${program.id}:task:${i}`);
   if (step > 0) tokens.push(...answerTokensOf(program, index - 1));
   for (let i = 0; i < program.shape.stepTokens; i++) tokens.push(`${program.id}:p${index}:${i}`);
   return tokens;

@@ -57,7 +57,7 @@ export const AGENT_SHAPES = {
   "coding-long": { firstPromptTokens: 20_000, stepTokens: 1_500, outputTokens: 200, calls: 12, toolMs: 15_000, toolSpread: 0.6, compactEvery: 5, summaryTokens: 2_000 },
   /**
    * A tree-search agent (Tree-of-Thoughts, LATS-style): a 12k-token task forks 4
-   * branches, each 3 calls with 4 s ± 50 % tool runs between; after 1 s of scoring one
+   * branches, each 3 calls with 10 s ± 50 % tool runs between; after 3 s of scoring (a test run, a value model) one
    * branch is kept, the other three abandoned, and the next round forks off the kept one.
    */
   "tree-search": {
@@ -65,9 +65,9 @@ export const AGENT_SHAPES = {
     stepTokens: 2_000,
     outputTokens: 200,
     calls: 36,
-    toolMs: 4_000,
+    toolMs: 10_000,
     toolSpread: 0.5,
-    tree: { forks: 4, rounds: 3, branchCalls: 3, decisionMs: 1_000 },
+    tree: { forks: 4, rounds: 3, branchCalls: 3, decisionMs: 3_000 },
   },
 } as const satisfies Record<string, AgentShape>;
 export type AgentKind = keyof typeof AGENT_SHAPES;
