@@ -161,7 +161,10 @@ describe("the ledger's freshness", () => {
     };
     expect(exported).toMatchObject({ ledger_delay_ms: 0 });
 
-    const bound = FLUSH_MS + ALARM_SLACK_MS + HAND_OFF_SLACK_MS;
+    // Handed off half a window after the settle (plus the program's alarm's and the hand-off's slack), written a window
+    // after the settle, plus the ledger's alarm's slack: 6 s for a 5 s window.
+    const bound = Math.max(FLUSH_MS, FLUSH_MS / 2 + ALARM_SLACK_MS + HAND_OFF_SLACK_MS) + ALARM_SLACK_MS;
+    expect(bound).toBe(6_000);
     const batched = ledgerFreshness({ ...edgeConfig(env), ledgerFlushMs: FLUSH_MS }, before);
     expect(batched).toEqual({ data_as_of: new Date(before - bound).toISOString(), ledger_delay_ms: bound });
     // The baseline has no hand-off: its rows wait in the program that settled them.

@@ -3,7 +3,7 @@ import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import type { Env } from "../../src/edge/env";
 import { usageLedger } from "../../src/edge/ledger/access";
-import { LEDGER_RETRY_FIRST_MS } from "../../src/edge/ledger/flush-schedule";
+import { LEDGER_RETRY_FIRST_MS, programHandOffWaitMs } from "../../src/edge/ledger/flush-schedule";
 import type { LedgerProgramSummary, LedgerUsageRow } from "../../src/edge/ledger/types";
 import { programSession } from "../../src/edge/program/access";
 import type { ProgramStore } from "../../src/edge/program/store";
@@ -11,9 +11,10 @@ import type { SettleCallInput } from "../../src/edge/program/types";
 import { newTenant, programRow, tenantUsageRows, usageRows } from "./support";
 
 /*
- * The tenant's UsageLedger: its programs hand it their rows at settle, and it takes every
- * program's rows to D1 in one batch within LEDGER_FLUSH_MS. The test config writes rows at
- * each settle (LEDGER_FLUSH_MS 0); here the ledger (and the programs) get batching on.
+ * The tenant's UsageLedger: its programs hand it their pending rows together from their
+ * alarm (half of LEDGER_FLUSH_MS after the oldest one's settle), and it takes every
+ * program's rows to D1 in one batch within LEDGER_FLUSH_MS of that settle. The test config
+ * writes rows at each settle (LEDGER_FLUSH_MS 0); here the ledger (and the programs) get batching on.
  */
 
 const FLUSH_MS = 5_000;
@@ -83,14 +84,39 @@ async function programWithCalls(tenantId: string, calls: number, prepare: (sessi
   return { programId, session, started, callIds };
 }
 
-/** A tenant whose ledger batches, with `programs` programs of `calls` settled calls each. */
+/** A tenant whose ledger batches, with `programs` programs of `calls` settled calls each, handed off by each program's alarm. */
 async function tenantWithPrograms(programs: number, calls: number) {
   const tenant = await newTenant();
   const ledger = usageLedger(env, tenant.id);
   await batching(ledger);
   const made = [];
-  for (let i = 0; i < programs; i++) made.push(await programWithCalls(tenant.id, calls, (session) => batching(session)));
+  for (let i = 0; i < programs; i++) {
+    const program = await programWithCalls(tenant.id, calls, (session) => batching(session));
+    expect(await runDurableObjectAlarm(program.session)).toBe(true);
+    made.push(program);
+  }
   return { tenant, ledger, programs: made };
+}
+
+/** A USAGE_LEDGER that records the rows each hand-off carries (the real ledger behind it answers). */
+function countedLedgers(): { ledgers: Env["USAGE_LEDGER"]; handOffs: string[][] } {
+  const handOffs: string[][] = [];
+  const ledgers = new Proxy(env.USAGE_LEDGER, {
+    get(target, prop) {
+      const value: unknown = Reflect.get(target, prop);
+      if (prop !== "get" || typeof value !== "function") return typeof value === "function" ? value.bind(target) : value;
+      return (id: DurableObjectId) => {
+        const stub = target.get(id);
+        return {
+          handOff: (input: Parameters<typeof stub.handOff>[0]) => {
+            handOffs.push(input.rows.map((r) => r.callId));
+            return stub.handOff(input);
+          },
+        };
+      };
+    },
+  }) as unknown as Env["USAGE_LEDGER"];
+  return { ledgers, handOffs };
 }
 
 function row(tenantId: string, programId: string, callId: string, over: Partial<LedgerUsageRow> = {}): LedgerUsageRow {
@@ -140,7 +166,7 @@ describe("the tenant's usage ledger", () => {
     // 12 programs × 2 calls: 24 rows and 12 program rows, several multi-row statements, one batch.
     const { tenant, ledger, programs } = await tenantWithPrograms(12, 2);
     const started = Math.min(...programs.map((p) => p.started));
-    // Handed off at settle: the programs hold nothing, the ledger everything, D1 nothing yet.
+    // Handed off by the programs' alarms: the programs hold nothing, the ledger everything, D1 nothing yet.
     for (const { session } of programs) expect(await heldByProgram(session)).toEqual([]);
     expect(await ledger.pendingCounts()).toEqual({ rows: 24, summaries: 12 });
     expect(await tenantUsageRows(tenant.id)).toEqual([]);
@@ -157,9 +183,9 @@ describe("the tenant's usage ledger", () => {
     expect(rows).toHaveLength(24);
     expect(new Set(rows.map((r) => r.call_id))).toEqual(new Set(programs.flatMap((p) => p.callIds)));
     for (const r of rows) expect(r).toMatchObject({ prompt_tokens: 10, cached_tokens: 2, completion_tokens: 5, status: "ok", engine: "e1" });
-    // A program's row is handed over when it changes state (created here, at its first settle; ended), not at every settle.
+    // A program's row goes with its rows' hand-off (created here; both calls in it), not at every settle.
     for (const { programId } of programs) {
-      expect(await programRow(programId)).toMatchObject({ status: "active", calls: 1, prompt_tokens: 10 });
+      expect(await programRow(programId)).toMatchObject({ status: "active", calls: 2, prompt_tokens: 20 });
     }
     // Nothing left: no alarm.
     expect(await alarmOf(ledger)).toBeNull();
@@ -339,4 +365,77 @@ describe("a program's hand-off to its ledger", () => {
       expect(await programRow(programId)).toMatchObject({ calls: 1, status: "active" });
     });
   }
+});
+
+describe("a program's hand-offs within the window", () => {
+  /** A tenant whose ledger batches, and a program of it whose hand-offs are counted. */
+  async function countedProgram(calls: number) {
+    const tenant = await newTenant();
+    const ledger = usageLedger(env, tenant.id);
+    await batching(ledger);
+    const counted = countedLedgers();
+    const program = await programWithCalls(tenant.id, calls, (s) => batching(s, { USAGE_LEDGER: counted.ledgers }));
+    return { tenant, ledger, counted, ...program };
+  }
+
+  it("hands N calls settled within the window to the ledger in ONE hand-off carrying the N rows, from its alarm", async () => {
+    const { ledger, counted, programId, session, started, callIds } = await countedProgram(5);
+    // The settles handed nothing off: the rows wait in the program, its alarm due half a window after the first settle.
+    expect(counted.handOffs).toEqual([]);
+    expect(await heldByProgram(session)).toEqual(callIds);
+    expect(await ledger.pendingCounts()).toEqual({ rows: 0, summaries: 0 });
+    expect(await alarmOf(session)).toBe(started + programHandOffWaitMs(FLUSH_MS));
+
+    expect(await runDurableObjectAlarm(session)).toBe(true);
+    expect(counted.handOffs).toEqual([callIds]);
+    expect(await heldByProgram(session)).toEqual([]);
+    expect(await ledger.pendingCounts()).toEqual({ rows: 5, summaries: 1 });
+    // The ledger's wait counts from the settle: its batch is due a window after the first settle, not after the hand-off.
+    const due = await alarmOf(ledger);
+    expect(due).not.toBeNull();
+    expect(due!).toBeLessThanOrEqual(started + FLUSH_MS);
+    // The program's next alarm (its idle expiry) has nothing to hand off.
+    await runDurableObjectAlarm(session);
+    expect(counted.handOffs).toHaveLength(1);
+
+    expect(await runDurableObjectAlarm(ledger)).toBe(true);
+    expect((await usageRows(programId)).map((r) => r.call_id).sort()).toEqual([...callIds].sort());
+    expect(await programRow(programId)).toMatchObject({ status: "active", calls: 5, prompt_tokens: 50 });
+  });
+
+  it("keeps rows pending through its restart, and its alarm hands them off once", async () => {
+    const { tenant, ledger, counted, programId, session: before, callIds } = await countedProgram(3);
+    // The object is thrown away (as an eviction or a crash would): only its storage (the rows and the alarm) remains.
+    await expect(runInDurableObject(before, (_instance: object, state) => state.abort("restart"))).rejects.toThrow();
+    const session = programSession(env, tenant.id, programId);
+    expect(await heldByProgram(session)).toEqual(callIds);
+    expect(await ledger.pendingCounts()).toEqual({ rows: 0, summaries: 0 });
+    await batching(session, { USAGE_LEDGER: counted.ledgers });
+
+    expect(await runDurableObjectAlarm(session)).toBe(true);
+    expect(counted.handOffs).toEqual([callIds]);
+    expect(await heldByProgram(session)).toEqual([]);
+    await runDurableObjectAlarm(session);
+    expect(counted.handOffs).toHaveLength(1);
+    expect(await runDurableObjectAlarm(ledger)).toBe(true);
+    expect(await usageRows(programId)).toHaveLength(3);
+    expect(await programRow(programId)).toMatchObject({ calls: 3 });
+  });
+
+  it("hands off at once when the program ends, and a late settle after it at once too", async () => {
+    const { tenant, ledger, counted, programId, session, callIds } = await countedProgram(2);
+    const lateCall = `call_late_${programId.slice(-8)}`;
+    const begun = await session.beginCall({ callId: lateCall, thread: "main", model: "m", now: Date.now() });
+    expect(begun.ok).toBe(true);
+    expect(await session.end({ now: Date.now() })).toMatchObject({ ok: true });
+    expect(counted.handOffs).toEqual([callIds]);
+    expect(await heldByProgram(session)).toEqual([]);
+    expect(await ledger.pendingCounts()).toEqual({ rows: 2, summaries: 1 });
+
+    expect(await session.settleCall(settlement(lateCall, Date.now()))).toEqual({ settled: true });
+    expect(counted.handOffs).toEqual([callIds, [lateCall]]);
+    expect(await runDurableObjectAlarm(ledger)).toBe(true);
+    expect(await tenantUsageRows(tenant.id)).toHaveLength(3);
+    expect(await programRow(programId)).toMatchObject({ status: "ended", calls: 3 });
+  });
 });

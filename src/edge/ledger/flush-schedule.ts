@@ -29,3 +29,13 @@ export function ledgerFlushAt(backlog: LedgerBacklog): number {
   const backoff = Math.min(LEDGER_RETRY_MAX_MS, LEDGER_RETRY_FIRST_MS * 2 ** (backlog.failures - 1));
   return backlog.lastFailureAt + backoff;
 }
+
+/**
+ * How long a program holds its settled rows before handing them to its tenant's ledger:
+ * half the window, so a program making several calls in it hands them off together. The
+ * ledger counts its own wait from the rows' settle too (pending-store.ts `due_from`), so it
+ * writes them LEDGER_FLUSH_MS after the settle: the halves add up to one window, not two.
+ */
+export function programHandOffWaitMs(flushMs: number): number {
+  return Math.floor(flushMs / 2);
+}

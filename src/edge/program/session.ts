@@ -10,7 +10,7 @@ import type { Program } from "../db/schema.js";
 import { edgeConfig, type Env } from "../env.js";
 import { countedObjectD1 } from "../instrument/io-counts.js";
 import { usageLedger } from "../ledger/access.js";
-import { ledgerFlushAt } from "../ledger/flush-schedule.js";
+import { ledgerFlushAt, programHandOffWaitMs } from "../ledger/flush-schedule.js";
 import { HAND_OFF_MAX_ROWS, type LedgerUsageRow } from "../ledger/types.js";
 import { admittedOnAnyShard, tenantLimiter } from "../limiter/access.js";
 import { type CallRecord, type ProgramMeta, ProgramStore } from "./store.js";
@@ -62,10 +62,12 @@ type Outcome = Omit<SettleCallInput, "callId">;
  * object and is answered exactly like an unknown one.
  *
  * Every state change is one synchronous SQLite transaction. The ledger's writes
- * (the program summary, one usage row per call) follow it: handed to the tenant's
- * UsageLedger at each settle, which batches the tenant's rows to D1 (an outbox:
- * a row stays here, pending, until the ledger acknowledged it durably, and the
- * alarm retries a failed hand-off). With EDGE_BASELINE_PROGRAM_LEDGER the program
+ * (the program summary, one usage row per call) follow it: kept here, pending, and
+ * handed to the tenant's UsageLedger together by the alarm, half of LEDGER_FLUSH_MS
+ * after the oldest one's settle (at once when the program ends, or at each settle
+ * with LEDGER_FLUSH_MS 0); the ledger batches the tenant's rows to D1. An outbox:
+ * a row stays here until the ledger acknowledged it durably, and the alarm retries
+ * a failed hand-off. With EDGE_BASELINE_PROGRAM_LEDGER the program
  * batches its own rows to D1 instead (the path before, for bench:edge --ledger).
  * The single alarm also reaps leaked calls and expires the program after
  * PROGRAM_IDLE_TTL_MS without activity.
@@ -229,10 +231,9 @@ export class ProgramSession extends DurableObject<Env> {
 
   /**
    * Settles what a call used: service values, totals, affinity, and its usage
-   * row, kept in this object's storage in the same transaction, then handed to the
-   * tenant's ledger before this answers (the Worker settles after the response, so
-   * the hand-off is off the call's critical path). Idempotent on the call ID: a
-   * repeat changes nothing (but hands off a row still pending).
+   * row, kept in this object's storage in the same transaction; the row waits there
+   * for the alarm's hand-off with the program's other calls' (flushLedgerAtSettle).
+   * Idempotent on the call ID: a repeat changes nothing.
    */
   async settleCall(raw: SettleCallInput): Promise<SettleCallResult> {
     const parsed = SettleCallInput.safeParse(raw);
@@ -413,14 +414,23 @@ export class ProgramSession extends DurableObject<Env> {
   }
 
   /**
-   * At a settle: the row goes to the tenant's ledger now (which, with LEDGER_FLUSH_MS 0,
-   * writes it to D1 before it answers). The baseline batches here and writes at a settle
-   * only with LEDGER_FLUSH_MS 0, as before.
+   * At a settle: with LEDGER_FLUSH_MS 0 the row goes to the tenant's ledger now (which
+   * writes it to D1 before it answers). Otherwise it waits for the alarm's hand-off
+   * (scheduleAlarm), so the program's calls within the window cost the ledger one
+   * hand-off, not one each; a late settle of an ended program is handed off at once (its
+   * summary is final). The baseline batches here and writes at a settle only with
+   * LEDGER_FLUSH_MS 0, as before.
    */
   private async flushLedgerAtSettle(): Promise<void> {
     const config = edgeConfig(this.env);
-    if (config.baselineProgramLedger && config.ledgerFlushMs !== 0) return;
+    if (config.ledgerFlushMs !== 0 && (config.baselineProgramLedger || this.requireMeta().status === "active")) return;
     await this.recordPending();
+  }
+
+  /** How long after its settle a row waits here: the baseline's whole window, or the first half of the tenant ledger's. */
+  private pendingWaitMs(): number {
+    const config = edgeConfig(this.env);
+    return config.baselineProgramLedger ? config.ledgerFlushMs : programHandOffWaitMs(config.ledgerFlushMs);
   }
 
   /** Sends what the ledger lacks (the summary if changed, settled rows not yet acknowledged) to where it goes. */
@@ -571,8 +581,9 @@ export class ProgramSession extends DurableObject<Env> {
   }
 
   /**
-   * One alarm for everything: idle expiry, the oldest lease, the ledger's next
-   * batch (ledger/flush-schedule.ts), or a D1 retry.
+   * One alarm for everything: idle expiry, the oldest lease, the next hand-off to
+   * the tenant's ledger (the baseline: the next D1 batch; ledger/flush-schedule.ts),
+   * or a retry.
    * It is only moved earlier (or deleted once nothing is left): every call
    * pushes the idle deadline later, and rewriting the alarm for that would
    * cost a storage write per begin and per settle. An alarm that fires early
@@ -588,7 +599,7 @@ export class ProgramSession extends DurableObject<Env> {
     if (oldestPendingAt !== undefined) {
       const { count, lastAt } = this.ledgerFailures;
       deadlines.push(
-        ledgerFlushAt({ oldestPendingAt, flushMs: edgeConfig(this.env).ledgerFlushMs, failures: count, lastFailureAt: lastAt }),
+        ledgerFlushAt({ oldestPendingAt, flushMs: this.pendingWaitMs(), failures: count, lastFailureAt: lastAt }),
       );
     } else if (meta.summaryPending) {
       deadlines.push(Date.now() + D1_RETRY_MS);

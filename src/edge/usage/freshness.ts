@@ -1,12 +1,16 @@
 import type { EdgeConfig } from "../env.js";
+import { programHandOffWaitMs } from "../ledger/flush-schedule.js";
 
 /*
- * How far the ledger in D1 may be behind. A settled call's row is handed to its tenant's
- * UsageLedger at the settle (after the response: one Durable Object round trip), and the
- * ledger sends it to D1 in one batch LEDGER_FLUSH_MS after the oldest pending row's settle
- * (ledger/usage-ledger.ts, ledger/flush-schedule.ts), plus the alarm's own lateness
- * (ALARM_SLACK_MS) and the hand-off's (HAND_OFF_SLACK_MS); both allowed for, not measured.
- * So every call that settled before `data_as_of` is in the figures, unless a hand-off or
+ * How far the ledger in D1 may be behind. A settled call's row waits in its program's
+ * object and is handed to its tenant's UsageLedger by the program's alarm, half of
+ * LEDGER_FLUSH_MS after the oldest pending row's settle (ledger/flush-schedule.ts
+ * programHandOffWaitMs; at once when the program ends). The ledger sends it to D1 in one
+ * batch LEDGER_FLUSH_MS after that settle (its wait counts from the settle, not the
+ * arrival), or at once if the hand-off came later. So the row waits
+ * max(LEDGER_FLUSH_MS, half + the program's alarm's lateness + the hand-off) + the
+ * ledger's alarm's lateness: ALARM_SLACK_MS and HAND_OFF_SLACK_MS, allowed for, not measured.
+ * Every call that settled before `data_as_of` is in the figures, unless a hand-off or
  * a D1 batch failed: the program retries its hand-off, the ledger its batch, each backing
  * off 2 s doubling to 30 s, until it goes through: never lost, never counted twice.
  * The baseline (EDGE_BASELINE_PROGRAM_LEDGER: each program batches its own rows) has no hand-off.
@@ -26,7 +30,9 @@ export interface LedgerFreshness {
 /** The bound itself (ms); 0 with LEDGER_FLUSH_MS 0: a row is in D1 before its settle is answered. */
 export function ledgerDelayMs(config: Pick<EdgeConfig, "ledgerFlushMs" | "baselineProgramLedger">): number {
   if (config.ledgerFlushMs === 0) return 0;
-  return config.ledgerFlushMs + ALARM_SLACK_MS + (config.baselineProgramLedger ? 0 : HAND_OFF_SLACK_MS);
+  if (config.baselineProgramLedger) return config.ledgerFlushMs + ALARM_SLACK_MS;
+  const handedOffBy = programHandOffWaitMs(config.ledgerFlushMs) + ALARM_SLACK_MS + HAND_OFF_SLACK_MS;
+  return Math.max(config.ledgerFlushMs, handedOffBy) + ALARM_SLACK_MS;
 }
 
 export function ledgerFreshness(config: EdgeConfig, now: number): LedgerFreshness {
