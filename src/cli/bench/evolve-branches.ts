@@ -1,5 +1,5 @@
 import { type EvolveConfig, simulateEvolvingPool, summarise, type EvolveSummary } from "../../sim/evolve/pd-simulation.js";
-import { AGENT_SHAPES, shiftingWorkload } from "../../sim/evolve/workload.js";
+import { AGENT_SHAPES, type AgentShape, shiftingWorkload } from "../../sim/evolve/workload.js";
 import type { EvolveBenchOptions } from "./evolve.js";
 
 /*
@@ -35,10 +35,17 @@ export interface BranchBenchRow {
   wallMs: number;
 }
 
+/** The tree-search shape with the bench's decision wait. */
+const branchShapeOf = (options: EvolveBenchOptions) => {
+  const shape = AGENT_SHAPES["tree-search"];
+  return { ...shape, tree: { ...shape.tree, decisionMs: options.branchDecisionSeconds * 1_000 } } satisfies AgentShape;
+};
+
 export function runBranchBench(options: EvolveBenchOptions): BranchBenchRow[] {
   const rows: BranchBenchRow[] = [];
+  const shape = branchShapeOf(options);
   for (const programsPerSec of options.branchRates) {
-    const programs = shiftingWorkload([{ kind: "tree-search", durationMs: options.phaseSeconds * 1_000, programsPerSec }], options.seed);
+    const programs = shiftingWorkload([{ kind: "tree-search", durationMs: options.phaseSeconds * 1_000, programsPerSec }], options.seed).map((program) => ({ ...program, shape }));
     for (const { variant, settings } of BRANCH_VARIANTS) {
       const started = performance.now();
       const result = simulateEvolvingPool({ engines: BRANCH_ENGINES, profile: "llama-3.1-8b-h100", programs, policy: { kind: "mixed" }, ...settings });
@@ -53,7 +60,7 @@ const millions = (tokens: number) => `${(tokens / 1e6).toFixed(2)} M`;
 const thousands = (blocks: number) => `${(blocks / 1e3).toFixed(1)} k`;
 
 export function formatBranchReport(rows: readonly BranchBenchRow[], options: EvolveBenchOptions): string {
-  const shape = AGENT_SHAPES["tree-search"];
+  const shape = branchShapeOf(options);
   const { tree } = shape;
   const lines = [
     `Abandoned branches — ${BRANCH_ENGINES} mixed llama-3.1-8b-h100 engine, tree-search programs for ${options.phaseSeconds} s (Poisson), seed ${options.seed}: a ${shape.firstPromptTokens}-token task, ${tree.rounds} rounds of ${tree.forks} branches × ${tree.branchCalls} calls (${shape.stepTokens} new tokens, ${shape.outputTokens} output a call, tools ${shape.toolMs / 1_000} s ± ${shape.toolSpread * 100} %), ${tree.decisionMs / 1_000} s decision, keep 1 and abandon ${tree.forks - 1}`,

@@ -1,7 +1,7 @@
 import { parseArgs } from "node:util";
 import type { RetentionSettings } from "../../core/kv/retention-planner.js";
 import { type EvolveConfig, type EvolvePolicy, simulateEvolvingPool, summarise, type EvolveSummary } from "../../sim/evolve/pd-simulation.js";
-import { shiftingWorkload, type WorkloadPhase } from "../../sim/evolve/workload.js";
+import { AGENT_SHAPES, shiftingWorkload, type WorkloadPhase } from "../../sim/evolve/workload.js";
 import { DEFAULT_BRANCH_RATES } from "./evolve-branches.js";
 
 /*
@@ -21,10 +21,11 @@ import { DEFAULT_BRANCH_RATES } from "./evolve-branches.js";
  * the policy table's best fixed split) with LRU and with retention. All on the same programs.
  */
 
-export const EVOLVE_BENCH_USAGE = `usage: npm run bench:evolve -- [--engines 8] [--rate 0.5] [--phase-seconds 240] [--seed 7] [--kv-rate 2] [--branch-rates 0.04,0.06,0.08,0.1] [--only policies|kv|branches]
+export const EVOLVE_BENCH_USAGE = `usage: npm run bench:evolve -- [--engines 8] [--rate 0.5] [--phase-seconds 240] [--seed 7] [--kv-rate 2] [--branch-rates 0.04,0.06,0.08,0.1] [--branch-decision-seconds 3] [--only policies|kv|branches]
   --rate scales every phase's programs per second (math 4, computer-use 6, coding 1 at 1.0)
   --kv-rate: coding-long programs per second in the KV variants' third phase
   --branch-rates: tree-search programs per second, one table block each (the abandoned-branch signal; one engine)
+  --branch-decision-seconds: the tree search's wait between a round's last answer and the next round's fork
   --only: just the policy table, the KV variants, or the abandoned-branch table (default all three)`;
 
 export interface EvolveBenchOptions {
@@ -34,6 +35,7 @@ export interface EvolveBenchOptions {
   seed: number;
   kvRate: number;
   branchRates: number[];
+  branchDecisionSeconds: number;
   only: "policies" | "kv" | "branches" | undefined;
 }
 
@@ -47,6 +49,7 @@ export function parseEvolveBenchArgs(argv: readonly string[]): EvolveBenchOption
       seed: { type: "string", default: "7" },
       "kv-rate": { type: "string", default: "2" },
       "branch-rates": { type: "string", default: DEFAULT_BRANCH_RATES.join(",") },
+      "branch-decision-seconds": { type: "string", default: String(AGENT_SHAPES["tree-search"].tree.decisionMs / 1_000) },
       only: { type: "string" },
       help: { type: "boolean", default: false },
     },
@@ -61,9 +64,11 @@ export function parseEvolveBenchArgs(argv: readonly string[]): EvolveBenchOption
     seed: Number(values.seed),
     kvRate: Number(values["kv-rate"]),
     branchRates: values["branch-rates"].split(",").map(Number),
+    branchDecisionSeconds: Number(values["branch-decision-seconds"]),
     only,
   };
   if (!options.branchRates.every((rate) => rate > 0)) throw new RangeError("--branch-rates: positive numbers, comma-separated");
+  if (!(options.branchDecisionSeconds >= 0)) throw new RangeError("--branch-decision-seconds: a number >= 0");
   if (!(options.kvRate > 0)) throw new RangeError("--kv-rate: a positive number");
   if (!Number.isInteger(options.engines) || options.engines < 2) throw new RangeError("--engines: an integer of at least 2");
   if (!(options.rate > 0) || !(options.phaseSeconds > 0) || !Number.isInteger(options.seed)) throw new RangeError("--rate and --phase-seconds: positive numbers; --seed: an integer");
