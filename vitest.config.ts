@@ -33,9 +33,6 @@ export default defineConfig(async () => {
           test: {
             name: "edge",
             include: ["test/edge/**/*.test.ts"],
-            // One workerd for every file: starting one per file (~6 s) cost most of the project's time.
-            // The setup file gives each file fresh storage (Durable Objects, D1) and test pool.
-            isolate: false,
             setupFiles: ["./test/edge/apply-migrations.ts"],
           },
         },
