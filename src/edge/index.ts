@@ -1,6 +1,6 @@
 import { createApp } from "./app.js";
 import type { Env } from "./env.js";
-import { countedRequestEnv, countingIo, IO_TOTALS_PATH, isolateD1Queries } from "./instrument/io-counts.js";
+import { countedRequestEnv, countingIo, IO_TOTALS_PATH, isolateD1Queries, isolateHandOffs } from "./instrument/io-counts.js";
 
 /*
  * The Agentix edge Worker: tenant auth, programs, metering, and signed
@@ -17,8 +17,10 @@ const app = createApp();
 export default {
   // bench:edge counts each request's Durable Object calls and D1 queries (COUNT_IO=1); otherwise env is as given.
   fetch: (request: Request, env: Env, ctx: ExecutionContext) => {
-    // The isolate's D1 totals, for bench:edge only: outside the app, so no route exists without COUNT_IO.
-    if (countingIo(env) && new URL(request.url).pathname === IO_TOTALS_PATH) return Response.json(isolateD1Queries);
+    // The isolate's D1 totals and ledger hand-offs, for bench:edge only: outside the app, so no route exists without COUNT_IO.
+    if (countingIo(env) && new URL(request.url).pathname === IO_TOTALS_PATH) {
+      return Response.json({ ...isolateD1Queries, handOffs: isolateHandOffs.count });
+    }
     return app.fetch(request, countedRequestEnv(env), ctx);
   },
 } satisfies ExportedHandler<Env>;

@@ -146,10 +146,11 @@ function parseIo(header: string | null): { objects: number; rounds: number; d1: 
   return match ? { objects: Number(match[1]), rounds: Number(match[2]), d1: Number(match[3]) } : undefined;
 }
 
-async function isolateD1Totals(stack: LocalStack): Promise<{ worker: number; objects: number; ledger: number }> {
+/** The isolate's D1 queries, and its programs' hand-offs to their ledgers (one DO request each, after the response). */
+async function isolateD1Totals(stack: LocalStack): Promise<{ worker: number; objects: number; ledger: number; handOffs: number }> {
   const res = await fetch(`${stack.edgeUrl}/debug/io-totals`);
   if (!res.ok) throw new Error(`/debug/io-totals answered ${res.status}`);
-  return (await res.json()) as { worker: number; objects: number; ledger: number };
+  return (await res.json()) as { worker: number; objects: number; ledger: number; handOffs: number };
 }
 
 async function isolateD1(stack: LocalStack): Promise<number> {
@@ -436,12 +437,12 @@ async function compareLedgers(options: Options): Promise<void> {
     // The set-up's calls (warm-up, the clients' programs) reach D1 before the first phase is counted.
     await new Promise((resolve) => setTimeout(resolve, LEDGER_TAIL_MS));
     const order: LedgerModeName[] = [names[0]!, names[1]!, names[1]!, names[0]!];
-    const results: { phase: string; mode: LedgerModeName; result: PhaseResult; ledgerPerCall: number }[] = [];
+    const results: { phase: string; mode: LedgerModeName; result: PhaseResult; ledgerPerCall: number; handOffsPerCall: number }[] = [];
     for (const phase of ["new-program", "existing-program"] as const) {
-      const d1Before = new Map<LedgerModeName, { all: number; ledger: number }>();
+      const d1Before = new Map<LedgerModeName, { all: number; ledger: number; handOffs: number }>();
       for (const mode of names) {
         const totals = await isolateD1Totals(side(mode).stack);
-        d1Before.set(mode, { all: totals.worker + totals.objects, ledger: totals.ledger });
+        d1Before.set(mode, { all: totals.worker + totals.objects, ledger: totals.ledger, handOffs: totals.handOffs });
       }
       const runs = new Map<LedgerModeName, PhaseRun[]>(names.map((mode) => [mode, []]));
       for (const mode of order) {
@@ -452,21 +453,22 @@ async function compareLedgers(options: Options): Promise<void> {
       await new Promise((resolve) => setTimeout(resolve, LEDGER_TAIL_MS));
       for (const mode of names) {
         const totals = await isolateD1Totals(side(mode).stack);
-        const before = d1Before.get(mode) ?? { all: 0, ledger: 0 };
+        const before = d1Before.get(mode) ?? { all: 0, ledger: 0, handOffs: 0 };
         const result = summarise(runs.get(mode) ?? [], totals.worker + totals.objects - before.all);
-        const answered = runs.get(mode)?.reduce((sum, run) => sum + run.latencies.length, 0) ?? 0;
-        results.push({ phase, mode, result, ledgerPerCall: (totals.ledger - before.ledger) / Math.max(1, answered) });
+        const answered = Math.max(1, runs.get(mode)?.reduce((sum, run) => sum + run.latencies.length, 0) ?? 0);
+        const ledgerPerCall = (totals.ledger - before.ledger) / answered;
+        results.push({ phase, mode, result, ledgerPerCall, handOffsPerCall: (totals.handOffs - before.handOffs) / answered });
       }
     }
     console.log(
       `${options.workers} clients, ${options.seconds} s per phase and side (two halves, A B B A), engines take no model time, ` +
-        "LEDGER_FLUSH_MS 5000; per call: sequential DO rounds and D1 queries before the pool, the ledger's D1 writes (usage and program rows), " +
+        "LEDGER_FLUSH_MS 5000; per call: DO calls and sequential DO rounds and D1 queries before the pool, programs' hand-offs to the ledger (a DO call each, after the response), the ledger's D1 writes (usage and program rows), " +
         "and all D1 queries (background reads of the pool directory, key use and the like included: they come with time, not calls)",
     );
     console.log(
-      ["phase".padEnd(17), "usage rows".padEnd(12), "calls/s".padStart(8), "p50 ms".padStart(7), "p99 ms".padStart(7), "DO rounds".padStart(10), "D1 on path".padStart(11), "ledger D1".padStart(10), "all D1".padStart(7), "  failures"].join(" "),
+      ["phase".padEnd(17), "usage rows".padEnd(12), "calls/s".padStart(8), "p50 ms".padStart(7), "p99 ms".padStart(7), "DO calls".padStart(9), "DO rounds".padStart(10), "hand-offs".padStart(10), "D1 on path".padStart(11), "ledger D1".padStart(10), "all D1".padStart(7), "  failures"].join(" "),
     );
-    for (const { phase, mode, result: r, ledgerPerCall } of results) {
+    for (const { phase, mode, result: r, ledgerPerCall, handOffsPerCall } of results) {
       console.log(
         [
           phase.padEnd(17),
@@ -474,7 +476,9 @@ async function compareLedgers(options: Options): Promise<void> {
           fixed(r.callsPerSecond, 1).padStart(8),
           fixed(r.p50, 0).padStart(7),
           fixed(r.p99, 0).padStart(7),
+          fixed(r.objectCalls, 2).padStart(9),
           fixed(r.objectRounds, 2).padStart(10),
+          fixed(handOffsPerCall, 3).padStart(10),
           fixed(r.d1OnPath, 2).padStart(11),
           fixed(ledgerPerCall, 3).padStart(10),
           fixed(r.d1Total, 3).padStart(7),

@@ -43,6 +43,14 @@ export const IO_TOTALS_PATH = "/debug/io-totals";
 /** D1 queries by every counted D1 handle in this isolate (Worker and objects), since it started; `ledger` is part of `objects`. */
 export const isolateD1Queries = { worker: 0, objects: 0, ledger: 0 };
 
+/** Programs' hand-offs to their tenant's ledger in this isolate, since it started: one Durable Object request each, after the response. */
+export const isolateHandOffs = { count: 0 };
+
+/** A program hands rows to its ledger (counted with COUNT_IO=1 only). */
+export function countHandOff(env: Env): void {
+  if (countingIo(env)) isolateHandOffs.count += 1;
+}
+
 const requestIo = new WeakMap<object, RequestIo>();
 
 export const countingIo = (env: Env): boolean => env.COUNT_IO === "1";

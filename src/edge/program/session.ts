@@ -8,7 +8,7 @@ import { type Database, database } from "../db/client.js";
 import { D1_BATCH_MAX, type LedgerWrite, recordUsage, writeProgramSummary } from "../db/ledger.js";
 import type { Program } from "../db/schema.js";
 import { edgeConfig, type Env } from "../env.js";
-import { countedObjectD1 } from "../instrument/io-counts.js";
+import { countedObjectD1, countHandOff } from "../instrument/io-counts.js";
 import { usageLedger } from "../ledger/access.js";
 import { ledgerFlushAt, programHandOffWaitMs } from "../ledger/flush-schedule.js";
 import { HAND_OFF_MAX_ROWS, type LedgerUsageRow } from "../ledger/types.js";
@@ -456,6 +456,7 @@ export class ProgramSession extends DurableObject<Env> {
       for (let i = 0; i === 0 || i < rows.length; i += HAND_OFF_MAX_ROWS) {
         const part = rows.slice(i, i + HAND_OFF_MAX_ROWS);
         const sendsSummary = i === 0 && summary !== undefined;
+        countHandOff(this.env);
         const result = await ledger.handOff({ programs: sendsSummary ? [summary] : [], rows: part });
         if (!result.ok) throw new Error(`the ledger refused the hand-off (${result.error}): ${result.detail}`);
         this.ctx.storage.transactionSync(() => {
