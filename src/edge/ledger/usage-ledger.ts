@@ -2,6 +2,7 @@ import { DurableObject } from "cloudflare:workers";
 import { z } from "zod";
 import { type Database, database } from "../db/client.js";
 import { D1_BATCH_MAX, type LedgerWrite, recordUsageRows, writeProgramSummaries } from "../db/ledger.js";
+import { AlarmSchedule } from "../durable/alarm-schedule.js";
 import { edgeConfig, type Env } from "../env.js";
 import { countedObjectD1 } from "../instrument/io-counts.js";
 import { ledgerFlushAt } from "./flush-schedule.js";
@@ -28,7 +29,7 @@ const BATCHES_PER_FLUSH = 10;
 export class UsageLedger extends DurableObject<Env> {
   private readonly pending: LedgerPendingStore;
   private readonly db: Database;
-  private alarmAt: number | null = null;
+  private readonly alarms: AlarmSchedule;
   /** D1 batches that failed in a row, and when the last did (in memory: an evicted ledger retries at once). */
   private failures = { count: 0, lastAt: 0 };
   /** Flushes run one after another, so a flush never misses rows stored while another was writing. */
@@ -37,10 +38,11 @@ export class UsageLedger extends DurableObject<Env> {
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
     this.pending = new LedgerPendingStore(ctx.storage.sql);
+    this.alarms = new AlarmSchedule(ctx.storage);
     this.db = database(countedObjectD1(env, "ledger"));
     void ctx.blockConcurrencyWhile(async () => {
       this.pending.ensureSchema();
-      this.alarmAt = await ctx.storage.getAlarm();
+      await this.alarms.load();
     });
   }
 
@@ -68,7 +70,7 @@ export class UsageLedger extends DurableObject<Env> {
   }
 
   override async alarm(): Promise<void> {
-    this.alarmAt = null;
+    this.alarms.forget();
     await this.flush();
     await this.scheduleAlarm();
   }
@@ -131,14 +133,6 @@ export class UsageLedger extends DurableObject<Env> {
       oldest === undefined
         ? null
         : ledgerFlushAt({ oldestPendingAt: oldest, flushMs: this.flushMs(), failures: this.failures.count, lastFailureAt: this.failures.lastAt });
-    if (next === null) {
-      if (this.alarmAt === null) return;
-      await this.ctx.storage.deleteAlarm();
-    } else {
-      // Only moved earlier: a later due time is found by the alarm that fires first.
-      if (this.alarmAt !== null && this.alarmAt <= next) return;
-      await this.ctx.storage.setAlarm(next);
-    }
-    this.alarmAt = next;
+    await this.alarms.moveTo(next);
   }
 }

@@ -7,6 +7,7 @@ import { DEFAULT_THREAD } from "../../protocol/headers.js";
 import { type Database, database } from "../db/client.js";
 import { D1_BATCH_MAX, type LedgerWrite, recordUsage, writeProgramSummary } from "../db/ledger.js";
 import type { Program } from "../db/schema.js";
+import { AlarmSchedule } from "../durable/alarm-schedule.js";
 import { edgeConfig, type Env } from "../env.js";
 import { countedObjectD1, countHandOff } from "../instrument/io-counts.js";
 import { usageLedger } from "../ledger/access.js";
@@ -79,7 +80,7 @@ export class ProgramSession extends DurableObject<Env> {
   private readonly db: Database;
   /** The program row; undefined until create() ran in this object. */
   private meta: ProgramMeta | undefined;
-  private alarmAt: number | null = null;
+  private readonly alarms: AlarmSchedule;
   /** Hand-offs (or D1 batches) that failed in a row, and when the last did: the retry backoff. */
   private ledgerFailures = { count: 0, lastAt: 0 };
 
@@ -89,10 +90,11 @@ export class ProgramSession extends DurableObject<Env> {
     this.tools = new ToolStore(ctx.storage.sql);
     this.responses = new ResponseStore(ctx.storage.sql);
     this.db = database(countedObjectD1(env, "ledger"));
+    this.alarms = new AlarmSchedule(ctx.storage);
     void ctx.blockConcurrencyWhile(async () => {
       if (this.store.exists()) this.store.upgrade();
       this.meta = this.store.readMeta();
-      this.alarmAt = this.meta ? await ctx.storage.getAlarm() : null;
+      if (this.meta) await this.alarms.load();
     });
   }
 
@@ -171,10 +173,9 @@ export class ProgramSession extends DurableObject<Env> {
       return { abandoned: true, programDropped: false };
     }
     // Never used: its D1 row was not written yet (that waits for a settle or the alarm), so nothing outside this object knows it.
-    await this.ctx.storage.deleteAlarm();
+    await this.alarms.clear();
     await this.ctx.storage.deleteAll();
     this.meta = undefined;
-    this.alarmAt = null;
     return { abandoned: true, programDropped: true };
   }
 
@@ -352,7 +353,7 @@ export class ProgramSession extends DurableObject<Env> {
   }
 
   override async alarm(): Promise<void> {
-    this.alarmAt = null;
+    this.alarms.forget();
     const meta = this.meta;
     if (!meta) return;
     const now = Date.now();
@@ -605,15 +606,7 @@ export class ProgramSession extends DurableObject<Env> {
     } else if (meta.summaryPending) {
       deadlines.push(Date.now() + D1_RETRY_MS);
     }
-    const next = deadlines.length > 0 ? Math.min(...deadlines) : null;
-    if (next === null) {
-      if (this.alarmAt === null) return;
-      await this.ctx.storage.deleteAlarm();
-    } else {
-      if (this.alarmAt !== null && this.alarmAt <= next) return;
-      await this.ctx.storage.setAlarm(next);
-    }
-    this.alarmAt = next;
+    await this.alarms.moveTo(deadlines.length > 0 ? Math.min(...deadlines) : null);
   }
 
   private snapshot(meta: ProgramMeta): ProgramState {
