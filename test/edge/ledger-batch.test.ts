@@ -3,10 +3,9 @@ import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { LEDGER_RETRY_FIRST_MS } from "../../src/edge/ledger/flush-schedule";
 import { programSession } from "../../src/edge/program/access";
-import type { SettleCallInput } from "../../src/edge/program/types";
 import { edgeConfig } from "../../src/edge/env";
 import { ALARM_SLACK_MS, HAND_OFF_SLACK_MS, ledgerFreshness } from "../../src/edge/usage/freshness";
-import { adminFetch, newTenant, programRow, tenantFetch, usageRows } from "./support";
+import { adminFetch, newTenant, programRow, settlement, tenantFetch, usageRows } from "./support";
 
 /*
  * The per-program ledger, kept as bench:edge --ledger's baseline (EDGE_BASELINE_PROGRAM_LEDGER):
@@ -39,21 +38,6 @@ async function batches(session: Session) {
 
 const alarmOf = (session: Session) => runInDurableObject(session, (_instance, state) => state.storage.getAlarm());
 
-function settlement(callId: string, finishedAt: number, over: Partial<SettleCallInput> = {}): SettleCallInput {
-  return {
-    callId,
-    status: "ok",
-    promptTokens: 10,
-    cachedTokens: 2,
-    completionTokens: 5,
-    usageSource: "engine",
-    serviceMs: 100,
-    queueMs: 3,
-    engine: "e1",
-    finishedAt,
-    ...over,
-  };
-}
 
 /** A new program with `calls` calls begun and settled, its rows pending. */
 async function programWithSettledCalls(calls: number) {

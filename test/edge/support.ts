@@ -6,6 +6,7 @@ import { dataEvent, DONE_EVENT, formatEvent } from "../../src/protocol/sse";
 import { POOL_PATHS, type SignedRoute, type SigningKey } from "../../src/protocol/signing";
 import { type PoolCallStats, statsCommentEvent, statsHeaders } from "../../src/protocol/stats";
 import worker from "../../src/edge/index";
+import type { SettleCallInput } from "../../src/edge/program/types";
 
 /*
  * Test harness for the edge: calls the Worker in-process with an execution
@@ -392,4 +393,21 @@ export async function newPlan(id: string, fields: Record<string, unknown> = {}):
 export async function setPlan(tenant: TestTenant, planId: string): Promise<void> {
   const res = await adminFetch(`/admin/tenants/${tenant.id}`, { method: "PATCH", body: JSON.stringify({ plan: planId }) });
   expect(res.status).toBe(200);
+}
+
+/** A settled ok call of 10 prompt tokens (2 cached) and 5 completion tokens, as an engine reported it. */
+export function settlement(callId: string, finishedAt: number, over: Partial<SettleCallInput> = {}): SettleCallInput {
+  return {
+    callId,
+    status: "ok",
+    promptTokens: 10,
+    cachedTokens: 2,
+    completionTokens: 5,
+    usageSource: "engine",
+    serviceMs: 100,
+    queueMs: 3,
+    engine: "e1",
+    finishedAt,
+    ...over,
+  };
 }

@@ -7,8 +7,7 @@ import { LEDGER_RETRY_FIRST_MS, programHandOffWaitMs } from "../../src/edge/ledg
 import type { LedgerProgramSummary, LedgerUsageRow } from "../../src/edge/ledger/types";
 import { programSession } from "../../src/edge/program/access";
 import type { ProgramStore } from "../../src/edge/program/store";
-import type { SettleCallInput } from "../../src/edge/program/types";
-import { newTenant, programRow, tenantUsageRows, usageRows } from "./support";
+import { newTenant, programRow, settlement, tenantUsageRows, usageRows } from "./support";
 
 /*
  * The tenant's UsageLedger: its programs hand it their pending rows together from their
@@ -44,20 +43,6 @@ const alarmOf = (stub: Ledger | Session) => runInDurableObject(stub, (_instance:
 const heldByProgram = (session: Session) =>
   runInDurableObject(session, (instance) => (Reflect.get(instance, "store") as ProgramStore).unrecordedCalls().map((call) => call.callId));
 
-function settlement(callId: string, finishedAt: number): SettleCallInput {
-  return {
-    callId,
-    status: "ok",
-    promptTokens: 10,
-    cachedTokens: 2,
-    completionTokens: 5,
-    usageSource: "engine",
-    serviceMs: 100,
-    queueMs: 3,
-    engine: "e1",
-    finishedAt,
-  };
-}
 
 const newProgramId = () => `prog_Ledger${crypto.randomUUID().replaceAll("-", "").slice(0, 20)}`;
 
