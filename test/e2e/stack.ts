@@ -85,12 +85,28 @@ export async function waitFor<T>(probe: () => Promise<T>, done: (value: T) => bo
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     try {
-      const value = await probe();
+      const value = await answeredWithin(probe(), Math.max(0, deadline - Date.now()) + PROBE_GRACE_MS);
       if (done(value) || Date.now() > deadline) return value;
     } catch (error) {
       if (Date.now() > deadline) throw error;
     }
     await new Promise((resolve) => setTimeout(resolve, intervalMs));
+  }
+}
+
+/** How long past waitFor's deadline one probe may take (a `wrangler d1 execute` takes seconds on a loaded machine). */
+const PROBE_GRACE_MS = 15_000;
+
+/** A probe that never answers (a request the local runtime left hanging) fails the wait with a reason instead of running into the test's timeout. */
+async function answeredWithin<T>(answer: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`waitFor: a probe did not answer within ${ms} ms`)), ms);
+  });
+  try {
+    return await Promise.race([answer, late]);
+  } finally {
+    clearTimeout(timer);
   }
 }
 
