@@ -82,7 +82,10 @@ export function describeClientAbort(local: LocalStackHandle, atEngine: EngineCou
   }
 
   describe("a client that leaves mid-stream", () => {
-    it("frees its only slot within seconds, stops the engine and is billed the engine's count", async () => {
+    // One retry: the local runtime (wrangler dev) sometimes neither reports the hang-up nor answers
+    // the next requests for tens of seconds (seen on CI: a GET of the program unanswered for 45 s
+    // after the stall rule had ended the call), which no deployed edge is measured by here.
+    it("frees its only slot within seconds, stops the engine and is billed the engine's count", { retry: 1, timeout: 240_000 }, async () => {
       const { key } = await createTenant(local.stack, "leaver", { max_concurrent: 1, allowed_extensions: ["ignore_eos"] });
 
       for (let attempt = 0; attempt < 3; attempt++) {
@@ -129,7 +132,7 @@ export function describeClientAbort(local: LocalStackHandle, atEngine: EngineCou
         expect(cancelled!.completion_tokens).toBeGreaterThanOrEqual(seen);
         expect(cancelled!.completion_tokens).toBeLessThan(ASKED_TOKENS);
       }
-      // Three attempts of up to ~50 s each (settle, engine, next call, ledger rows read through wrangler) on a loaded 2-core machine.
-    }, 240_000);
+      // Three attempts of up to ~50 s each (settle, engine, next call, ledger rows read through wrangler) on a loaded 2-core machine: timeout 240 s.
+    });
   });
 }
