@@ -38,7 +38,6 @@ async function batches(session: Session) {
 
 const alarmOf = (session: Session) => runInDurableObject(session, (_instance, state) => state.storage.getAlarm());
 
-
 /** A new program with `calls` calls begun and settled, its rows pending. */
 async function programWithSettledCalls(calls: number) {
   const tenant = await newTenant();

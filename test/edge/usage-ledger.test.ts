@@ -43,7 +43,6 @@ const alarmOf = (stub: Ledger | Session) => runInDurableObject(stub, (_instance:
 const heldByProgram = (session: Session) =>
   runInDurableObject(session, (instance) => (Reflect.get(instance, "store") as ProgramStore).unrecordedCalls().map((call) => call.callId));
 
-
 const newProgramId = () => `prog_Ledger${crypto.randomUUID().replaceAll("-", "").slice(0, 20)}`;
 
 /** A new program of `tenantId` with `calls` calls begun and settled (its object set up by `prepare`). */
