@@ -5,7 +5,7 @@ import { LEDGER_RETRY_FIRST_MS } from "../../src/edge/ledger/flush-schedule";
 import { programSession } from "../../src/edge/program/access";
 import { edgeConfig } from "../../src/edge/env";
 import { ALARM_SLACK_MS, HAND_OFF_SLACK_MS, ledgerFreshness } from "../../src/edge/usage/freshness";
-import { adminFetch, newTenant, programRow, settlement, tenantFetch, usageRows } from "./support";
+import { adminFetch, newTenant, programRow, programWithSettledCalls, settlement, tenantFetch, usageRows } from "./support";
 
 /*
  * The per-program ledger, kept as bench:edge --ledger's baseline (EDGE_BASELINE_PROGRAM_LEDGER):
@@ -38,33 +38,15 @@ async function batches(session: Session) {
 
 const alarmOf = (session: Session) => runInDurableObject(session, (_instance, state) => state.storage.getAlarm());
 
-/** A new program with `calls` calls begun and settled, its rows pending. */
-async function programWithSettledCalls(calls: number) {
+/** A new tenant's new program with `calls` calls begun and settled, its rows pending in the program. */
+async function settledProgram(calls: number) {
   const tenant = await newTenant();
-  const programId = `prog_Batch${crypto.randomUUID().replaceAll("-", "").slice(0, 20)}`;
-  const session = programSession(env, tenant.id, programId);
-  await batching(session);
-  const started = Date.now();
-  const callIds: string[] = [];
-  for (let i = 0; i < calls; i++) {
-    const callId = `call_batch_${i}_${programId.slice(-6)}`;
-    callIds.push(callId);
-    const begun = await session.beginCall({
-      ...(i === 0 ? { newProgram: { tenantId: tenant.id, programId } } : {}),
-      callId,
-      thread: "main",
-      model: "m",
-      now: started,
-    });
-    expect(begun.ok).toBe(true);
-    expect(await session.settleCall(settlement(callId, started + i))).toEqual({ settled: true });
-  }
-  return { tenant, programId, session, started, callIds };
+  return { tenant, ...(await programWithSettledCalls(tenant.id, calls, batching)) };
 }
 
 describe("the per-program ledger (the baseline)", () => {
   it("keeps settled rows in the program's object and sends them to D1 in one batch within LEDGER_FLUSH_MS", async () => {
-    const { programId, session, started } = await programWithSettledCalls(3);
+    const { programId, session, started } = await settledProgram(3);
     // Nothing reached D1 at the settles: neither the program row nor a usage row.
     expect(await usageRows(programId)).toEqual([]);
     expect(await programRow(programId)).toBeNull();
@@ -80,7 +62,7 @@ describe("the per-program ledger (the baseline)", () => {
   });
 
   it("loses nothing when the object restarts between the settle and the batch", async () => {
-    const { tenant, programId, session: before, callIds } = await programWithSettledCalls(2);
+    const { tenant, programId, session: before, callIds } = await settledProgram(2);
     // The object is thrown away (as an eviction or a crash would): only its storage remains.
     await expect(runInDurableObject(before, (_instance, state) => state.abort("restart"))).rejects.toThrow();
     expect(await usageRows(programId)).toEqual([]);
@@ -97,7 +79,7 @@ describe("the per-program ledger (the baseline)", () => {
   });
 
   it("retries a batch D1 refused, with backoff, and writes each row exactly once", async () => {
-    const { programId, session } = await programWithSettledCalls(2);
+    const { programId, session } = await settledProgram(2);
     const spy = await batches(session);
     spy.mockRejectedValueOnce(new Error("D1_ERROR: database unavailable"));
     const failedAt = Date.now();
@@ -117,7 +99,7 @@ describe("the per-program ledger (the baseline)", () => {
   });
 
   it("counts a call settled twice once, in D1 and in the program's totals", async () => {
-    const { programId, session, callIds, started } = await programWithSettledCalls(1);
+    const { programId, session, callIds, started } = await settledProgram(1);
     const again = settlement(callIds[0]!, started + 50, { promptTokens: 999, completionTokens: 999 });
     expect(await session.settleCall(again)).toMatchObject({ settled: false, reason: "already_settled" });
     expect(await runDurableObjectAlarm(session)).toBe(true);

@@ -6,6 +6,7 @@ import { dataEvent, DONE_EVENT, formatEvent } from "../../src/protocol/sse";
 import { POOL_PATHS, type SignedRoute, type SigningKey } from "../../src/protocol/signing";
 import { type PoolCallStats, statsCommentEvent, statsHeaders } from "../../src/protocol/stats";
 import worker from "../../src/edge/index";
+import { programSession } from "../../src/edge/program/access";
 import type { SettleCallInput } from "../../src/edge/program/types";
 
 /*
@@ -410,4 +411,34 @@ export function settlement(callId: string, finishedAt: number, over: Partial<Set
     finishedAt,
     ...over,
   };
+}
+
+/**
+ * A new program of `tenantId` with `calls` calls begun and settled on thread main, its
+ * object set up by `prepare` first (e.g. batching turned on).
+ */
+export async function programWithSettledCalls(
+  tenantId: string,
+  calls: number,
+  prepare: (session: ReturnType<typeof programSession>) => Promise<void>,
+) {
+  const programId = `prog_Settled${crypto.randomUUID().replaceAll("-", "").slice(0, 20)}`;
+  const session = programSession(env, tenantId, programId);
+  await prepare(session);
+  const started = Date.now();
+  const callIds: string[] = [];
+  for (let i = 0; i < calls; i++) {
+    const callId = `call_settled_${i}_${programId.slice(-8)}`;
+    callIds.push(callId);
+    const begun = await session.beginCall({
+      ...(i === 0 ? { newProgram: { tenantId, programId } } : {}),
+      callId,
+      thread: "main",
+      model: "m",
+      now: started,
+    });
+    expect(begun.ok).toBe(true);
+    expect(await session.settleCall(settlement(callId, started + i))).toEqual({ settled: true });
+  }
+  return { programId, session, started, callIds };
 }

@@ -7,7 +7,7 @@ import { LEDGER_RETRY_FIRST_MS, programHandOffWaitMs } from "../../src/edge/ledg
 import type { LedgerProgramSummary, LedgerUsageRow } from "../../src/edge/ledger/types";
 import { programSession } from "../../src/edge/program/access";
 import type { ProgramStore } from "../../src/edge/program/store";
-import { newTenant, programRow, settlement, tenantUsageRows, usageRows } from "./support";
+import { newTenant, programRow, programWithSettledCalls, settlement, tenantUsageRows, usageRows } from "./support";
 
 /*
  * The tenant's UsageLedger: its programs hand it their pending rows together from their
@@ -45,29 +45,6 @@ const heldByProgram = (session: Session) =>
 
 const newProgramId = () => `prog_Ledger${crypto.randomUUID().replaceAll("-", "").slice(0, 20)}`;
 
-/** A new program of `tenantId` with `calls` calls begun and settled (its object set up by `prepare`). */
-async function programWithCalls(tenantId: string, calls: number, prepare: (session: Session) => Promise<void>) {
-  const programId = newProgramId();
-  const session = programSession(env, tenantId, programId);
-  await prepare(session);
-  const started = Date.now();
-  const callIds: string[] = [];
-  for (let i = 0; i < calls; i++) {
-    const callId = `call_ledger_${i}_${programId.slice(-8)}`;
-    callIds.push(callId);
-    const begun = await session.beginCall({
-      ...(i === 0 ? { newProgram: { tenantId, programId } } : {}),
-      callId,
-      thread: "main",
-      model: "m",
-      now: started,
-    });
-    expect(begun.ok).toBe(true);
-    expect(await session.settleCall(settlement(callId, started + i))).toEqual({ settled: true });
-  }
-  return { programId, session, started, callIds };
-}
-
 /** A tenant whose ledger batches, with `programs` programs of `calls` settled calls each, handed off by each program's alarm. */
 async function tenantWithPrograms(programs: number, calls: number) {
   const tenant = await newTenant();
@@ -75,7 +52,7 @@ async function tenantWithPrograms(programs: number, calls: number) {
   await batching(ledger);
   const made = [];
   for (let i = 0; i < programs; i++) {
-    const program = await programWithCalls(tenant.id, calls, (session) => batching(session));
+    const program = await programWithSettledCalls(tenant.id, calls, (session) => batching(session));
     expect(await runDurableObjectAlarm(program.session)).toBe(true);
     made.push(program);
   }
@@ -330,7 +307,7 @@ describe("a program's hand-off to its ledger", () => {
       const tenant = await newTenant();
       const ledger = usageLedger(env, tenant.id);
       const failedAt = Date.now();
-      const { programId, session, callIds } = await programWithCalls(tenant.id, 1, (s) =>
+      const { programId, session, callIds } = await programWithSettledCalls(tenant.id, 1, (s) =>
         batching(s, { LEDGER_FLUSH_MS: "0", USAGE_LEDGER: failingLedgers(when) }),
       );
       // Settled in the program, not acknowledged: the program still holds the row, and its alarm retries after the backoff.
@@ -358,7 +335,7 @@ describe("a program's hand-offs within the window", () => {
     const ledger = usageLedger(env, tenant.id);
     await batching(ledger);
     const counted = countedLedgers();
-    const program = await programWithCalls(tenant.id, calls, (s) => batching(s, { USAGE_LEDGER: counted.ledgers }));
+    const program = await programWithSettledCalls(tenant.id, calls, (s) => batching(s, { USAGE_LEDGER: counted.ledgers }));
     return { tenant, ledger, counted, ...program };
   }
 
