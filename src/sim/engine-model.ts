@@ -355,17 +355,19 @@ export class EngineModel {
     return applied;
   }
 
-  /** A cached block leaves the GPU: unless its context was dropped, the host tier gets a copy. */
+  /** A cached block leaves the GPU: write-back, unless its context was dropped, gives the host tier a copy. */
   private evicting(block: number, hash: number): void {
     const host = this.hostTier;
     const rank = this.kv.rankOfBlock(block);
     if (rank === EvictionRank.dropped) this.counters.evictedDroppedBlocks++;
     else if (rank === EvictionRank.ordinary) this.counters.evictedOrdinaryBlocks++;
     else this.counters.evictedKeptBlocks++;
-    if (host !== undefined && rank !== EvictionRank.dropped) {
-      if (host.store(hash, this.retention.contextsOf(block), this.clockMs)) this.counters.hostStoreBytes += host.bytesPerBlock;
-    }
+    if (host !== undefined && host.writePolicy === "write-back" && rank !== EvictionRank.dropped) this.storeOnHost(host, block, hash);
     this.retention.detach(block);
+  }
+
+  private storeOnHost(host: HostKvTier, block: number, hash: number): void {
+    if (host.store(hash, this.retention.contextsOf(block), this.clockMs)) this.counters.hostStoreBytes += host.bytesPerBlock;
   }
 
   /** Leading tokens of `promptTokens` the GPU prefix cache holds now, in whole blocks (an inspection: nothing is referenced). */
@@ -687,9 +689,17 @@ export class EngineModel {
     });
   }
 
-  /** Frees a sequence's blocks, ranked by its context first. */
+  /** Frees a sequence's blocks, ranked by its context first; write-through copies its computed ones to the host tier. */
   private releaseBlocks(seq: Sequence): void {
     this.retention.releasing(seq.retention, seq.blocks);
+    const host = this.hostTier;
+    if (host !== undefined && host.writePolicy === "write-through") {
+      for (let k = 0; k < seq.registeredBlocks; k++) {
+        const block = seq.blocks[k] as number;
+        // Blocks of a dropped context are not written.
+        if (this.kv.isCached(block) && this.kv.rankOfBlock(block) !== EvictionRank.dropped) this.storeOnHost(host, block, this.kv.hashOfBlock(block));
+      }
+    }
     this.kv.release(seq.blocks);
     seq.blocks.length = 0;
   }

@@ -5,13 +5,22 @@ import type { EngineProfileName } from "./profiles.js";
 
 /*
  * The host-memory KV tier of one node (issue 13), shared by the node's engines: blocks a
- * GPU evicts are copied here, and a later request whose prefix the GPU lost but the
- * tier holds reloads those blocks over PCIe instead of recomputing them, on whichever
- * engine of the node it lands (a role switch included). vLLM's OffloadingConnector
+ * GPU computes are copied here (write-through, the default: as a request releases them,
+ * so a role switch or a move to another engine finds them while the first GPU still
+ * holds them; or write-back: only as the GPU evicts them), and a later request whose
+ * prefix its GPU lacks but the tier holds reloads those blocks over PCIe instead of
+ * recomputing them, on whichever engine of the node it lands. vLLM's OffloadingConnector
  * (--kv-offloading-backend native, vllm/config/vllm.py) and SGLang's HiCache
  * (--enable-hierarchical-cache) do this per engine; LMCache's local CPU backend can be
  * shared. Eviction here is LRU (vLLM's vllm/v1/kv_offload/cpu/policies/lru.py) with the
  * same retention ranks as the GPU: dropped contexts first, kept ones last.
+ *
+ * Write-through is what the real tiers do: vLLM's OffloadingConnector stores each
+ * request's blocks in order as they are computed (offloading/scheduler.py,
+ * `_next_stored_block_idx`), SGLang's --hicache-write-policy defaults to write_through,
+ * and LMCache saves KV as the forward pass produces it. Here a request's blocks are
+ * written when it releases them (finished, preempted, aborted), which differs only
+ * while the request runs; that is also when their contexts' tags are known.
  *
  * Costs: a reload takes the host link's time (kv-links.ts: PCIe Gen5 ×16 on H100 SXM,
  * 64 GB/s each way), charged to the step that admits the request (vLLM loads
@@ -35,8 +44,13 @@ export const HOST_KV_BYTES_PER_NODE: Readonly<Record<EngineProfileName, number>>
   "llama-3.1-8b-a100": 0.5 * 2 * TB,
 });
 
+/** When a GPU's block reaches the tier: as its request releases it, or only as the GPU evicts it. */
+export type HostKvWritePolicy = "write-through" | "write-back";
+
 export interface HostKvTierOptions {
   link: KvLinkProfile;
+  /** Default write-through (see above). */
+  writePolicy?: HostKvWritePolicy;
   blockSize: number;
   /** Capacity in blocks of `blockSize` tokens. */
   capacityBlocks: number;
@@ -54,14 +68,25 @@ export interface HostKvTierStats {
 }
 
 /** A node's tier sized from the profile's datasheet figures (or `capacityBlocks`). */
-export function hostKvTierFor(profile: EngineProfileName, blockSize: number, capacityBlocks?: number, keptOrder?: KeptOrder): HostKvTier {
+export function hostKvTierFor(
+  profile: EngineProfileName,
+  blockSize: number,
+  options: { capacityBlocks?: number | undefined; keptOrder?: KeptOrder | undefined; writePolicy?: HostKvWritePolicy | undefined } = {},
+): HostKvTier {
   const link = KV_LINKS[profile];
-  const blocks = capacityBlocks ?? Math.floor(HOST_KV_BYTES_PER_NODE[profile] / (blockSize * link.kvBytesPerToken));
-  return new HostKvTier({ link, blockSize, capacityBlocks: blocks, ...(keptOrder === undefined ? {} : { keptOrder }) });
+  const blocks = options.capacityBlocks ?? Math.floor(HOST_KV_BYTES_PER_NODE[profile] / (blockSize * link.kvBytesPerToken));
+  return new HostKvTier({
+    link,
+    blockSize,
+    capacityBlocks: blocks,
+    ...(options.keptOrder === undefined ? {} : { keptOrder: options.keptOrder }),
+    ...(options.writePolicy === undefined ? {} : { writePolicy: options.writePolicy }),
+  });
 }
 
 export class HostKvTier {
   readonly link: KvLinkProfile;
+  readonly writePolicy: HostKvWritePolicy;
   readonly blockSize: number;
   readonly capacityBlocks: number;
   readonly bytesPerBlock: number;
@@ -75,6 +100,7 @@ export class HostKvTier {
   constructor(options: HostKvTierOptions) {
     if (!Number.isInteger(options.capacityBlocks) || options.capacityBlocks < 1) throw new RangeError("capacityBlocks must be a positive integer");
     this.link = options.link;
+    this.writePolicy = options.writePolicy ?? "write-through";
     this.blockSize = options.blockSize;
     this.capacityBlocks = options.capacityBlocks;
     this.bytesPerBlock = options.blockSize * options.link.kvBytesPerToken;
@@ -90,9 +116,9 @@ export class HostKvTier {
   }
 
   /**
-   * A block a GPU evicted, with the contexts it belonged to there (their keep or drop
-   * carries over). True when it was written (the tier did not hold it); a block it
-   * held already is only made recent.
+   * A block a GPU released (write-through) or evicted (write-back), with the contexts it
+   * belongs to there (their keep or drop carries over). True when it was written (the
+   * tier did not hold it); a block it held already is only made recent.
    */
   store(hash: number, contexts: readonly RetainedContext[], nowMs: number): boolean {
     this.retention.expire(nowMs);

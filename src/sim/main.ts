@@ -72,7 +72,9 @@ async function main(): Promise<void> {
   const hostTier =
     hostKvGb === undefined
       ? undefined
-      : hostKvTierFor(profileName, blockSize, Math.max(1, Math.floor((hostKvGb * 1e9) / (blockSize * KV_LINKS[profileName].kvBytesPerToken))));
+      : hostKvTierFor(profileName, blockSize, {
+          capacityBlocks: Math.max(1, Math.floor((hostKvGb * 1e9) / (blockSize * KV_LINKS[profileName].kvBytesPerToken))),
+        });
   const engine = await startSimEngine({
     port,
     host: values.host,

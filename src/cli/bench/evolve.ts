@@ -1,6 +1,7 @@
 import { parseArgs } from "node:util";
 import type { RetentionSettings } from "../../core/kv/retention-planner.js";
 import { type EvolveConfig, type EvolvePolicy, simulateEvolvingPool, summarise, type EvolveSummary } from "../../sim/evolve/pd-simulation.js";
+import type { HostKvWritePolicy } from "../../sim/host-kv-tier.js";
 import { AGENT_SHAPES, shiftingWorkload, type WorkloadPhase } from "../../sim/evolve/workload.js";
 import { DEFAULT_BRANCH_RATES } from "./evolve-branches.js";
 
@@ -128,7 +129,8 @@ const NEWER_RULES: RetentionRules = { retentionSettings: { learnKeepMargin: true
 interface KvVariant {
   variant: string;
   policy: EvolvePolicy;
-  hostTier: boolean;
+  /** The node's host KV tier and how blocks reach it; undefined: GPU only. */
+  host: HostKvWritePolicy | undefined;
   /** undefined: no retention (LRU). */
   rules: RetentionRules | undefined;
 }
@@ -143,22 +145,24 @@ export function runEvolveKvVariants(options: EvolveBenchOptions): EvolveKvRow[] 
   const fixed: EvolvePolicy = { kind: "fixed", prefillEngines: half };
   const split = `fixed ${half}:${options.engines - half}`;
   const variants: KvVariant[] = [
-    { variant: "GPU only, LRU", policy: ratio, hostTier: false, rules: undefined },
-    { variant: "+ host tier", policy: ratio, hostTier: true, rules: undefined },
-    { variant: "+ retention, older rules (2 s margin, latest-kept first)", policy: ratio, hostTier: false, rules: OLDER_RULES },
-    { variant: "+ retention, learned margin only", policy: ratio, hostTier: false, rules: LEARNED_MARGIN_ONLY },
-    { variant: "+ retention, furthest-return first only", policy: ratio, hostTier: false, rules: FURTHEST_RETURN_ONLY },
-    { variant: "+ retention (learned margin, furthest-return first)", policy: ratio, hostTier: false, rules: NEWER_RULES },
-    { variant: "+ host tier + retention, older rules", policy: ratio, hostTier: true, rules: OLDER_RULES },
-    { variant: "+ host tier + retention", policy: ratio, hostTier: true, rules: NEWER_RULES },
-    { variant: `threshold, Dynamo-like (from ${start}:${options.engines - start}), LRU`, policy: { kind: "threshold", prefillEngines: start }, hostTier: false, rules: undefined },
-    { variant: `${split}, LRU`, policy: fixed, hostTier: false, rules: undefined },
-    { variant: `${split} + retention, older rules`, policy: fixed, hostTier: false, rules: OLDER_RULES },
-    { variant: `${split} + retention`, policy: fixed, hostTier: false, rules: NEWER_RULES },
+    { variant: "GPU only, LRU", policy: ratio, host: undefined, rules: undefined },
+    { variant: "+ host tier (write-through)", policy: ratio, host: "write-through", rules: undefined },
+    { variant: "+ host tier (write-back: on GPU eviction)", policy: ratio, host: "write-back", rules: undefined },
+    { variant: "+ retention, older rules (2 s margin, latest-kept first)", policy: ratio, host: undefined, rules: OLDER_RULES },
+    { variant: "+ retention, learned margin only", policy: ratio, host: undefined, rules: LEARNED_MARGIN_ONLY },
+    { variant: "+ retention, furthest-return first only", policy: ratio, host: undefined, rules: FURTHEST_RETURN_ONLY },
+    { variant: "+ retention (learned margin, furthest-return first)", policy: ratio, host: undefined, rules: NEWER_RULES },
+    { variant: "+ host tier (write-through) + retention", policy: ratio, host: "write-through", rules: NEWER_RULES },
+    { variant: "+ host tier (write-back) + retention", policy: ratio, host: "write-back", rules: NEWER_RULES },
+    { variant: `threshold, Dynamo-like (from ${start}:${options.engines - start}), LRU`, policy: { kind: "threshold", prefillEngines: start }, host: undefined, rules: undefined },
+    { variant: `${split}, LRU`, policy: fixed, host: undefined, rules: undefined },
+    { variant: `${split} + retention, older rules`, policy: fixed, host: undefined, rules: OLDER_RULES },
+    { variant: `${split} + retention`, policy: fixed, host: undefined, rules: NEWER_RULES },
   ];
-  return variants.map(({ variant, policy, hostTier, rules }) => {
+  return variants.map(({ variant, policy, host, rules }) => {
     const started = performance.now();
-    const result = simulateEvolvingPool({ engines: options.engines, profile: "llama-3.1-8b-h100", programs, policy, hostTier, retention: rules !== undefined, ...rules });
+    const hostTier = host === undefined ? {} : { hostTier: true, hostWritePolicy: host };
+    const result = simulateEvolvingPool({ engines: options.engines, profile: "llama-3.1-8b-h100", programs, policy, ...hostTier, retention: rules !== undefined, ...rules });
     return { variant, all: summarise(result), wallMs: performance.now() - started };
   });
 }

@@ -5,7 +5,7 @@ import type { RoleCapacity, RoleController, RoleEngineState, SplitRole } from ".
 import { ThresholdRoleController, type ThresholdControllerSettings } from "../../core/roles/threshold-controller.js";
 import { EventQueue } from "../des/event-queue.js";
 import { EngineModel, type EngineEvent, type EngineStats } from "../engine-model.js";
-import { hostKvTierFor } from "../host-kv-tier.js";
+import { hostKvTierFor, type HostKvWritePolicy } from "../host-kv-tier.js";
 import type { KeptOrder } from "../kv-retention-index.js";
 import { KV_LINKS, kvTransferMs } from "../kv-links.js";
 import { NodeKvLedger } from "../node-kv-ledger.js";
@@ -68,6 +68,8 @@ export interface EvolveConfig {
   /** The engines share a node's host KV tier (capacity from the profile's datasheets, or `hostKvBlocks`). */
   hostTier?: boolean;
   hostKvBlocks?: number;
+  /** When a block reaches the host tier (default write-through, as vLLM's, SGLang's and LMCache's tiers). */
+  hostWritePolicy?: HostKvWritePolicy;
   /** Branch-aware retention hints from the core's RetentionPlanner. */
   retention?: boolean;
   /** The planner's settings over its defaults (e.g. learnKeepMargin: false, the fixed 2 s margin). */
@@ -216,7 +218,7 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
         ? new ThresholdRoleController(policy.settings)
         : undefined;
 
-  const hostTier = config.hostTier === true ? hostKvTierFor(config.profile, profile.blockSize, config.hostKvBlocks, config.keptOrder) : undefined;
+  const hostTier = config.hostTier === true ? hostKvTierFor(config.profile, profile.blockSize, { capacityBlocks: config.hostKvBlocks, keptOrder: config.keptOrder, writePolicy: config.hostWritePolicy }) : undefined;
   const nodeLedger = new NodeKvLedger();
   const planner = config.retention === true ? new RetentionPlanner({ ...DEFAULT_RETENTION_SETTINGS, ...config.retentionSettings }) : undefined;
   const predictionError = config.predictionError ?? 0.3;
