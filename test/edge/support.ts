@@ -442,3 +442,13 @@ export async function programWithSettledCalls(
   }
   return { programId, session, started, callIds };
 }
+
+/**
+ * A D1 binding that answers nothing, as in an outage: every statement, batch and exec
+ * rejects with the binding's error for a lost connection (a probe such as SELECT 1 too).
+ */
+export function unreachableD1(): D1Database {
+  const fail = () => Promise.reject(new Error("D1_ERROR: Network connection lost."));
+  const statement = { bind: () => statement, first: fail, run: fail, all: fail, raw: fail };
+  return { prepare: () => statement, batch: fail, exec: fail, dump: fail } as unknown as D1Database;
+}

@@ -3,11 +3,25 @@ import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import type { Env } from "../../src/edge/env";
 import { usageLedger } from "../../src/edge/ledger/access";
-import { LEDGER_RETRY_FIRST_MS, programHandOffWaitMs } from "../../src/edge/ledger/flush-schedule";
+import { writeProgramSummary } from "../../src/edge/db/ledger";
+import { LEDGER_RETRY_FIRST_MS, programHandOffWaitMs, QUARANTINE_RETRY_MS } from "../../src/edge/ledger/flush-schedule";
 import type { LedgerProgramSummary, LedgerUsageRow } from "../../src/edge/ledger/types";
 import { programSession } from "../../src/edge/program/access";
 import type { ProgramStore } from "../../src/edge/program/store";
-import { newTenant, programRow, programWithSettledCalls, settlement, tenantUsageRows, usageRows } from "./support";
+import { database } from "../../src/edge/db/client";
+import {
+  adminFetch,
+  frozenClock,
+  newTenant,
+  programRow,
+  programWithSettledCalls,
+  settlement,
+  tenantFetch,
+  tenantUsageRows,
+  type TestTenant,
+  unreachableD1,
+  usageRows,
+} from "./support";
 
 /*
  * The tenant's UsageLedger: its programs hand it their pending rows together from their
@@ -31,6 +45,16 @@ async function batching(stub: Ledger | Session, over: Partial<Env> = {}): Promis
   await runInDurableObject(stub, (instance: object) => {
     Reflect.set(instance, "env", { ...env, LEDGER_FLUSH_MS: String(FLUSH_MS), ...over });
   });
+}
+
+/** D1 stops answering this ledger (an outage: every query fails, a probe too); the answer brings it back. */
+async function outage(ledger: Ledger): Promise<() => Promise<void>> {
+  const real: unknown = await runInDurableObject(ledger, (instance: object) => {
+    const db: unknown = Reflect.get(instance, "db");
+    Reflect.set(instance, "db", database(unreachableD1()));
+    return db;
+  });
+  return () => runInDurableObject(ledger, (instance: object) => void Reflect.set(instance, "db", real));
 }
 
 /** A spy on the ledger's D1 batches (every write it makes goes through one). */
@@ -152,23 +176,32 @@ describe("the tenant's usage ledger", () => {
     expect(await alarmOf(ledger)).toBeNull();
   });
 
-  it("keeps every row through a failed D1 batch and writes each exactly once on the retry, with backoff", async () => {
+  it("keeps every row through a D1 outage, quarantining none, and writes each exactly once on the retry, with backoff", async () => {
     const { tenant, ledger, programs } = await tenantWithPrograms(3, 2);
-    const spy = await batches(ledger);
-    spy.mockRejectedValueOnce(new Error("D1_ERROR: database unavailable"));
+    const settledBy = Math.min(...programs.map((p) => p.started));
+    const restore = await outage(ledger);
     const failedAt = Date.now();
     expect(await runDurableObjectAlarm(ledger)).toBe(true);
     expect(await tenantUsageRows(tenant.id)).toEqual([]);
+    // D1 answered nothing (not even the probe): an outage, not a refusal. Everything waits; nothing is quarantined.
     expect(await ledger.pendingCounts()).toEqual({ rows: 6, summaries: 3 });
+    expect((await ledger.status()).quarantined).toEqual({ rows: { count: 0, since: null }, summaries: { count: 0, since: null } });
+    // The report says the figures are older than the usual bound: not before the oldest row still waiting.
+    const report = (await (await tenantFetch(tenant, "/v1/usage")).json()) as { data_as_of: string; ledger_quarantined_rows: number };
+    expect(Date.parse(report.data_as_of)).toBeLessThanOrEqual(settledBy);
+    expect(report.ledger_quarantined_rows).toBe(0);
     // The retry is armed after the first backoff, not at the full flush delay.
     const retry = await alarmOf(ledger);
     expect(retry).not.toBeNull();
     expect(retry!).toBeGreaterThanOrEqual(failedAt + LEDGER_RETRY_FIRST_MS);
     expect(retry!).toBeLessThan(Date.now() + LEDGER_RETRY_FIRST_MS + 1_000);
 
+    await restore();
+    const spy = await batches(ledger);
     expect(await runDurableObjectAlarm(ledger)).toBe(true);
-    expect(spy).toHaveBeenCalledTimes(2);
+    expect(spy).toHaveBeenCalledTimes(1);
     expect(await tenantUsageRows(tenant.id)).toHaveLength(6);
+    expect((await ledger.status()).quarantined.rows.count).toBe(0);
     // A program handing the same calls over again (an acknowledgement it lost) adds nothing.
     const again = programs[0]!;
     const settled = await runInDurableObject(again.session, (instance) =>
@@ -279,6 +312,119 @@ describe("the tenant's usage ledger", () => {
     expect(rows.map((r) => r.call_id).sort()).toEqual(programs.flatMap((p) => p.callIds).sort());
     await runDurableObjectAlarm(ledger);
     expect(await tenantUsageRows(tenant.id)).toHaveLength(4);
+  });
+});
+
+describe("rows D1 refuses (quarantine)", () => {
+  type Report = { data_as_of: string; ledger_quarantined_rows: number; ledger_quarantined_since: string | null };
+  const usageReport = async (tenant: TestTenant) => (await (await tenantFetch(tenant, "/v1/usage")).json()) as Report;
+  const exportReport = async () =>
+    (await (await adminFetch(`/admin/usage/export?period=${new Date(Date.now()).toISOString().slice(0, 7)}`)).json()) as Report;
+  /** A usage row of a program D1 has no row for (usage.program_id references programs.id): D1 refuses it. */
+  const orphanRow = (tenantId: string) => {
+    const programId = newProgramId();
+    return row(tenantId, programId, `call_orphan_${programId.slice(-10)}`);
+  };
+
+  it("quarantines a row whose program row is missing; the tenant's other rows still reach D1; counted once, reported, written once when its program row exists", async () => {
+    const clock = frozenClock();
+    const { tenant, ledger, programs } = await tenantWithPrograms(3, 2);
+    const orphan = orphanRow(tenant.id);
+    // In the same batch as the 6 good rows and their 3 program rows.
+    expect(await ledger.handOff({ programs: [], rows: [orphan] })).toEqual({ ok: true });
+    const errors = vi.spyOn(console, "error");
+    expect(await runDurableObjectAlarm(ledger)).toBe(true);
+    expect((await tenantUsageRows(tenant.id)).map((r) => r.call_id).sort()).toEqual(programs.flatMap((p) => p.callIds).sort());
+    expect(await usageRows(orphan.programId)).toEqual([]);
+    expect(await ledger.pendingCounts()).toEqual({ rows: 0, summaries: 0 });
+    const quarantinedAt = clock.now();
+    expect((await ledger.status()).quarantined).toEqual({ rows: { count: 1, since: quarantinedAt }, summaries: { count: 0, since: null } });
+    // Logged with D1's own error.
+    expect(errors.mock.calls.some(([message, error]) => String(message).includes(orphan.callId) && String(error).includes("FOREIGN KEY"))).toBe(true);
+    // Tried again in 10 minutes.
+    expect(await alarmOf(ledger)).toBe(quarantinedAt + QUARANTINE_RETRY_MS);
+
+    // Reported: GET /v1/usage, the export, and the operator's view with D1's error.
+    clock.advance(1_000);
+    expect(await usageReport(tenant)).toMatchObject({ ledger_quarantined_rows: 1, ledger_quarantined_since: new Date(quarantinedAt).toISOString() });
+    const exported = await exportReport();
+    expect(exported.ledger_quarantined_rows).toBeGreaterThanOrEqual(1);
+    expect(Date.parse(exported.ledger_quarantined_since!)).toBeLessThanOrEqual(quarantinedAt);
+    const view = (await (await adminFetch(`/admin/tenants/${tenant.id}/ledger`)).json()) as {
+      shards: { shard: number; quarantined_rows: number }[];
+      quarantined: { kind: string; id: string; program_id: string; attempts: number; last_error: string }[];
+    };
+    expect(view.shards).toEqual([expect.objectContaining({ shard: 0, quarantined_rows: 1 })]);
+    expect(view.quarantined).toEqual([
+      expect.objectContaining({ kind: "usage", id: orphan.callId, program_id: orphan.programId, attempts: 1, last_error: expect.stringContaining("FOREIGN KEY") }),
+    ]);
+
+    // The tenant's next rows keep flowing; the refused one handed over again stays quarantined, counted once.
+    const more = row(tenant.id, programs[0]!.programId, `call_more_${programs[0]!.programId.slice(-8)}`);
+    await ledger.handOff({ programs: [], rows: [orphan, more] });
+    expect(await ledger.pendingCounts()).toEqual({ rows: 1, summaries: 0 });
+    expect(await runDurableObjectAlarm(ledger)).toBe(true);
+    expect(await tenantUsageRows(tenant.id)).toHaveLength(7);
+    expect((await ledger.status()).quarantined.rows).toEqual({ count: 1, since: quarantinedAt });
+
+    // Its program row appears in D1 by another way (POST /v1/programs writes it directly); the retry is not due yet.
+    await writeProgramSummary(database(env.DB), summary(tenant.id, orphan.programId));
+    await runDurableObjectAlarm(ledger);
+    expect(await usageRows(orphan.programId)).toEqual([]);
+    // Ten minutes on, the retry writes it, once.
+    clock.advance(QUARANTINE_RETRY_MS);
+    expect(await runDurableObjectAlarm(ledger)).toBe(true);
+    expect(await usageRows(orphan.programId)).toEqual([expect.objectContaining({ call_id: orphan.callId, prompt_tokens: 10 })]);
+    expect((await ledger.status()).quarantined.rows).toEqual({ count: 0, since: null });
+    expect(await alarmOf(ledger)).toBeNull();
+    expect(await usageReport(tenant)).toMatchObject({ ledger_quarantined_rows: 0, ledger_quarantined_since: null });
+    // Handed over once more (a lost acknowledgement): still once in D1.
+    await ledger.handOff({ programs: [], rows: [orphan] });
+    await runDurableObjectAlarm(ledger);
+    expect(await usageRows(orphan.programId)).toHaveLength(1);
+    expect(await tenantUsageRows(tenant.id)).toHaveLength(8);
+  });
+
+  it("tries a program's quarantined rows again as soon as the ledger writes its program row", async () => {
+    frozenClock();
+    const tenant = await newTenant();
+    const ledger = usageLedger(env, tenant.id);
+    await batching(ledger);
+    const orphans = [orphanRow(tenant.id)];
+    orphans.push(row(tenant.id, orphans[0]!.programId, `${orphans[0]!.callId}_2`));
+    await ledger.handOff({ programs: [], rows: orphans });
+    await runDurableObjectAlarm(ledger);
+    expect((await ledger.status()).quarantined.rows.count).toBe(2);
+    // The program's row arrives late (its summary handed over after its rows): no 10 minutes' wait.
+    await ledger.handOff({ programs: [summary(tenant.id, orphans[0]!.programId, { calls: 2 })], rows: [] });
+    expect(await runDurableObjectAlarm(ledger)).toBe(true);
+    expect((await usageRows(orphans[0]!.programId)).map((r) => r.call_id).sort()).toEqual(orphans.map((o) => o.callId).sort());
+    expect((await ledger.status()).quarantined.rows.count).toBe(0);
+  });
+
+  it("finds every refused item of a large batch (rows and a program row), and sends all the others, in one alarm", async () => {
+    const tenant = await newTenant();
+    const ledger = usageLedger(env, tenant.id);
+    await batching(ledger);
+    const programId = newProgramId();
+    const good = Array.from({ length: 200 }, (_, i) => row(tenant.id, programId, `call_good_${i}_${programId.slice(-8)}`));
+    const orphans = Array.from({ length: 5 }, () => orphanRow(tenant.id));
+    // A program row of a tenant D1 does not know (programs.tenant_id references tenants.id), and its row.
+    const strayProgram = summary("ten_missing", newProgramId());
+    const strayRow = row(tenant.id, strayProgram.id, `call_stray_${strayProgram.id.slice(-8)}`);
+    const rows = [...good];
+    orphans.forEach((orphan, i) => rows.splice(i * 40 + 7, 0, orphan));
+    rows.splice(100, 0, strayRow);
+    expect(await ledger.handOff({ programs: [summary(tenant.id, programId, { calls: 200 }), strayProgram], rows })).toEqual({ ok: true });
+    expect(await runDurableObjectAlarm(ledger)).toBe(true);
+    expect(await usageRows(programId)).toHaveLength(200);
+    expect(await programRow(programId)).toMatchObject({ calls: 200 });
+    expect(await ledger.pendingCounts()).toEqual({ rows: 0, summaries: 0 });
+    const status = await ledger.status();
+    expect(status.quarantined.rows.count).toBe(6);
+    expect(status.quarantined.summaries.count).toBe(1);
+    const listed = await ledger.quarantined(100);
+    expect(listed.map((item) => item.id).sort()).toEqual([...orphans.map((o) => o.callId), strayRow.callId, strayProgram.id].sort());
   });
 });
 

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { CALL_APIS, CALL_STATUSES, PROGRAM_STATUSES, type Program, USAGE_SOURCES, type UsageRow } from "../db/schema.js";
+import type { QuarantineCounts } from "./quarantine-store.js";
 
 /*
  * The UsageLedger RPC contract: what a program hands its tenant's ledger. The ledger
@@ -78,4 +79,10 @@ export type HandOffResult =
  */
 export function summaryProgress(summary: Pick<LedgerProgramSummary, "calls" | "status">): number {
   return summary.calls * 2 + (summary.status === "active" ? 0 : 1);
+}
+
+/** What one ledger object holds that D1 does not (its `status` RPC): pending, and quarantined (ledger/quarantine-store.ts). */
+export interface LedgerStatus {
+  pending: { rows: number; summaries: number; /** When the oldest pending item began waiting (its call's settle); null: none. */ oldestAt: number | null };
+  quarantined: QuarantineCounts;
 }
