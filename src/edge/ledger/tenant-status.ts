@@ -1,6 +1,6 @@
 import { openAIError } from "../../protocol/errors.js";
 import type { Env } from "../env.js";
-import { usageLedger } from "./access.js";
+import { ledgerShard, usageLedger } from "./access.js";
 import type { LedgerStatus } from "./types.js";
 import type { UsageLedger } from "./usage-ledger.js";
 
@@ -8,7 +8,7 @@ import type { UsageLedger } from "./usage-ledger.js";
  * Reading what a tenant's ledger holds that D1 does not: rows still pending (the figures'
  * freshness) and rows D1 refused (quarantined: missing from the figures until D1 takes
  * them). GET /v1/usage reads its tenant's; the export reads every tenant's, TENANTS_AT_ONCE
- * at a time (one Durable Object call per tenant).
+ * at a time (one Durable Object call per tenant never sharded, one per shard otherwise).
  */
 
 /** Tenants whose ledgers the export asks at once. */
@@ -47,11 +47,22 @@ function ledgerUnavailable(tenantId: string, error: unknown): Error {
 
 type LedgerStub = DurableObjectStub<UsageLedger>;
 
-/** Every ledger object of the tenant, with what it holds. */
+/**
+ * Every ledger object of the tenant that can hold rows, with what it holds: shard 0 (the
+ * tenant's one object), which also says how many shards the tenant ever used, then the
+ * others, past a lowered N too (ledger/shards.ts). One call for a tenant never sharded.
+ */
 export async function tenantLedgerStatuses(env: Env, tenantId: string): Promise<{ shard: number; stub: LedgerStub; status: LedgerStatus }[]> {
   try {
-    const stub = usageLedger(env, tenantId);
-    return [{ shard: 0, stub, status: await stub.status() }];
+    const first = usageLedger(env, tenantId);
+    const status = await first.status();
+    const others = await Promise.all(
+      Array.from({ length: status.shards - 1 }, async (_, i) => {
+        const stub = ledgerShard(env, tenantId, i + 1);
+        return { shard: i + 1, stub, status: await stub.status() };
+      }),
+    );
+    return [{ shard: 0, stub: first, status }, ...others];
   } catch (error) {
     throw ledgerUnavailable(tenantId, error);
   }

@@ -10,7 +10,9 @@ import { ledgerFlushAt, QUARANTINE_RETRY_MS } from "./flush-schedule.js";
 import { batchesOf, isProgramItem, itemKey, type LedgerItem, statementsOf } from "./items.js";
 import { LedgerPendingStore } from "./pending-store.js";
 import { LedgerQuarantineStore, type QuarantinedItem } from "./quarantine-store.js";
-import { HandOffInput, type HandOffResult, type LedgerStatus } from "./types.js";
+import { ledgerShard } from "./access.js";
+import { LedgerShardHistory } from "./shard-history.js";
+import { HandOffInput, type HandOffResult, type LedgerStatus, NoteShardsInput } from "./types.js";
 
 /** Rows (and summaries) read from storage per round of a flush: at 5 usage rows a statement, 4 D1 batches. */
 const ROWS_PER_ROUND = 1_000;
@@ -30,7 +32,7 @@ const ISOLATION_QUERIES_PER_FLUSH = 400;
 const QUARANTINE_ROWS_PER_ROUND = 250;
 
 /**
- * One tenant's usage ledger (named by the tenant ID): its programs hand it their settled
+ * One tenant's usage ledger (named by the tenant ID; a big tenant's is N objects: shards.ts): its programs hand it their settled
  * calls' rows and changed summaries (ledger/access.ts), and it takes them to D1 in one
  * batch within LEDGER_FLUSH_MS of the oldest one's settle, so D1 sees one write per tenant
  * per window instead of one per program. Rows live in the object's SQLite from the moment
@@ -42,6 +44,7 @@ const QUARANTINE_ROWS_PER_ROUND = 250;
 export class UsageLedger extends DurableObject<Env> {
   private readonly pending: LedgerPendingStore;
   private readonly quarantine: LedgerQuarantineStore;
+  private readonly history: LedgerShardHistory;
   private readonly db: Database;
   private readonly alarms: AlarmSchedule;
   /** Whether this object's tables exist (a status read on a ledger never handed anything creates none). */
@@ -55,6 +58,7 @@ export class UsageLedger extends DurableObject<Env> {
     super(ctx, env);
     this.pending = new LedgerPendingStore(ctx.storage.sql);
     this.quarantine = new LedgerQuarantineStore(ctx.storage.sql);
+    this.history = new LedgerShardHistory(ctx.storage.sql);
     this.alarms = new AlarmSchedule(ctx.storage);
     this.db = database(countedObjectD1(env, "ledger"));
     void ctx.blockConcurrencyWhile(async () => {
@@ -74,6 +78,7 @@ export class UsageLedger extends DurableObject<Env> {
     const parsed = HandOffInput.safeParse(raw);
     if (!parsed.success) return { ok: false, error: "invalid_input", detail: z.prettifyError(parsed.error) };
     this.ensureSchema();
+    await this.learnShards(parsed.data);
     const now = Date.now();
     this.ctx.storage.transactionSync(() => {
       for (const summary of parsed.data.programs) this.pending.putSummary(summary, now);
@@ -82,6 +87,13 @@ export class UsageLedger extends DurableObject<Env> {
     if (this.flushMs() === 0) await this.flush();
     await this.scheduleAlarm();
     return { ok: true };
+  }
+
+  /** Shard 0: another shard saw the tenant with this many shards (ledger/shards.ts). */
+  async noteShards(raw: NoteShardsInput): Promise<void> {
+    const { shards } = NoteShardsInput.parse(raw);
+    this.ensureSchema();
+    this.history.noteShards(shards);
   }
 
   /** What is waiting for D1, quarantine apart (tests and operators). */
@@ -93,9 +105,10 @@ export class UsageLedger extends DurableObject<Env> {
   async status(): Promise<LedgerStatus> {
     if (!this.ready) {
       const none = { count: 0, since: null };
-      return { pending: { rows: 0, summaries: 0, oldestAt: null }, quarantined: { rows: none, summaries: none } };
+      return { shards: 1, pending: { rows: 0, summaries: 0, oldestAt: null }, quarantined: { rows: none, summaries: none } };
     }
     return {
+      shards: this.history.mostShards(),
       pending: { ...this.pending.pendingCounts(), oldestAt: this.pending.oldestDueFrom() ?? null },
       quarantined: this.quarantine.counts(),
     };
@@ -117,7 +130,21 @@ export class UsageLedger extends DurableObject<Env> {
     if (this.ready) return;
     this.pending.ensureSchema();
     this.quarantine.ensureSchema();
+    this.history.ensureSchema();
     this.ready = true;
+  }
+
+  /**
+   * The first hand-off with a larger N than this shard saw: shard 0 learns it before the rows
+   * are taken (a failure fails the hand-off, which the program retries), so the reports
+   * read every shard that may hold rows. N = 1 costs nothing.
+   */
+  private async learnShards(input: { shard: number; shards: number; rows: { tenantId: string }[]; programs: { tenantId: string }[] }): Promise<void> {
+    if (input.shards <= this.history.mostShards()) return;
+    const tenantId = input.rows[0]?.tenantId ?? input.programs[0]?.tenantId;
+    if (tenantId === undefined) return;
+    if (input.shard !== 0) await ledgerShard(this.env, tenantId, 0).noteShards({ shards: input.shards });
+    this.history.noteShards(input.shards);
   }
 
   private flushMs(): number {
