@@ -41,6 +41,8 @@ export const Header = {
   ioCounts: "x-agentix-io-counts",
   /** Edge → operator, on the CSV usage export: every call settled before this instant (ISO 8601) is in it. */
   dataAsOf: "x-agentix-data-as-of",
+  /** Edge → operator, on the CSV usage export: usage rows D1 refused, quarantined in the ledgers and retried (not in it). */
+  ledgerQuarantinedRows: "x-agentix-ledger-quarantined-rows",
 } as const;
 
 export type HeaderName = (typeof Header)[keyof typeof Header];

@@ -2,6 +2,7 @@ import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { POOL_TROUBLE_RETRY_AFTER_S } from "../../src/edge/chat/relay";
+import { database } from "../../src/edge/db/client";
 import { usageLedger } from "../../src/edge/ledger/access";
 import { tenantLimiter } from "../../src/edge/limiter/access";
 import { programSession } from "../../src/edge/program/access";
@@ -22,6 +23,7 @@ import {
   sseResponse,
   type TestTenant,
   tenantFetch,
+  unreachableD1,
   usageObject,
   usageRows,
 } from "./support";
@@ -299,9 +301,11 @@ describe("the ledger through a D1 outage", () => {
     const session = programSession(env, tenant.id, programId);
     // The tenant's ledger writes the rows to D1 (the program hands them to it at settle).
     const ledger = usageLedger(env, tenant.id);
-    await runInDurableObject(ledger, (instance) => {
-      const db = (instance as unknown as { db: { batch: (...args: unknown[]) => Promise<unknown> } }).db;
-      vi.spyOn(db, "batch").mockRejectedValue(new Error("D1_ERROR: database unavailable"));
+    // D1 answers the ledger nothing (an outage: a probe neither), so nothing is taken for a refused row.
+    const realDb: unknown = await runInDurableObject(ledger, (instance: object) => {
+      const db: unknown = Reflect.get(instance, "db");
+      Reflect.set(instance, "db", database(unreachableD1()));
+      return db;
     });
     const second = await tenantFetch(tenant, "/v1/chat/completions", {
       method: "POST",
@@ -319,6 +323,7 @@ describe("the ledger through a D1 outage", () => {
     expect(await ledger.pendingCounts()).toMatchObject({ rows: 1 });
 
     vi.restoreAllMocks();
+    await runInDurableObject(ledger, (instance: object) => void Reflect.set(instance, "db", realDb));
     expect(await runDurableObjectAlarm(ledger)).toBe(true);
     const rows = await usageRows(programId);
     expect(rows).toHaveLength(2);

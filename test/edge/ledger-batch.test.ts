@@ -131,7 +131,12 @@ describe("the ledger's freshness", () => {
     const bound = Math.max(FLUSH_MS, FLUSH_MS / 2 + ALARM_SLACK_MS + HAND_OFF_SLACK_MS) + ALARM_SLACK_MS;
     expect(bound).toBe(6_000);
     const batched = ledgerFreshness({ ...edgeConfig(env), ledgerFlushMs: FLUSH_MS }, before);
-    expect(batched).toEqual({ data_as_of: new Date(before - bound).toISOString(), ledger_delay_ms: bound });
+    expect(batched).toEqual({
+      data_as_of: new Date(before - bound).toISOString(),
+      ledger_delay_ms: bound,
+      ledger_quarantined_rows: 0,
+      ledger_quarantined_since: null,
+    });
     // The baseline has no hand-off: its rows wait in the program that settled them.
     const baseline = ledgerFreshness({ ...edgeConfig(env), ledgerFlushMs: FLUSH_MS, baselineProgramLedger: true }, before);
     expect(baseline.ledger_delay_ms).toBe(FLUSH_MS + ALARM_SLACK_MS);

@@ -396,4 +396,17 @@ describe("the program's pool", () => {
     });
     expect(meta).toMatchObject({ programId, pool: "", status: "active" });
   });
+
+  it("an object created before ledger shards gains the column: one shard, its tenant's one ledger object", async () => {
+    const tenant = await newTenant();
+    const programId = await newProgram(tenant);
+    const session = programSession(env, tenant.id, programId);
+    const meta = await runInDurableObject(session, (_instance, state) => {
+      state.storage.sql.exec("ALTER TABLE program DROP COLUMN ledger_shards");
+      const store = new ProgramStore(state.storage.sql);
+      store.upgrade();
+      return store.readMeta();
+    });
+    expect(meta).toMatchObject({ programId, ledgerShards: 1, status: "active" });
+  });
 });

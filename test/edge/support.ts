@@ -415,14 +415,16 @@ export function settlement(callId: string, finishedAt: number, over: Partial<Set
 
 /**
  * A new program of `tenantId` with `calls` calls begun and settled on thread main, its
- * object set up by `prepare` first (e.g. batching turned on).
+ * object set up by `prepare` first (e.g. batching turned on); `options` name the program
+ * and the tenant's ledger shards its begins carry.
  */
 export async function programWithSettledCalls(
   tenantId: string,
   calls: number,
   prepare: (session: ReturnType<typeof programSession>) => Promise<void>,
+  options: { programId?: string; ledgerShards?: number } = {},
 ) {
-  const programId = `prog_Settled${crypto.randomUUID().replaceAll("-", "").slice(0, 20)}`;
+  const programId = options.programId ?? `prog_Settled${crypto.randomUUID().replaceAll("-", "").slice(0, 20)}`;
   const session = programSession(env, tenantId, programId);
   await prepare(session);
   const started = Date.now();
@@ -435,10 +437,21 @@ export async function programWithSettledCalls(
       callId,
       thread: "main",
       model: "m",
+      ...(options.ledgerShards !== undefined ? { ledgerShards: options.ledgerShards } : {}),
       now: started,
     });
     expect(begun.ok).toBe(true);
     expect(await session.settleCall(settlement(callId, started + i))).toEqual({ settled: true });
   }
   return { programId, session, started, callIds };
+}
+
+/**
+ * A D1 binding that answers nothing, as in an outage: every statement, batch and exec
+ * rejects with the binding's error for a lost connection (a probe such as SELECT 1 too).
+ */
+export function unreachableD1(): D1Database {
+  const fail = () => Promise.reject(new Error("D1_ERROR: Network connection lost."));
+  const statement = { bind: () => statement, first: fail, run: fail, all: fail, raw: fail };
+  return { prepare: () => statement, batch: fail, exec: fail, dump: fail } as unknown as D1Database;
 }

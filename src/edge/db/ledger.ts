@@ -32,13 +32,13 @@ export function recordUsage(db: Database, row: UsageRow) {
 }
 
 /**
- * Usage rows in multi-row inserts, each under D1's parameter limit, with the rows each
+ * Usage rows in multi-row inserts, each under D1's parameter limit, with the items each
  * carries; a call ID D1 already has is skipped.
  */
-export function recordUsageRows<T extends UsageRow>(db: Database, rows: readonly T[]) {
-  return chunks(rows, rowsPerStatement(usage)).map((items) => ({
-    write: db.insert(usage).values(items).onConflictDoNothing({ target: usage.callId }),
-    items,
+export function recordUsageRows<T>(db: Database, items: readonly T[], rowOf: (item: T) => UsageRow) {
+  return chunks(items, rowsPerStatement(usage)).map((chunk) => ({
+    write: db.insert(usage).values(chunk.map(rowOf)).onConflictDoNothing({ target: usage.callId }),
+    items: chunk,
   }));
 }
 

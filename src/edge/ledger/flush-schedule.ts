@@ -12,6 +12,11 @@
 export const LEDGER_RETRY_FIRST_MS = 2_000;
 /** A D1 outage is retried at least this often by every program holding rows. */
 export const LEDGER_RETRY_MAX_MS = 30_000;
+/**
+ * A row D1 refused while it answered (quarantined: ledger/delivery.ts) is tried again this
+ * often: its program's row may reach D1 later (at once when this ledger writes it).
+ */
+export const QUARANTINE_RETRY_MS = 10 * 60_000;
 
 export interface LedgerBacklog {
   /** When the oldest pending row's call finished. */

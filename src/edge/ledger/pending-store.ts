@@ -1,3 +1,4 @@
+import type { LedgerItem } from "./items.js";
 import { LedgerProgramSummary, LedgerUsageRow, summaryProgress } from "./types.js";
 
 /*
@@ -35,6 +36,11 @@ export class LedgerPendingStore {
     this.sql.exec(SCHEMA);
   }
 
+  /** Whether anything was ever handed to this ledger (a status read on a new object leaves no storage behind). */
+  exists(): boolean {
+    return this.sql.exec("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'pending_usage'").toArray().length > 0;
+  }
+
   addRow(row: LedgerUsageRow, receivedAt: number): void {
     this.sql.exec(
       "INSERT INTO pending_usage (call_id, due_from, row_json) VALUES (?, ?, ?) ON CONFLICT (call_id) DO NOTHING",
@@ -67,7 +73,7 @@ export class LedgerPendingStore {
     return row?.t ?? undefined;
   }
 
-  summaries(limit: number): PendingSummary[] {
+  private summaries(limit: number): PendingSummary[] {
     return this.sql
       .exec<{ progress: number; summary_json: string }>(
         "SELECT progress, summary_json FROM pending_programs ORDER BY due_from, program_id LIMIT ?",
@@ -77,22 +83,25 @@ export class LedgerPendingStore {
       .map((row) => ({ summary: LedgerProgramSummary.parse(JSON.parse(row.summary_json)), progress: row.progress }));
   }
 
-  rows(limit: number): LedgerUsageRow[] {
+  private rows(limit: number): LedgerUsageRow[] {
     return this.sql
       .exec<{ row_json: string }>("SELECT row_json FROM pending_usage ORDER BY due_from, call_id LIMIT ?", limit)
       .toArray()
       .map((row) => LedgerUsageRow.parse(JSON.parse(row.row_json)));
   }
 
-  /** D1 holds these rows. */
-  removeRows(callIds: readonly string[]): void {
-    for (const callId of callIds) this.sql.exec("DELETE FROM pending_usage WHERE call_id = ?", callId);
+  /** Pending items, summaries first (a usage row references its program's row), at most `limit`. */
+  items(limit: number): LedgerItem[] {
+    const summaries = this.summaries(limit).map((pending): LedgerItem => ({ kind: "program", ...pending }));
+    const rows = summaries.length < limit ? this.rows(limit - summaries.length) : [];
+    return [...summaries, ...rows.map((row): LedgerItem => ({ kind: "usage", row }))];
   }
 
-  /** D1 holds these summaries; one replaced meanwhile by a newer one stays. */
-  removeSummaries(sent: readonly PendingSummary[]): void {
-    for (const { summary, progress } of sent) {
-      this.sql.exec("DELETE FROM pending_programs WHERE program_id = ? AND progress = ?", summary.id, progress);
+  /** D1 holds these items (or they went to quarantine); a summary replaced meanwhile by a newer one stays. */
+  remove(items: readonly LedgerItem[]): void {
+    for (const item of items) {
+      if (item.kind === "usage") this.sql.exec("DELETE FROM pending_usage WHERE call_id = ?", item.row.callId);
+      else this.sql.exec("DELETE FROM pending_programs WHERE program_id = ? AND progress = ?", item.summary.id, item.progress);
     }
   }
 

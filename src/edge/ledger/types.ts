@@ -1,5 +1,7 @@
 import { z } from "zod";
 import { CALL_APIS, CALL_STATUSES, PROGRAM_STATUSES, type Program, USAGE_SOURCES, type UsageRow } from "../db/schema.js";
+import type { QuarantineCounts } from "./quarantine-store.js";
+import { MAX_LEDGER_SHARDS } from "./shards.js";
 
 /*
  * The UsageLedger RPC contract: what a program hands its tenant's ledger. The ledger
@@ -59,12 +61,23 @@ void summaryMatches;
 /** Rows per hand-off: a program back from a long ledger outage sends its backlog in several. */
 export const HAND_OFF_MAX_ROWS = 500;
 
-export const HandOffInput = z.object({
-  /** The program's summary when it changed since the ledger last acknowledged one. */
-  programs: z.array(LedgerProgramSummary).max(HAND_OFF_MAX_ROWS),
-  rows: z.array(LedgerUsageRow).max(HAND_OFF_MAX_ROWS),
-});
-export type HandOffInput = z.infer<typeof HandOffInput>;
+const shardCount = z.int().min(1).max(MAX_LEDGER_SHARDS);
+
+export const HandOffInput = z
+  .object({
+    /** The program's summary when it changed since the ledger last acknowledged one. */
+    programs: z.array(LedgerProgramSummary).max(HAND_OFF_MAX_ROWS),
+    rows: z.array(LedgerUsageRow).max(HAND_OFF_MAX_ROWS),
+    /** Which ledger shard this object is, of how many the program's tenant has (ledger/shards.ts). */
+    shard: z.int().nonnegative().default(0),
+    shards: shardCount.default(1),
+  })
+  .refine((input) => input.shard < input.shards, { message: "shard must be below shards", path: ["shard"] });
+export type HandOffInput = z.input<typeof HandOffInput>;
+
+/** A ledger shard tells shard 0 the tenant now has this many (shard 0 remembers the most: ledger/shards.ts). */
+export const NoteShardsInput = z.object({ shards: shardCount });
+export type NoteShardsInput = z.input<typeof NoteShardsInput>;
 
 export type HandOffResult =
   /** Stored in the ledger's own storage (durable): the program may forget them. */
@@ -78,4 +91,12 @@ export type HandOffResult =
  */
 export function summaryProgress(summary: Pick<LedgerProgramSummary, "calls" | "status">): number {
   return summary.calls * 2 + (summary.status === "active" ? 0 : 1);
+}
+
+/** What one ledger object holds that D1 does not (its `status` RPC): pending, and quarantined (ledger/quarantine-store.ts). */
+export interface LedgerStatus {
+  /** Shard 0: the most ledger shards the tenant ever used (ledger/shards.ts); another shard: the most it saw. */
+  shards: number;
+  pending: { rows: number; summaries: number; /** When the oldest pending item began waiting (its call's settle); null: none. */ oldestAt: number | null };
+  quarantined: QuarantineCounts;
 }

@@ -1,3 +1,4 @@
+import { shardHash } from "../durable/shard-hash.js";
 import type { TenantLimits } from "../limits/plan-limits.js";
 
 /*
@@ -69,22 +70,12 @@ export function budgetGrant(left: number, count: number, need: number): number {
   return Math.min(left, Math.max(need, Math.ceil(left / (count * BUDGET_GRANT_SLICES))));
 }
 
-/** FNV-1a, 32 bits: a call ID's shard (not a security property: call IDs are already random). */
-function fnv1a(text: string): number {
-  let hash = 0x811c9dc5;
-  for (let i = 0; i < text.length; i++) {
-    hash ^= text.charCodeAt(i);
-    hash = Math.imul(hash, 0x01000193);
-  }
-  return hash >>> 0;
-}
-
 /**
  * The shards a call tries, in order: its hash's shard, then the next ones, at most
  * SHARD_WALK. A call that starts a program tries shard 0 first (it counts programs).
  */
 export function shardWalk(callId: string, count: number, startsProgram = false): number[] {
-  const start = startsProgram ? 0 : fnv1a(callId) % count;
+  const start = startsProgram ? 0 : shardHash(callId) % count;
   const walk: number[] = [];
   for (let step = 0; step < Math.min(count, SHARD_WALK); step++) walk.push((start + step) % count);
   return walk;

@@ -27,7 +27,16 @@ import {
   UpdatePoolBody,
   UpdateTenantBody,
 } from "../routes/admin/bodies.js";
-import { ApiKeyObject, CreatedApiKeyObject, PlanObject, PoolHealth, PoolObject, TenantLimits, TenantObject } from "../routes/admin/views.js";
+import {
+  ApiKeyObject,
+  CreatedApiKeyObject,
+  PlanObject,
+  PoolHealth,
+  PoolObject,
+  TenantLedgerObject,
+  TenantLimits,
+  TenantObject,
+} from "../routes/admin/views.js";
 import { type DocumentSpec, type HeaderSpec, type Named, named, type OperationSpec } from "./document.js";
 import {
   ApiKeyList,
@@ -139,6 +148,7 @@ const S = {
   Tenant: named("Tenant", TenantObject),
   TenantLimits: named("TenantLimits", TenantLimits),
   TenantList: named("TenantList", TenantList),
+  TenantLedger: named("TenantLedger", TenantLedgerObject),
   ApiKey: named("ApiKey", ApiKeyObject),
   CreatedApiKey: named("CreatedApiKey", CreatedApiKeyObject),
   ApiKeyList: named("ApiKeyList", ApiKeyList),
@@ -623,6 +633,19 @@ export const OPERATIONS: readonly OperationSpec[] = [
     body: { schema: S.UpdateTenantBody },
     responses: { 200: { description: "The updated tenant.", json: S.Tenant } },
     errors: { 400: `${ADMIN_BODY_400} \`unknown_plan\`.`, 404: "`tenant_not_found`.", 413: BODY_413 },
+  },
+  {
+    method: "get",
+    path: "/admin/tenants/{tenantId}/ledger",
+    operationId: "getTenantLedger",
+    summary: "A tenant's usage ledger: pending and quarantined rows",
+    description:
+      "What the tenant's usage ledger objects hold that D1 does not yet: rows pending (sent within LEDGER_FLUSH_MS while D1 answers) " +
+      "and rows D1 refused (a constraint), quarantined and retried every 10 min, with D1's last error.",
+    tags: ["Admin: tenants"],
+    auth: "admin",
+    responses: { 200: { description: "Per ledger object, its pending and quarantined items.", json: S.TenantLedger } },
+    errors: { 404: "`tenant_not_found`.", 503: "`ledger_unavailable`: a ledger object did not answer." },
   },
   {
     method: "patch",

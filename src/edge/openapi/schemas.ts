@@ -108,6 +108,10 @@ export const UsageFigures = z.object({
 const LedgerFreshness = {
   data_as_of: z.string().describe("ISO 8601: every call settled before this instant is counted (usage rows reach D1 in batches)."),
   ledger_delay_ms: z.int().nonnegative().describe("The most a settled call's row waits before it is counted, while D1 answers (ms)."),
+  ledger_quarantined_rows: count.describe(
+    "Usage rows D1 refused (a constraint), kept in the ledger and retried every 10 min: calls settled before data_as_of that are not in the figures.",
+  ),
+  ledger_quarantined_since: z.string().nullable().describe("ISO 8601: when the oldest of them was first refused; null: none."),
 };
 
 export const UsageReport = z.object({

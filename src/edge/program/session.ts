@@ -10,7 +10,8 @@ import type { Program } from "../db/schema.js";
 import { AlarmSchedule } from "../durable/alarm-schedule.js";
 import { edgeConfig, type Env } from "../env.js";
 import { countedObjectD1, countHandOff } from "../instrument/io-counts.js";
-import { usageLedger } from "../ledger/access.js";
+import { programLedger } from "../ledger/access.js";
+import { ledgerShardOf } from "../ledger/shards.js";
 import { ledgerFlushAt, programHandOffWaitMs } from "../ledger/flush-schedule.js";
 import { HAND_OFF_MAX_ROWS, type LedgerUsageRow } from "../ledger/types.js";
 import { admittedOnAnyShard, tenantLimiter } from "../limiter/access.js";
@@ -134,7 +135,7 @@ export class ProgramSession extends DurableObject<Env> {
     const meta = this.meta ?? (input.newProgram ? newProgramMeta({ ...input.newProgram, now: input.now }) : undefined);
     if (!meta) return { ok: false, error: "not_found" };
     if (meta.status !== "active") return { ok: false, error: meta.status };
-    const next: ProgramMeta = { ...meta, lastActivityAt: Math.max(meta.lastActivityAt, input.now) };
+    const next: ProgramMeta = { ...meta, lastActivityAt: Math.max(meta.lastActivityAt, input.now), ...ledgerShardsFrom(meta, input.ledgerShards) };
     let result: BeginCallResult;
     try {
       result = this.ctx.storage.transactionSync(() => {
@@ -453,12 +454,12 @@ export class ProgramSession extends DurableObject<Env> {
       const summary = meta.summaryPending ? summaryOf(meta) : undefined;
       const rows = this.store.unrecordedCalls().flatMap((call) => usageRowOf(meta, call) ?? []);
       if (!summary && rows.length === 0) return;
-      const ledger = usageLedger(this.env, meta.tenantId);
+      const { stub: ledger, shard } = programLedger(this.env, meta.tenantId, meta.programId, meta.ledgerShards);
       for (let i = 0; i === 0 || i < rows.length; i += HAND_OFF_MAX_ROWS) {
         const part = rows.slice(i, i + HAND_OFF_MAX_ROWS);
         const sendsSummary = i === 0 && summary !== undefined;
         countHandOff(this.env);
-        const result = await ledger.handOff({ programs: sendsSummary ? [summary] : [], rows: part });
+        const result = await ledger.handOff({ programs: sendsSummary ? [summary] : [], rows: part, shard, shards: meta.ledgerShards });
         if (!result.ok) throw new Error(`the ledger refused the hand-off (${result.error}): ${result.detail}`);
         this.ctx.storage.transactionSync(() => {
           for (const row of part) this.store.markRecorded(row.callId);
@@ -659,7 +660,19 @@ function newProgramMeta(input: CreateProgramInput): ProgramMeta {
     completionTokens: 0,
     // D1 has no row for it yet.
     summaryPending: true,
+    ledgerShards: 1,
   };
+}
+
+/**
+ * The tenant's ledger shards from a begin (absent: unchanged). When they move the program to
+ * another ledger shard, its summary goes with its next hand-off (ledger/shards.ts): the new
+ * shard then holds the program row before the usage rows that reference it.
+ */
+function ledgerShardsFrom(meta: ProgramMeta, shards: number | undefined): Pick<ProgramMeta, "ledgerShards" | "summaryPending"> {
+  if (shards === undefined || shards === meta.ledgerShards) return { ledgerShards: meta.ledgerShards, summaryPending: meta.summaryPending };
+  const moved = ledgerShardOf(meta.programId, shards) !== ledgerShardOf(meta.programId, meta.ledgerShards);
+  return { ledgerShards: shards, summaryPending: meta.summaryPending || moved };
 }
 
 /** A settled call's usage row; undefined while it is in flight. */

@@ -32,7 +32,8 @@ CREATE TABLE IF NOT EXISTS program (
   prompt_tokens INTEGER NOT NULL,
   cached_tokens INTEGER NOT NULL,
   completion_tokens INTEGER NOT NULL,
-  summary_pending INTEGER NOT NULL
+  summary_pending INTEGER NOT NULL,
+  ledger_shards INTEGER NOT NULL DEFAULT 1
 );
 CREATE TABLE IF NOT EXISTS threads (
   name TEXT PRIMARY KEY,
@@ -89,6 +90,8 @@ export interface ProgramMeta {
   completionTokens: number;
   /** D1's program row does not yet reflect these figures. */
   summaryPending: boolean;
+  /** The tenant's ledger shards as of the program's last begin (ledger/shards.ts): where its hand-offs go. */
+  ledgerShards: number;
 }
 
 export type CallRowStatus = "in_flight" | CallStatus;
@@ -139,6 +142,7 @@ type ProgramRow = {
   cached_tokens: number;
   completion_tokens: number;
   summary_pending: number;
+  ledger_shards: number;
 };
 
 type CallRow = {
@@ -211,6 +215,9 @@ export class ProgramStore {
     if (programColumns.length > 0 && !programColumns.includes("pool")) {
       this.sql.exec("ALTER TABLE program ADD COLUMN pool TEXT NOT NULL DEFAULT ''");
     }
+    if (programColumns.length > 0 && !programColumns.includes("ledger_shards")) {
+      this.sql.exec("ALTER TABLE program ADD COLUMN ledger_shards INTEGER NOT NULL DEFAULT 1");
+    }
     const threadColumns = this.sql
       .exec<{ name: string }>("SELECT name FROM pragma_table_info('threads')")
       .toArray()
@@ -256,14 +263,15 @@ export class ProgramStore {
       cachedTokens: row.cached_tokens,
       completionTokens: row.completion_tokens,
       summaryPending: row.summary_pending === 1,
+      ledgerShards: row.ledger_shards,
     };
   }
 
   writeMeta(m: ProgramMeta): void {
     this.sql.exec(
       `INSERT OR REPLACE INTO program (id, tenant_id, program_id, status, created_at, ended_at, last_activity_at,
-         service_ms, path_ms, wait_ms, engine, pool, calls, prompt_tokens, cached_tokens, completion_tokens, summary_pending)
-       VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+         service_ms, path_ms, wait_ms, engine, pool, calls, prompt_tokens, cached_tokens, completion_tokens, summary_pending, ledger_shards)
+       VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
       m.tenantId,
       m.programId,
       m.status,
@@ -280,6 +288,7 @@ export class ProgramStore {
       m.cachedTokens,
       m.completionTokens,
       m.summaryPending ? 1 : 0,
+      m.ledgerShards,
     );
   }
 

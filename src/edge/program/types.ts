@@ -4,6 +4,7 @@ import { THREAD_NAME } from "../../protocol/ids.js";
 import { THREAD_END_OUTCOMES, type ThreadEndOutcome } from "../../protocol/threads.js";
 import { ToolEventBatch } from "../../protocol/tool-events.js";
 import { CALL_APIS, CALL_STATUSES, PROGRAM_STATUSES, USAGE_SOURCES } from "../db/schema.js";
+import { MAX_LEDGER_SHARDS } from "../ledger/shards.js";
 import type { ToolsState } from "./tool-store.js";
 
 /*
@@ -38,6 +39,11 @@ export const BeginCallInput = z.object({
   pool: z.string().default(""),
   /** The API the call came in by, for the usage ledger. */
   api: z.enum(CALL_APIS).default("chat.completions"),
+  /**
+   * The tenant's ledger shards now (ledger/shards.ts: its limiter shard count); the program
+   * hands its usage to shard hash(program ID) mod this from then on. Absent: unchanged.
+   */
+  ledgerShards: z.int().min(1).max(MAX_LEDGER_SHARDS).optional(),
   /**
    * The prefix hashes of the call's conversation (core/recognition/conversation-index.ts
    * prefixHashes), from which the thread's context generation follows; empty: the call

@@ -219,6 +219,8 @@ async function handleCall(c: Context<EdgeEnv>, api: CallApiSpec, attempt: CallAt
       model: allowed.model,
       api: api.api,
       contextHashes: conversation.length <= MAX_CONTEXT_MESSAGES ? prefixHashes(allowed.model, conversation) : [],
+      // The tenant's ledger is split like its limiter (ledger/shards.ts).
+      ledgerShards: callLimiter.shards,
       now,
     },
   });

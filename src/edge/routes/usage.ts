@@ -5,6 +5,7 @@ import type { EdgeEnv } from "../context.js";
 import { database } from "../db/client.js";
 import { DAY_MS, dayKeyOf, parseDay, periodOf } from "../limits/period.js";
 import { figuresView } from "../usage/figures.js";
+import { tenantLedgerHeld } from "../ledger/tenant-status.js";
 import { ledgerFreshness } from "../usage/freshness.js";
 import { tenantUsage } from "../usage/queries.js";
 
@@ -58,10 +59,13 @@ export function usageRoutes() {
     const parsed = UsageQuery.safeParse(c.req.query());
     if (!parsed.success) throw invalidRequest(parsed.error);
     const { groupBy, fromMs, toMs } = parsed.data;
+    // What the ledger holds is read first: a row it sends meanwhile is then in the figures, not missing from both.
+    const held = await tenantLedgerHeld(c.env, c.var.tenant.id);
+    const now = Date.now();
     const { groups, totals } = await tenantUsage(database(c.env.DB), c.var.tenant.id, { fromMs, toMs }, groupBy);
     return c.json({
       object: "list" as const,
-      ...ledgerFreshness(c.var.config, Date.now()),
+      ...ledgerFreshness(c.var.config, now, held),
       group_by: groupBy,
       from: dayKeyOf(fromMs),
       to: dayKeyOf(toMs - DAY_MS),

@@ -1,5 +1,6 @@
 import type { EdgeConfig } from "../env.js";
 import { programHandOffWaitMs } from "../ledger/flush-schedule.js";
+import { type LedgerHeld, NOTHING_HELD } from "../ledger/tenant-status.js";
 
 /*
  * How far the ledger in D1 may be behind. A settled call's row waits in its program's
@@ -14,6 +15,11 @@ import { programHandOffWaitMs } from "../ledger/flush-schedule.js";
  * a D1 batch failed: the program retries its hand-off, the ledger its batch, each backing
  * off 2 s doubling to 30 s, until it goes through: never lost, never counted twice.
  * The baseline (EDGE_BASELINE_PROGRAM_LEDGER: each program batches its own rows) has no hand-off.
+ *
+ * What the ledger objects hold is read too (ledger/tenant-status.ts): a row still pending
+ * there from before the bound (D1 down) moves `data_as_of` back to its settle, and rows D1
+ * refused (quarantined, retried every 10 min: ledger/delivery.ts) are counted apart, since
+ * when: every call settled before `data_as_of` is in the figures but those.
  */
 
 export const ALARM_SLACK_MS = 1_000;
@@ -25,6 +31,10 @@ export interface LedgerFreshness {
   data_as_of: string;
   /** The most a settled call's row waits before it reaches D1 while the objects and D1 answer (ms). */
   ledger_delay_ms: number;
+  /** Usage rows D1 refused, quarantined in the ledger and retried: calls not in the figures. */
+  ledger_quarantined_rows: number;
+  /** When the oldest of them was first refused (ISO 8601, UTC); null: none. */
+  ledger_quarantined_since: string | null;
 }
 
 /** The bound itself (ms); 0 with LEDGER_FLUSH_MS 0: a row is in D1 before its settle is answered. */
@@ -35,7 +45,14 @@ export function ledgerDelayMs(config: Pick<EdgeConfig, "ledgerFlushMs" | "baseli
   return Math.max(config.ledgerFlushMs, handedOffBy) + ALARM_SLACK_MS;
 }
 
-export function ledgerFreshness(config: EdgeConfig, now: number): LedgerFreshness {
+/** The freshness of figures read now, given what the ledger objects hold (none read: nothing held). */
+export function ledgerFreshness(config: EdgeConfig, now: number, held: LedgerHeld = NOTHING_HELD): LedgerFreshness {
   const delay = ledgerDelayMs(config);
-  return { data_as_of: new Date(now - delay).toISOString(), ledger_delay_ms: delay };
+  const asOf = Math.min(now - delay, held.oldestPendingAt ?? Number.POSITIVE_INFINITY);
+  return {
+    data_as_of: new Date(asOf).toISOString(),
+    ledger_delay_ms: delay,
+    ledger_quarantined_rows: held.quarantinedRows,
+    ledger_quarantined_since: held.quarantinedSince === null ? null : new Date(held.quarantinedSince).toISOString(),
+  };
 }

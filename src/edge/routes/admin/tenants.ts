@@ -8,6 +8,7 @@ import { DEFAULT_PLAN_ID, plans, type Tenant, tenants } from "../../db/schema.js
 import { refreshTenantProfiles } from "../../auth/push.js";
 import { readJsonBody } from "../../http/body.js";
 import { ADMIN_BODY_BYTES, CreateTenantBody, TenantOverridesBody, UpdateTenantBody } from "./bodies.js";
+import { tenantLedger } from "./tenant-ledger.js";
 import { tenantView } from "./views.js";
 
 export const tenantNotFound = (id: string) =>
@@ -73,6 +74,8 @@ export function tenantRoutes() {
   });
 
   routes.get("/:tenantId", async (c) => c.json(await tenantWithPlan(database(c.env.DB), c.req.param("tenantId"))));
+
+  routes.get("/:tenantId/ledger", tenantLedger);
 
   routes.patch("/:tenantId", async (c) => {
     const id = c.req.param("tenantId");

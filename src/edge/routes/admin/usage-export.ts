@@ -3,10 +3,12 @@ import { z } from "zod";
 import { invalidRequest } from "../../../protocol/errors.js";
 import type { EdgeEnv } from "../../context.js";
 import { database } from "../../db/client.js";
+import { tenants as tenantsTable } from "../../db/schema.js";
 import { parsePeriod } from "../../limits/period.js";
 import { csvLine } from "../../usage/csv.js";
 import { Header } from "../../../protocol/headers.js";
 import { figuresView } from "../../usage/figures.js";
+import { tenantsLedgerHeld } from "../../ledger/tenant-status.js";
 import { ledgerFreshness } from "../../usage/freshness.js";
 import { periodUsage } from "../../usage/queries.js";
 
@@ -52,8 +54,13 @@ export function usageExportRoutes() {
     const parsed = ExportQuery.safeParse(c.req.query());
     if (!parsed.success) throw invalidRequest(parsed.error);
     const { period } = parsed.data;
-    const { tenants, totals } = await periodUsage(database(c.env.DB), period);
-    const freshness = ledgerFreshness(c.var.config, Date.now());
+    const db = database(c.env.DB);
+    // Every tenant's ledger, read before the figures (a row it sends meanwhile is then in them, not missing from both).
+    const tenantIds = (await db.select({ id: tenantsTable.id }).from(tenantsTable)).map((row) => row.id);
+    const held = await tenantsLedgerHeld(c.env, tenantIds);
+    const now = Date.now();
+    const { tenants, totals } = await periodUsage(db, period);
+    const freshness = ledgerFreshness(c.var.config, now, held);
     const lines = tenants.map((t) => ({ tenant_id: t.tenantId, tenant_name: t.tenantName, plan: t.planId, ...figuresView(t) }));
     const totalsView = figuresView(totals);
 
@@ -86,6 +93,7 @@ export function usageExportRoutes() {
       "content-type": "text/csv; charset=utf-8",
       "content-disposition": `attachment; filename="agentix-usage-${period.key}.csv"`,
       [Header.dataAsOf]: freshness.data_as_of,
+      [Header.ledgerQuarantinedRows]: String(freshness.ledger_quarantined_rows),
     });
   });
 

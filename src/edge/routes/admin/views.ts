@@ -12,6 +12,8 @@ import { effectiveExtensions, effectiveLimits, effectiveWeight } from "../../lim
  */
 
 const epochMs = z.int().nonnegative().describe("Epoch milliseconds.");
+/** Quarantined items GET /admin/tenants/{id}/ledger lists per ledger object. */
+export const LEDGER_ITEMS_SHOWN = 100;
 const limit = z.int().positive();
 const names = z.array(z.string());
 
@@ -228,3 +230,36 @@ export const keyView = (k: ApiKey): ApiKeyObject => ({
   revoked_at: k.revokedAt,
   last_used_at: k.lastUsedAt,
 });
+
+// ---- A tenant's usage ledger (GET /admin/tenants/{id}/ledger) ----------------------
+
+const itemCount = z.int().nonnegative();
+
+export const LedgerShardObject = z.object({
+  shard: z.int().nonnegative().describe("The ledger object's index (0: the tenant's one object)."),
+  pending_rows: itemCount,
+  pending_summaries: itemCount,
+  oldest_pending_at: epochMs.nullable().describe("When the oldest pending item began waiting (its call's settle); null: none."),
+  quarantined_rows: itemCount.describe("Usage rows D1 refused: not in the figures until it takes them."),
+  quarantined_summaries: itemCount.describe("Program rows D1 refused."),
+  quarantined_since: epochMs.nullable().describe("When the oldest quarantined item was first refused; null: none."),
+});
+
+export const LedgerQuarantinedObject = z.object({
+  shard: z.int().nonnegative(),
+  kind: z.enum(["usage", "program"]).describe("usage: a call's usage row (id: the call ID); program: a program's row (id: the program ID)."),
+  id: z.string(),
+  program_id: z.string(),
+  since: epochMs.describe("When D1 first refused it."),
+  attempts: z.int().positive(),
+  next_attempt_at: epochMs.describe("When it is tried again (at once when the ledger writes its program's row)."),
+  last_error: z.string().describe("D1's error at the last attempt."),
+});
+
+export const TenantLedgerObject = z.object({
+  object: z.literal("tenant.ledger"),
+  tenant_id: z.string(),
+  shards: z.array(LedgerShardObject),
+  quarantined: z.array(LedgerQuarantinedObject).describe(`Oldest first, at most ${LEDGER_ITEMS_SHOWN} per ledger object.`),
+});
+export type TenantLedgerObject = z.output<typeof TenantLedgerObject>;
