@@ -9,10 +9,10 @@ import type { IncomingMessage } from "node:http";
  * signature headers first: only a request that claims a fresh, well-formed edge
  * signature gets this far.
  *
- * Behind @hono/node-server the body is read from Node's IncomingMessage itself:
- * `request.body` there builds a whole WHATWG Request and two web streams around the
- * socket (~5 % of the pool's busy time in bench:proxy's profile). A Request without a
- * Node message (Hono's `app.request()` in tests) is read through its web stream.
+ * Behind the pool's server the body is read from Node's IncomingMessage itself:
+ * @hono/node-server's `request.body` builds a whole WHATWG Request and two web streams
+ * around the socket (~5 % of the pool's busy time in bench:proxy's profile). A Request
+ * without a Node message (Hono's `app.request()` in tests) is read through its web stream.
  */
 
 export type BoundedBody =
@@ -41,10 +41,12 @@ class BodyAccumulator {
   }
 }
 
-export async function readBoundedBody(request: Request, maxBytes: number, incoming?: IncomingMessage): Promise<BoundedBody> {
-  const declared = request.headers.get("content-length");
-  if (declared !== null && Number(declared) > maxBytes) return { ok: false, receivedBytes: 0 };
-  if (incoming !== undefined) return readIncoming(incoming, maxBytes);
+/** A declared length over the limit: refused before any byte is read. */
+const declaredOver = (declared: string | null | undefined, maxBytes: number): boolean => declared != null && Number(declared) > maxBytes;
+
+/** From a Web Request's stream (Hono's `app.request()` in tests). */
+export async function readBoundedBody(request: Request, maxBytes: number): Promise<BoundedBody> {
+  if (declaredOver(request.headers.get("content-length"), maxBytes)) return { ok: false, receivedBytes: 0 };
   const body = new BodyAccumulator(maxBytes);
   if (request.body !== null) {
     const reader = request.body.getReader();
@@ -62,7 +64,8 @@ export async function readBoundedBody(request: Request, maxBytes: number, incomi
 }
 
 /** The same from Node's message; a client that goes away mid-body rejects (as the web stream's read does). */
-function readIncoming(incoming: IncomingMessage, maxBytes: number): Promise<BoundedBody> {
+export function readIncomingBody(incoming: IncomingMessage, maxBytes: number): Promise<BoundedBody> {
+  if (declaredOver(incoming.headers["content-length"], maxBytes)) return Promise.resolve({ ok: false, receivedBytes: 0 });
   const body = new BodyAccumulator(maxBytes);
   if (incoming.readableEnded) return Promise.resolve(body.done());
   return new Promise((resolve, reject) => {

@@ -32,6 +32,7 @@ import type { CountTokensRequest } from "../protocol/messages.js";
 import type { RoleDemandMeter, RoleEngineReadings } from "../core/roles/role-demand-meter.js";
 import type { RoleEngineState, RoleSwitch } from "../core/roles/roles.js";
 import type { RoleSwitchTarget } from "./role-control.js";
+import type { ClientLink } from "./client-link.js";
 import { clientClosedResponse, type EngineSlot, type PendingCall, shuttingDownResponse } from "./pending-call.js";
 import { SplitCalls } from "./split-call.js";
 import type { SplitCallHost } from "./split-call-host.js";
@@ -89,8 +90,8 @@ export interface CallSubmission {
   request: ChatCompletionRequest;
   /** The bodies an engine can be sent (adapters add the engine's fields); each attempt takes the one its engine serves. */
   forms: CallForms;
-  /** Aborts when the client goes away. */
-  signal: AbortSignal;
+  /** Says when the client goes away (client-link.ts). */
+  client: ClientLink;
 }
 
 /** What /health and tests can read. */
@@ -214,7 +215,7 @@ export class Dispatcher implements RoleSwitchTarget {
    * otherwise the promise settles with the response to send and never rejects.
    */
   submit(submission: CallSubmission): Promise<Response> {
-    const { fields, request, forms, signal } = submission;
+    const { fields, request, forms, client } = submission;
     const { metrics, clock } = this.#options;
     const now = clock.now();
     const unavailable = (reason: "queue_full" | "no_healthy_engine" | "shutting_down", message: string) => {
@@ -255,7 +256,7 @@ export class Dispatcher implements RoleSwitchTarget {
     const response = new Promise<Response>((settle) => {
       resolve = settle;
     });
-    if (signal.aborted) {
+    if (client.gone) {
       metrics.cancelled.inc({ stage: "queued" });
       resolve(clientClosedResponse(call.callId));
       return response;
@@ -272,22 +273,21 @@ export class Dispatcher implements RoleSwitchTarget {
     const context: ContextRef = { programId: call.programId, threadId: call.threadId, generation: fields.generation };
     // A newer generation than its thread's: the context it replaced may be evicted first.
     this.#retentionRelay.send(this.#retention.callArrived(context, now));
-    const onAbort = () => this.#clientGone(pending);
     const pending: PendingCall = {
       call,
       context,
       forms,
       stream: request.stream === true,
-      signal,
+      client,
       stage: "queued",
       level: 0,
       retriesLeft: this.#options.retries,
       failedEngines: new Set(),
       resolve,
-      detach: () => signal.removeEventListener("abort", onAbort),
+      detach: () => undefined,
     };
     this.#calls.set(call.callId, pending);
-    signal.addEventListener("abort", onAbort, { once: true });
+    pending.detach = client.onGone(() => this.#clientGone(pending));
     this.pump();
     if (pending.stage === "queued") metrics.callsHeld.inc({ reason: this.#held ?? "count" });
     return response;
@@ -666,7 +666,7 @@ export class Dispatcher implements RoleSwitchTarget {
     this.#release(pending, engineId, "engine_error", { serviceMs: 0 });
     if (this.#closed) {
       this.#finish(pending, shuttingDownResponse(callId, this.#retryAfter()));
-    } else if (pending.signal.aborted) {
+    } else if (pending.client.gone) {
       this.#finish(pending, clientClosedResponse(callId));
     } else if (pending.retriesLeft <= 0) {
       console.error(`agentix pool: call ${callId}: no engine could serve it after ${this.#options.retries + 1} attempt(s); last: ${start.reason}`);

@@ -1,5 +1,6 @@
 import type { UnofficialStatusCode } from "hono/utils/http-status";
 import type { ContextRef } from "../core/kv/retention-planner.js";
+import type { ClientLink } from "./client-link.js";
 import type { QueuedCall } from "../core/queue.js";
 import { callErrorResponse } from "./call-errors.js";
 import type { CallApi, CallForms } from "./engine-request.js";
@@ -19,7 +20,8 @@ export interface PendingCall {
   context: ContextRef;
   forms: CallForms;
   stream: boolean;
-  signal: AbortSignal;
+  /** Whether its client is still there. */
+  client: ClientLink;
   stage: CallStage;
   level: number;
   retriesLeft: number;

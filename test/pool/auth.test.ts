@@ -19,8 +19,16 @@ afterAll(async () => {
   await engine.close();
 });
 
-const post = (headers: Record<string, string>, body: string) =>
-  pool.app.request("/v1/chat/completions", { method: "POST", headers, body });
+/*
+ * A call reaches the pool's checks two ways: over its socket, served from Node's request
+ * (call-listener.ts), and through Hono's routes (`app.request()`); each check is asserted
+ * on both.
+ */
+const FRONTS = [
+  ["app.request()", (headers: Record<string, string>, body: string) => pool.app.request("/v1/chat/completions", { method: "POST", headers, body })],
+  ["the pool's socket", (headers: Record<string, string>, body: string) => fetch(`${pool.url}/v1/chat/completions`, { method: "POST", headers, body })],
+] as const;
+const post = FRONTS[0][1];
 
 async function expectError(res: Response, status: number, code: string) {
   expect(res.status).toBe(status);
@@ -29,7 +37,7 @@ async function expectError(res: Response, status: number, code: string) {
   return body;
 }
 
-describe("verification of forwarded calls", () => {
+describe.each(FRONTS)("verification of forwarded calls, through %s", (_front, post) => {
   it("accepts a validly signed call and relays it", async () => {
     const call = await signedCall();
     const res = await post(call.headers, call.body);

@@ -1,0 +1,69 @@
+import type { IncomingMessage, RequestListener, ServerResponse } from "node:http";
+import { getRequestListener } from "@hono/node-server";
+import { type CallRoutes, answerCall, poolErrorResponse, withPoolHeaders } from "./call-routes.js";
+import type { CallVerifier } from "./verify-forward.js";
+import { nodeClientLink } from "./client-link.js";
+import { writeDirectAnswer } from "./direct-answer.js";
+import type { Dispatcher } from "./dispatcher.js";
+import { nodeSignedRequest } from "./signed-request.js";
+
+/*
+ * The pool's calls, served from Node's request and response in front of Hono. A call
+ * went through @hono/node-server's Request wrapper (its URL built and checked, an
+ * AbortController for its signal), Hono's router, context and middleware chain, and
+ * back through the node server's handling of RESPONSE_ALREADY_SENT; none of it did
+ * anything for a call, whose checks read Node's message and whose answer is written
+ * to Node's response anyway (direct-answer.ts). Exactly the four call routes are taken
+ * here (POST, the path as the edge sends it, any query ignored as Hono's router does);
+ * every other request, and any other spelling of those paths, goes to Hono as before.
+ *
+ * Same checks (the routes' own verifiers, shared with Hono's routes: call-routes.ts),
+ * same queue, same answers: an answer that cannot be written straight (a refusal, a
+ * translated answer) is handed to @hono/node-server's own writer, which also drains or
+ * drops what is left of a refused request's body.
+ */
+
+export interface CallListenerDeps {
+  calls: CallRoutes;
+  dispatcher: Dispatcher;
+  /** The Host a request without one is taken to have named (HTTP/1.0), as @hono/node-server's `hostname`. */
+  hostname?: string | undefined;
+}
+
+/** The call routes' path of a request target: the path without its query, when it is one of them. */
+function callPathOf(url: string | undefined): string | undefined {
+  if (url === undefined) return undefined;
+  const query = url.indexOf("?");
+  return query === -1 ? url : url.slice(0, query);
+}
+
+export function callListener(deps: CallListenerDeps, fallback: RequestListener): RequestListener {
+  const { calls, dispatcher, hostname } = deps;
+  /** Writes `response` as the node server writes a handler's answer. */
+  const respond = (incoming: IncomingMessage, outgoing: ServerResponse, response: Response): void => {
+    void getRequestListener(() => response, { hostname })(incoming, outgoing);
+  };
+
+  const serve = async (verify: CallVerifier, incoming: IncomingMessage, outgoing: ServerResponse): Promise<void> => {
+    let answered: Awaited<ReturnType<typeof answerCall>>;
+    try {
+      answered = await answerCall(dispatcher, await verify(nodeSignedRequest(incoming)), nodeClientLink(incoming, outgoing));
+    } catch (error) {
+      respond(incoming, outgoing, poolErrorResponse(error));
+      return;
+    }
+    const { answer, poolHeaders } = answered;
+    if (!writeDirectAnswer(answer, outgoing, poolHeaders)) respond(incoming, outgoing, withPoolHeaders(answer, poolHeaders));
+  };
+
+  return (incoming, outgoing) => {
+    const path = incoming.method === "POST" ? callPathOf(incoming.url) : undefined;
+    const verify = path === undefined ? undefined : calls.get(path);
+    if (verify === undefined) {
+      fallback(incoming, outgoing);
+      return;
+    }
+    // A bug guard, not a path: what Hono's onError did for a handler that threw.
+    serve(verify, incoming, outgoing).catch((error: unknown) => respond(incoming, outgoing, poolErrorResponse(error)));
+  };
+}
