@@ -14,7 +14,7 @@ import type { PoolConfig } from "./config.js";
 import type { Dispatcher } from "./dispatcher.js";
 import type { PoolMetrics } from "./metrics.js";
 import { operatorAccess } from "./operator-auth.js";
-import { writeDirectAnswer } from "./direct-answer.js";
+import { handedOver, writeDirectAnswer } from "./direct-answer.js";
 import { answerCall, type CallRoutes, callRoutes, poolErrorResponse, routeChecks, withPoolHeaders } from "./call-routes.js";
 import { nodeClientLink, signalClientLink } from "./client-link.js";
 import {
@@ -182,7 +182,9 @@ export function createPoolApp(deps: PoolAppDeps): Hono<ForwardedEnv> {
       const { answer, poolHeaders } = await answerCall(dispatcher, c.get("forwarded"), client);
       // An engine's answer goes straight to Node's response (direct-answer.ts); under app.request() there is none.
       if (outgoing !== undefined && writeDirectAnswer(answer, outgoing, poolHeaders)) return RESPONSE_ALREADY_SENT;
-      return withPoolHeaders(answer, poolHeaders);
+      const response = withPoolHeaders(answer, poolHeaders);
+      handedOver(answer);
+      return response;
     });
   }
 

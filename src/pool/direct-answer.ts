@@ -32,5 +32,25 @@ export function writeDirectAnswer(response: Response, outgoing: ServerResponse, 
   if (write === undefined) return false;
   writers.delete(response);
   write(outgoing, extraHeaders);
+  handedOver(response);
   return true;
+}
+
+/*
+ * What waits until an answer has left: a whole answer's attempt ends (its slot, metrics,
+ * TAO's signals, the next call's start: relay.ts endAfterAnswer) once its bytes are
+ * written, or once it is handed to whoever writes it otherwise.
+ */
+const afterwards = new WeakMap<Response, () => void>();
+
+export function afterHandingOver(response: Response, run: () => void): void {
+  afterwards.set(response, run);
+}
+
+/** `response` was written straight or handed to its writer: what waited for that runs now (once). */
+export function handedOver(response: Response): void {
+  const run = afterwards.get(response);
+  if (run === undefined) return;
+  afterwards.delete(response);
+  run();
 }

@@ -586,6 +586,8 @@ export class Dispatcher implements RoleSwitchTarget {
       clock: this.#options.clock,
       serviceOf: (wallMs, facts) => this.#core.serviceMs(engineId, wallMs, facts?.usage),
       onEnd: (end) => this.#attemptEnded(pending, engineId, end),
+      // The slot, metrics, signals and the next call's start follow a whole answer's writing.
+      endAfterAnswer: true,
     }).then(
       (start) => this.#attemptStarted(pending, engineId, start, form),
       (error: unknown) => {
@@ -642,6 +644,8 @@ export class Dispatcher implements RoleSwitchTarget {
 
   #attemptStarted(pending: PendingCall, engineId: string, start: RelayStart, form: EngineRequestForm): void {
     if (start.kind === "response") {
+      // A whole answer whose attempt ends once it is written: nothing runs for the call any more (the pool's load, a client gone now).
+      if (start.endPending === true) pending.stage = "done";
       const callId = pending.call.callId;
       if (form.answer === undefined) return pending.resolve(start.response);
       form.answer(start.response).then(pending.resolve, (error: unknown) => {

@@ -7,7 +7,7 @@ import { dataEvent, eventObject, formatEvent, isDoneEvent, SseEventCutter } from
 import { type PoolCallStats, statsCommentEvent, statsHeaders } from "../protocol/stats.js";
 import { CALL_ERROR_MESSAGES, callErrorBody, callErrorResponse, engineRequestErrorResponse } from "./call-errors.js";
 import { answerFactsReader, type CallFacts } from "./call-facts.js";
-import { offerDirectWrite, withdrawDirectWrite } from "./direct-answer.js";
+import { afterHandingOver, type DirectWriter, offerDirectWrite, withdrawDirectWrite } from "./direct-answer.js";
 import type { CallApi } from "./engine-request.js";
 import type { EngineAdapter } from "./engines/adapter.js";
 import type { CallOutcome } from "./metrics.js";
@@ -88,10 +88,20 @@ export interface RelayRequest {
    * first byte or was aborted; not for a "failed" start (the caller handles that).
    */
   onEnd(end: RelayEnd): void;
+  /**
+   * A whole answer's onEnd waits until the answer is written straight to the client,
+   * or handed to whoever writes it (direct-answer.ts handedOver), at the latest until
+   * the promise chain that hands it over has run (the next tick): the attempt's bookkeeping (its slot,
+   * metrics, TAO's signals, the next queued call's start) shapes nothing of the
+   * answer, so the client need not wait for it. The start says so (`endPending`).
+   * Default false: onEnd before the start resolves (the split flows read the end then).
+   */
+  endAfterAnswer?: boolean;
 }
 
 export type RelayStart =
-  | { kind: "response"; response: Response }
+  /** `endPending`: a whole answer whose onEnd follows its writing (RelayRequest.endAfterAnswer). */
+  | { kind: "response"; response: Response; endPending?: boolean }
   /** Retryable: the engine failed before its first byte. */
   | { kind: "failed"; reason: string; connectionFailed: boolean }
   | { kind: "aborted" };
@@ -217,25 +227,24 @@ export async function relayToEngine(req: RelayRequest): Promise<RelayStart> {
       end("aborted");
       return { kind: "aborted" };
     }
-    const serviceMs = end("failed");
+    const wallMs = clock.now() - req.dispatchedAt;
     console.error(`agentix pool: call ${req.callId}: engine ${engine.id} broke off its response (${describe(error)})`);
-    return {
-      kind: "response",
-      response: callErrorResponse(502, CALL_ERROR_MESSAGES.engine_response_error, req.callId, {
-        code: "engine_response_error",
-        headers: statsHeaders(stats(serviceMs)),
-      }),
-    };
+    const response = callErrorResponse(502, CALL_ERROR_MESSAGES.engine_response_error, req.callId, {
+      code: "engine_response_error",
+      headers: statsHeaders(stats(charge(wallMs, undefined))),
+    });
+    return wholeAnswer(response, () => end("failed", wallMs));
   }
-  const serviceMs = end(ok ? "completed" : "client_error", clock.now() - req.dispatchedAt, ok ? answerFactsReader(req.api).fromJsonBytes(bytes) : undefined);
+  const wallMs = clock.now() - req.dispatchedAt;
+  const facts = ok ? answerFactsReader(req.api).fromJsonBytes(bytes) : undefined;
+  const outcome = ok ? "completed" : "client_error";
+  const serviceMs = charge(wallMs, facts);
   if (!ok) {
     // A 4xx about the request: its message is the tenant's, redacted; the engine's own text goes to the log.
     const text = new TextDecoder().decode(bytes);
     console.warn(`agentix pool: call ${req.callId}: engine ${engine.id} refused the request with ${status}: ${text.slice(0, LOGGED_TEXT_CHARS)}`);
-    return {
-      kind: "response",
-      response: engineRequestErrorResponse(status as ContentfulStatusCode, text, req.callId, statsHeaders(stats(serviceMs))),
-    };
+    const response = engineRequestErrorResponse(status as ContentfulStatusCode, text, req.callId, statsHeaders(stats(serviceMs)));
+    return wholeAnswer(response, () => end(outcome, wallMs, facts));
   }
   const responseHeaders: Record<string, string> = statsHeaders(stats(serviceMs));
   for (const name of PASSED_RESPONSE_HEADERS) {
@@ -245,11 +254,28 @@ export async function relayToEngine(req: RelayRequest): Promise<RelayStart> {
   // A Uint8Array body and plain headers: @hono/node-server writes it in one go, without a web stream.
   const response = new Response(bytes, { status, headers: responseHeaders });
   // Behind the pool's server, written as is with its plain headers: no Headers object built and read back.
-  offerDirectWrite(response, (outgoing, extraHeaders) => {
+  const write: DirectWriter = (outgoing, extraHeaders) => {
     outgoing.writeHead(status, { ...responseHeaders, ...extraHeaders, "content-length": String(bytes.byteLength) });
     outgoing.end(bytes);
-  });
-  return { kind: "response", response };
+  };
+  return wholeAnswer(response, () => end(outcome, wallMs, facts), write);
+
+  /**
+   * A whole answer (the engine is done with the attempt), its end now or after its writing
+   * (RelayRequest.endAfterAnswer). `write`: how it is written straight to Node's response.
+   */
+  function wholeAnswer(answer: Response, endAttempt: () => void, write?: DirectWriter): RelayStart {
+    if (req.endAfterAnswer !== true) {
+      endAttempt();
+      if (write !== undefined) offerDirectWrite(answer, write);
+      return { kind: "response", response: answer };
+    }
+    if (write !== undefined) offerDirectWrite(answer, write);
+    afterHandingOver(answer, endAttempt);
+    // A bound for whoever neither writes it straight nor says it handed it over (a translation reads it instead): `end` ends once.
+    process.nextTick(endAttempt);
+    return { kind: "response", response: answer, endPending: true };
+  }
 }
 
 /** A Node header value as one string (a repeated header joined as fetch's Headers would). */
