@@ -69,35 +69,38 @@ export function readIncomingBody(incoming: IncomingMessage, maxBytes: number): P
   const body = new BodyAccumulator(maxBytes);
   if (incoming.readableEnded) return Promise.resolve(body.done());
   return new Promise((resolve, reject) => {
-    const settle = (): void => {
-      incoming.off("data", onData);
-      incoming.off("end", onEnd);
-      incoming.off("error", onError);
-      incoming.off("close", onClose);
+    // Methods, not named closures: the pool's tsx renames each named closure it makes (relay-attempt.ts).
+    const listeners = {
+      data(chunk: Buffer): void {
+        if (body.add(chunk)) return;
+        listeners.off();
+        // The rest is not read; @hono/node-server drains or drops it after the 413.
+        incoming.pause();
+        resolve({ ok: false, receivedBytes: body.size });
+      },
+      end(): void {
+        listeners.off();
+        resolve(body.done());
+      },
+      error(error: Error): void {
+        listeners.off();
+        reject(error);
+      },
+      close(): void {
+        listeners.off();
+        if (incoming.readableEnded) resolve(body.done());
+        else reject(new Error("Client connection prematurely closed."));
+      },
+      off(): void {
+        incoming.off("data", listeners.data);
+        incoming.off("end", listeners.end);
+        incoming.off("error", listeners.error);
+        incoming.off("close", listeners.close);
+      },
     };
-    const onData = (chunk: Buffer): void => {
-      if (body.add(chunk)) return;
-      settle();
-      // The rest is not read; @hono/node-server drains or drops it after the 413.
-      incoming.pause();
-      resolve({ ok: false, receivedBytes: body.size });
-    };
-    const onEnd = (): void => {
-      settle();
-      resolve(body.done());
-    };
-    const onError = (error: Error): void => {
-      settle();
-      reject(error);
-    };
-    const onClose = (): void => {
-      settle();
-      if (incoming.readableEnded) resolve(body.done());
-      else reject(new Error("Client connection prematurely closed."));
-    };
-    incoming.on("data", onData);
-    incoming.on("end", onEnd);
-    incoming.on("error", onError);
-    incoming.on("close", onClose);
+    incoming.on("data", listeners.data);
+    incoming.on("end", listeners.end);
+    incoming.on("error", listeners.error);
+    incoming.on("close", listeners.close);
   });
 }

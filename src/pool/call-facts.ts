@@ -175,7 +175,9 @@ function readOncePerEvent(collector: StreamFacts): StreamFacts {
       read = undefined;
       collector.observe(event);
     },
-    facts: () => (read ??= collector.facts()),
+    facts() {
+      return (read ??= collector.facts());
+    },
   };
 }
 

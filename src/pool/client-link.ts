@@ -21,18 +21,38 @@ export interface ClientLink {
  * aborted a Request's signal for).
  */
 export function nodeClientLink(incoming: IncomingMessage, outgoing: ServerResponse): ClientLink {
-  return {
-    get gone() {
-      return incoming.errored !== null || (outgoing.destroyed && !outgoing.writableFinished);
-    },
-    onGone(listener) {
-      const onClose = (): void => {
-        if (incoming.errored !== null || !outgoing.writableFinished) listener();
-      };
-      outgoing.once("close", onClose);
-      return () => outgoing.off("close", onClose);
-    },
-  };
+  return new NodeClient(incoming, outgoing);
+}
+
+/** A class whose listener is set in its constructor: the pool's tsx renames each named closure it makes (relay-attempt.ts). */
+class NodeClient implements ClientLink {
+  readonly #incoming: IncomingMessage;
+  readonly #outgoing: ServerResponse;
+  readonly #listeners = new Set<() => void>();
+  readonly #onClose: () => void;
+
+  constructor(incoming: IncomingMessage, outgoing: ServerResponse) {
+    this.#incoming = incoming;
+    this.#outgoing = outgoing;
+    this.#onClose = () => {
+      if (!this.gone) return;
+      for (const listener of [...this.#listeners]) listener();
+      this.#listeners.clear();
+    };
+  }
+
+  get gone(): boolean {
+    return this.#incoming.errored !== null || (this.#outgoing.destroyed && !this.#outgoing.writableFinished);
+  }
+
+  onGone(listener: () => void): () => void {
+    if (this.#listeners.size === 0) this.#outgoing.once("close", this.#onClose);
+    this.#listeners.add(listener);
+    return () => {
+      this.#listeners.delete(listener);
+      if (this.#listeners.size === 0) this.#outgoing.off("close", this.#onClose);
+    };
+  }
 }
 
 /** A Web Request's client: gone when its signal aborts. */

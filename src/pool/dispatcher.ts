@@ -1,3 +1,4 @@
+import type { HTTPException } from "hono/http-exception";
 import { loadPerHealthyEngine, type PoolStatus } from "../protocol/pool-status.js";
 import type { Dispatcher as HttpDispatcher } from "undici";
 import type { HoldReason } from "../core/admission.js";
@@ -36,6 +37,9 @@ import type { ClientLink } from "./client-link.js";
 import { clientClosedResponse, type EngineSlot, type PendingCall, shuttingDownResponse } from "./pending-call.js";
 import { SplitCalls } from "./split-call.js";
 import type { SplitCallHost } from "./split-call-host.js";
+
+/** A pending call's detach before it listens for its client. */
+const NOT_LISTENING = (): void => undefined;
 
 /** How long an engine may take to count a prompt before the pool says it could not. */
 const TOKEN_COUNT_TIMEOUT_MS = 5_000;
@@ -218,13 +222,9 @@ export class Dispatcher implements RoleSwitchTarget {
     const { fields, request, forms, client } = submission;
     const { metrics, clock } = this.#options;
     const now = clock.now();
-    const unavailable = (reason: "queue_full" | "no_healthy_engine" | "shutting_down", message: string) => {
-      metrics.reject(reason);
-      return callError(503, message, fields.call, { code: reason, headers: this.#retryAfter() });
-    };
-    if (this.#closed) throw unavailable("shutting_down", "The pool is shutting down");
-    if (this.#core.queue.size >= this.#options.maxQueuedCalls) throw unavailable("queue_full", "The pool queue is full");
-    if (this.#noHealthyEngineTooLong(now)) throw unavailable("no_healthy_engine", "No healthy engine in this pool");
+    if (this.#closed) throw this.#unavailable(fields, "shutting_down", "The pool is shutting down");
+    if (this.#core.queue.size >= this.#options.maxQueuedCalls) throw this.#unavailable(fields, "queue_full", "The pool queue is full");
+    if (this.#noHealthyEngineTooLong(now)) throw this.#unavailable(fields, "no_healthy_engine", "No healthy engine in this pool");
     if (this.#calls.has(fields.call)) throw callError(409, "This call is already in progress", fields.call, { code: "duplicate_call" });
     if (this.#models !== undefined && !this.#models.has(request.model)) {
       metrics.reject("model_not_found");
@@ -284,13 +284,19 @@ export class Dispatcher implements RoleSwitchTarget {
       retriesLeft: this.#options.retries,
       failedEngines: new Set(),
       resolve,
-      detach: () => undefined,
+      detach: NOT_LISTENING,
     };
     this.#calls.set(call.callId, pending);
     pending.detach = client.onGone(() => this.#clientGone(pending));
     this.pump();
     if (pending.stage === "queued") metrics.callsHeld.inc({ reason: this.#held ?? "count" });
     return response;
+  }
+
+  /** A 503 for a call the pool cannot take now, counted. */
+  #unavailable(fields: ForwardFields, reason: "queue_full" | "no_healthy_engine" | "shutting_down", message: string): HTTPException {
+    this.#options.metrics.reject(reason);
+    return callError(503, message, fields.call, { code: reason, headers: this.#retryAfter() });
   }
 
   /**
@@ -570,6 +576,8 @@ export class Dispatcher implements RoleSwitchTarget {
     const controller = new AbortController();
     pending.stage = "running";
     pending.attempt = { engineId, controller };
+    const core = this.#core;
+    const dispatcher = this;
     const form = formFor(pending.forms, slot.nativeApis);
     const body = this.#bodyFor(pending, slot, form);
     relayToEngine({
@@ -584,8 +592,13 @@ export class Dispatcher implements RoleSwitchTarget {
       signal: controller.signal,
       http: this.#options.http,
       clock: this.#options.clock,
-      serviceOf: (wallMs, facts) => this.#core.serviceMs(engineId, wallMs, facts?.usage),
-      onEnd: (end) => this.#attemptEnded(pending, engineId, end),
+      // Methods, not arrow properties: the pool's tsx renames each named closure it makes (relay-attempt.ts).
+      serviceOf(wallMs, facts) {
+        return core.serviceMs(engineId, wallMs, facts?.usage);
+      },
+      onEnd(end) {
+        dispatcher.#attemptEnded(pending, engineId, end);
+      },
       // The slot, metrics, signals and the next call's start follow a whole answer's writing.
       endAfterAnswer: true,
     }).then(

@@ -38,10 +38,18 @@ export function nodeSignedRequest(incoming: IncomingMessage): SignedRequest {
   return {
     method: incoming.method ?? "",
     headers: nodeHeaders(incoming.headers),
-    readBody: (maxBytes) => readIncomingBody(incoming, maxBytes),
+    readBody(maxBytes) {
+      return readIncomingBody(incoming, maxBytes);
+    },
   };
 }
 
 export function webSignedRequest(request: Request): SignedRequest {
-  return { method: request.method, headers: request.headers, readBody: (maxBytes) => readBoundedBody(request, maxBytes) };
+  return {
+    method: request.method,
+    headers: request.headers,
+    readBody(maxBytes) {
+      return readBoundedBody(request, maxBytes);
+    },
+  };
 }

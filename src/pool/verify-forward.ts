@@ -157,6 +157,12 @@ export interface VerifyForwardedCallOptions {
   maxBodyBytes: number;
 }
 
+/** A refusal, counted by reason. */
+function refusal(metrics: PoolMetrics, reason: RejectReason, status: 400 | 401 | 413 | 503, message: string, headers?: Record<string, string>) {
+  metrics.reject(reason);
+  return openAIError(status, message, { code: reason, headers });
+}
+
 function signatureRejectReason(reason: string): RejectReason {
   if (reason === SignatureProblem.missingSignature || reason === SignatureProblem.missingKeyId) return "missing_signature";
   return "invalid_signature";
@@ -184,29 +190,25 @@ async function verifySignedRequest(
   what: string,
 ): Promise<{ fields: ForwardFields; bytes: Uint8Array }> {
   const { keys, path, timestampWindowMs, replay, clock, metrics, maxBodyBytes } = options;
-  const reject = (reason: RejectReason, status: 400 | 401 | 413 | 503, message: string, headers?: Record<string, string>) => {
-    metrics.reject(reason);
-    return openAIError(status, message, { code: reason, headers });
-  };
   const signed = parseSignedForwardHeaders(request.headers);
-  if (!signed.ok) throw reject(signatureRejectReason(signed.reason), 401, `Unauthenticated pool ${what}: ${signed.reason}`);
+  if (!signed.ok) throw refusal(metrics, signatureRejectReason(signed.reason), 401, `Unauthenticated pool ${what}: ${signed.reason}`);
   const key = signingKeyById(keys, signed.keyId);
   if (!key) {
-    throw reject("unknown_signing_key", 401, `Unauthenticated pool ${what}: signed with key ${signed.keyId}, which this pool does not hold`);
+    throw refusal(metrics, "unknown_signing_key", 401, `Unauthenticated pool ${what}: signed with key ${signed.keyId}, which this pool does not hold`);
   }
   if (Math.abs(clock.now() - signed.fields.ts) > timestampWindowMs) {
-    throw reject("stale_timestamp", 401, `Unauthenticated pool ${what}: stale timestamp`);
+    throw refusal(metrics, "stale_timestamp", 401, `Unauthenticated pool ${what}: stale timestamp`);
   }
 
   const body = await request.readBody(maxBodyBytes);
-  if (!body.ok) throw reject("body_too_large", 413, `Request body exceeds ${maxBodyBytes} bytes`);
+  if (!body.ok) throw refusal(metrics, "body_too_large", 413, `Request body exceeds ${maxBodyBytes} bytes`);
   if (!verifyForwardMacSync(key, { method: request.method, path }, signed.fields, signed.mac, body.sha256Hex)) {
-    throw reject("invalid_signature", 401, `Unauthenticated pool ${what}: bad signature`);
+    throw refusal(metrics, "invalid_signature", 401, `Unauthenticated pool ${what}: bad signature`);
   }
   const seen = replay.check(signed.fields.call, clock.now());
-  if (seen === "replayed") throw reject("replayed_call", 401, `Unauthenticated pool ${what}: ${what} ID already seen`);
+  if (seen === "replayed") throw refusal(metrics, "replayed_call", 401, `Unauthenticated pool ${what}: ${what} ID already seen`);
   if (seen === "full") {
-    throw reject("replay_cache_full", 503, `Pool is overloaded: too many recent ${what}s`, {
+    throw refusal(metrics, "replay_cache_full", 503, `Pool is overloaded: too many recent ${what}s`, {
       "Retry-After": String(options.retryAfterSeconds),
     });
   }
