@@ -153,9 +153,12 @@ export interface AnswerFactsReader {
   stream(): { observe(event: string): void; facts(): CallFacts };
 }
 
+/** One decoder for all answers (decode() without `stream` keeps no state between calls). */
+const UTF8 = new TextDecoder();
+
 function jsonFacts(bytes: ArrayBuffer | Uint8Array, read: (body: unknown) => CallFacts): CallFacts {
   try {
-    return read(JSON.parse(new TextDecoder().decode(bytes)));
+    return read(JSON.parse(UTF8.decode(bytes)));
   } catch {
     return {};
   }

@@ -157,6 +157,9 @@ export interface VerifyForwardedCallOptions {
   maxBodyBytes: number;
 }
 
+/** A body that is not UTF-8 is not JSON. One decoder for all (decode() without `stream` keeps no state between calls). */
+const STRICT_UTF8 = new TextDecoder("utf-8", { fatal: true });
+
 /** A refusal, counted by reason. */
 function refusal(metrics: PoolMetrics, reason: RejectReason, status: 400 | 401 | 413 | 503, message: string, headers?: Record<string, string>) {
   metrics.reject(reason);
@@ -227,7 +230,7 @@ async function verifySigned<T extends z.ZodType>(
   const { fields, bytes } = await verifySignedRequest(request, options, what);
   let json: unknown;
   try {
-    json = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(bytes));
+    json = JSON.parse(STRICT_UTF8.decode(bytes));
   } catch {
     metrics.reject("invalid_request");
     throw openAIError(400, "Invalid request: body is not valid JSON", { code: "invalid_json" });
