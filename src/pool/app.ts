@@ -14,7 +14,7 @@ import type { PoolConfig } from "./config.js";
 import type { Dispatcher } from "./dispatcher.js";
 import type { PoolMetrics } from "./metrics.js";
 import { operatorAccess } from "./operator-auth.js";
-import { handedOver, writeDirectAnswer } from "./direct-answer.js";
+import { answerResponse, DirectAnswer } from "./direct-answer.js";
 import { answerCall, type CallRoutes, callRoutes, poolErrorResponse, routeChecks, withPoolHeaders } from "./call-routes.js";
 import { nodeClientLink, signalClientLink } from "./client-link.js";
 import {
@@ -181,10 +181,11 @@ export function createPoolApp(deps: PoolAppDeps): Hono<ForwardedEnv> {
       const client = incoming !== undefined && outgoing !== undefined ? nodeClientLink(incoming, outgoing) : signalClientLink(c.req.raw.signal);
       const { answer, poolHeaders } = await answerCall(dispatcher, c.get("forwarded"), client);
       // An engine's answer goes straight to Node's response (direct-answer.ts); under app.request() there is none.
-      if (outgoing !== undefined && writeDirectAnswer(answer, outgoing, poolHeaders)) return RESPONSE_ALREADY_SENT;
-      const response = withPoolHeaders(answer, poolHeaders);
-      handedOver(answer);
-      return response;
+      if (outgoing !== undefined && answer instanceof DirectAnswer) {
+        answer.write(outgoing, poolHeaders);
+        return RESPONSE_ALREADY_SENT;
+      }
+      return withPoolHeaders(answerResponse(answer), poolHeaders);
     });
   }
 

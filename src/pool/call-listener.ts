@@ -3,7 +3,7 @@ import { getRequestListener } from "@hono/node-server";
 import { type CallRoutes, answerCall, poolErrorResponse, withPoolHeaders } from "./call-routes.js";
 import type { CallVerifier } from "./verify-forward.js";
 import { nodeClientLink } from "./client-link.js";
-import { handedOver, writeDirectAnswer } from "./direct-answer.js";
+import { DirectAnswer } from "./direct-answer.js";
 import type { Dispatcher } from "./dispatcher.js";
 import { nodeSignedRequest } from "./signed-request.js";
 
@@ -53,9 +53,8 @@ export function callListener(deps: CallListenerDeps, fallback: RequestListener):
       return;
     }
     const { answer, poolHeaders } = answered;
-    if (writeDirectAnswer(answer, outgoing, poolHeaders)) return;
-    respond(incoming, outgoing, withPoolHeaders(answer, poolHeaders));
-    handedOver(answer);
+    if (answer instanceof DirectAnswer) answer.write(outgoing, poolHeaders);
+    else respond(incoming, outgoing, withPoolHeaders(answer, poolHeaders));
   };
 
   return (incoming, outgoing) => {

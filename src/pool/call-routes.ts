@@ -5,6 +5,7 @@ import { Header } from "../protocol/headers.js";
 import { formatPoolLoad } from "../protocol/pool-status.js";
 import { POOL_PATHS, type PoolPath } from "../protocol/signing.js";
 import type { ClientLink } from "./client-link.js";
+import type { CallAnswer } from "./direct-answer.js";
 import type { PoolConfig } from "./config.js";
 import type { Dispatcher } from "./dispatcher.js";
 import type { PoolMetrics } from "./metrics.js";
@@ -67,7 +68,7 @@ export function callRoutes(deps: RouteChecksDeps): CallRoutes {
 }
 
 /** A verified call's answer, and the headers it carries besides its own: the pool's load then, for the edge's choice between pools. */
-export async function answerCall(dispatcher: Dispatcher, forwarded: ForwardedCall, client: ClientLink): Promise<{ answer: Response; poolHeaders: Record<string, string> }> {
+export async function answerCall(dispatcher: Dispatcher, forwarded: ForwardedCall, client: ClientLink): Promise<{ answer: CallAnswer; poolHeaders: Record<string, string> }> {
   const answer = await dispatcher.submit({ ...forwarded, client });
   return { answer, poolHeaders: { [Header.poolLoad]: formatPoolLoad(dispatcher.loadPerHealthyEngine()) } };
 }

@@ -34,6 +34,7 @@ import type { RoleDemandMeter, RoleEngineReadings } from "../core/roles/role-dem
 import type { RoleEngineState, RoleSwitch } from "../core/roles/roles.js";
 import type { RoleSwitchTarget } from "./role-control.js";
 import type { ClientLink } from "./client-link.js";
+import type { CallAnswer } from "./direct-answer.js";
 import { clientClosedResponse, type EngineSlot, type PendingCall, shuttingDownResponse } from "./pending-call.js";
 import { SplitCalls } from "./split-call.js";
 import type { SplitCallHost } from "./split-call-host.js";
@@ -218,7 +219,7 @@ export class Dispatcher implements RoleSwitchTarget {
    * Queues a call. Throws (an OpenAI-shaped HTTPException) when it cannot be queued;
    * otherwise the promise settles with the response to send and never rejects.
    */
-  submit(submission: CallSubmission): Promise<Response> {
+  submit(submission: CallSubmission): Promise<CallAnswer> {
     const { fields, request, forms, client } = submission;
     const { metrics, clock } = this.#options;
     const now = clock.now();
@@ -252,8 +253,8 @@ export class Dispatcher implements RoleSwitchTarget {
     const maxTokens = requestedMaxTokens(request);
     if (maxTokens !== undefined) call.maxTokens = maxTokens;
 
-    let resolve!: (response: Response) => void;
-    const response = new Promise<Response>((settle) => {
+    let resolve!: (answer: CallAnswer) => void;
+    const response = new Promise<CallAnswer>((settle) => {
       resolve = settle;
     });
     if (client.gone) {
@@ -660,7 +661,7 @@ export class Dispatcher implements RoleSwitchTarget {
       // A whole answer whose attempt ends once it is written: nothing runs for the call any more (the pool's load, a client gone now).
       if (start.endPending === true) pending.stage = "done";
       const callId = pending.call.callId;
-      if (form.answer === undefined) return pending.resolve(start.response);
+      if (form.answer === undefined) return pending.resolve(start.direct ?? start.response);
       form.answer(start.response).then(pending.resolve, (error: unknown) => {
         // The translations read what they can and pass the rest; this is a bug guard, not a path.
         console.error(`agentix pool: call ${callId}: the answer from engine ${engineId} could not be put in the call's API`, error);

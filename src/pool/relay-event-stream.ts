@@ -1,10 +1,11 @@
+import type { ServerResponse } from "node:http";
 import type { Readable } from "node:stream";
 import { Header } from "../protocol/headers.js";
 import { dataEvent, eventObject, formatEvent, isDoneEvent, SseEventCutter } from "../protocol/sse.js";
 import { statsCommentEvent } from "../protocol/stats.js";
 import { CALL_ERROR_MESSAGES, callErrorBody } from "./call-errors.js";
 import { answerFactsReader } from "./call-facts.js";
-import { offerDirectWrite, withdrawDirectWrite } from "./direct-answer.js";
+import { DirectAnswer } from "./direct-answer.js";
 import type { CallApi } from "./engine-request.js";
 import { describe, type RelayAttempt, round } from "./relay-attempt.js";
 import type { RelayRequest } from "./relay.js";
@@ -16,8 +17,9 @@ import type { RelayRequest } from "./relay.js";
  * write, where there was one per event), with the stats comment in its place among
  * them. Nothing is read until a sink is attached: the pool's server writes to the Node
  * response (direct-answer.ts); anything else (a translation of the answer, Hono's
- * app.request() in tests) reads the Response's web stream, which attaches at its first
- * read. A class whose listeners are set in its constructor: see relay-attempt.ts.
+ * app.request() in tests) reads the Response's web stream, made only then, which
+ * attaches at its first read. A class whose listeners are set in its constructor: see
+ * relay-attempt.ts.
  */
 
 const NATIVE_FINAL_EVENTS: Partial<Record<CallApi, ReadonlySet<string>>> = {
@@ -47,13 +49,14 @@ interface RelaySink {
 const encoder = new TextEncoder();
 const ignore = (): void => undefined;
 
-/** The Response of a relayed event stream (headers known at its start; events as they come). */
-export function relayEventStream(body: Readable, req: RelayRequest, attempt: RelayAttempt): Response {
-  return new EventStreamRelay(body, req, attempt).response;
+/** A relayed event stream's answer (headers known at its start; events as they come). */
+export function relayEventStream(body: Readable, req: RelayRequest, attempt: RelayAttempt): DirectAnswer {
+  return new EventStreamRelay(body, req, attempt).answer;
 }
 
 class EventStreamRelay {
-  readonly response: Response;
+  readonly answer: DirectAnswer;
+  readonly #headers: Record<string, string>;
   readonly #body: Readable;
   readonly #req: RelayRequest;
   readonly #attempt: RelayAttempt;
@@ -88,7 +91,23 @@ class EventStreamRelay {
     // From the start: an abort before any sink is attached destroys the body with an error.
     body.on("error", this.#onError);
 
+    this.#headers = {
+      "content-type": "text/event-stream; charset=utf-8",
+      "cache-control": "no-cache",
+      // Known from the start, so a stream cut before its stats comment still says where it ran.
+      [Header.engine]: req.statsEngineId ?? req.engine.id,
+      [Header.queueMs]: String(round(req.queueMs)),
+    };
+    this.answer = new DirectAnswer(
+      () => this.#webResponse(),
+      (outgoing, extraHeaders) => this.#writeTo(outgoing, extraHeaders),
+    );
+  }
+
+  /** Its Response: the events through a web stream, which attaches to the engine's body at its first read. */
+  #webResponse(): Response {
     const relay = this;
+    const body = this.#body;
     const stream = new ReadableStream<Uint8Array>(
       {
         // highWaterMark 0: pull() runs only at a read, so building the Response reads nothing.
@@ -98,7 +117,6 @@ class EventStreamRelay {
             return;
           }
           relay.#webAttached = true;
-          withdrawDirectWrite(relay.response);
           relay.#attach({
             write(text) {
               controller.enqueue(encoder.encode(text));
@@ -116,34 +134,30 @@ class EventStreamRelay {
       },
       { highWaterMark: 0 },
     );
-    const headers: Record<string, string> = {
-      "content-type": "text/event-stream; charset=utf-8",
-      "cache-control": "no-cache",
-      // Known from the start, so a stream cut before its stats comment still says where it ran.
-      [Header.engine]: req.statsEngineId ?? req.engine.id,
-      [Header.queueMs]: String(round(req.queueMs)),
-    };
-    this.response = new Response(stream, { status: 200, headers });
-    offerDirectWrite(this.response, (outgoing, extraHeaders) => {
-      outgoing.writeHead(200, { ...headers, ...extraHeaders });
-      outgoing.on("close", () => {
-        if (!outgoing.writableFinished) this.#clientGone();
-      });
-      outgoing.on("drain", () => body.resume());
-      // The headers go with the first events when they come within this turn, else alone at once (a long prefill).
-      setImmediate(() => {
-        if (!outgoing.headersSent && !outgoing.destroyed && this.#pending === "" && !this.#finished) outgoing.flushHeaders();
-      });
-      this.#attach({
-        write(text) {
-          return outgoing.destroyed || outgoing.write(text);
-        },
-        close(text) {
-          if (outgoing.destroyed) return;
-          if (text === "") outgoing.end();
-          else outgoing.end(text);
-        },
-      });
+    return new Response(stream, { status: 200, headers: this.#headers });
+  }
+
+  /** Straight to Node's response: the headers with the first events, each turn's events in one write. */
+  #writeTo(outgoing: ServerResponse, extraHeaders: Readonly<Record<string, string>>): void {
+    const body = this.#body;
+    outgoing.writeHead(200, { ...this.#headers, ...extraHeaders });
+    outgoing.on("close", () => {
+      if (!outgoing.writableFinished) this.#clientGone();
+    });
+    outgoing.on("drain", () => body.resume());
+    // The headers go with the first events when they come within this turn, else alone at once (a long prefill).
+    setImmediate(() => {
+      if (!outgoing.headersSent && !outgoing.destroyed && this.#pending === "" && !this.#finished) outgoing.flushHeaders();
+    });
+    this.#attach({
+      write(text) {
+        return outgoing.destroyed || outgoing.write(text);
+      },
+      close(text) {
+        if (outgoing.destroyed) return;
+        if (text === "") outgoing.end();
+        else outgoing.end(text);
+      },
     });
   }
 

@@ -4,7 +4,7 @@ import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { statsHeaders } from "../protocol/stats.js";
 import { CALL_ERROR_MESSAGES, callErrorResponse, engineRequestErrorResponse } from "./call-errors.js";
 import { answerFactsReader, type CallFacts } from "./call-facts.js";
-import { afterHandingOver, type DirectWriter, offerDirectWrite } from "./direct-answer.js";
+import { DirectAnswer } from "./direct-answer.js";
 import type { CallApi } from "./engine-request.js";
 import type { EngineAdapter } from "./engines/adapter.js";
 import type { CallOutcome } from "./metrics.js";
@@ -88,19 +88,24 @@ export interface RelayRequest {
    */
   onEnd(end: RelayEnd): void;
   /**
-   * A whole answer's onEnd waits until the answer is written straight to the client,
-   * or handed to whoever writes it (direct-answer.ts handedOver), at the latest until
-   * the promise chain that hands it over has run (the next tick): the attempt's bookkeeping (its slot,
-   * metrics, TAO's signals, the next queued call's start) shapes nothing of the
-   * answer, so the client need not wait for it. The start says so (`endPending`).
+   * A whole answer's onEnd waits until the answer has left: written straight to the
+   * client, or its Response handed out (direct-answer.ts), at the latest until the
+   * promise chain that hands it over has run (the next tick). The attempt's bookkeeping
+   * (its slot, metrics, TAO's signals, the next queued call's start) shapes nothing of
+   * the answer, so the client need not wait for it. The start says so (`endPending`).
    * Default false: onEnd before the start resolves (the split flows read the end then).
+   * An engine's refusal (4xx) or a body that broke off ends at once either way.
    */
   endAfterAnswer?: boolean;
 }
 
 export type RelayStart =
-  /** `endPending`: a whole answer whose onEnd follows its writing (RelayRequest.endAfterAnswer). */
-  | { kind: "response"; response: Response; endPending?: boolean }
+  /**
+   * `response`: the answer as a Response (built when first read, for a `direct` one);
+   * `direct`: the answer the pool's server writes straight (direct-answer.ts);
+   * `endPending`: a whole answer whose onEnd follows its leaving (RelayRequest.endAfterAnswer).
+   */
+  | { kind: "response"; readonly response: Response; direct?: DirectAnswer; endPending?: boolean }
   /** Retryable: the engine failed before its first byte. */
   | { kind: "failed"; reason: string; connectionFailed: boolean }
   | { kind: "aborted" };
@@ -183,7 +188,7 @@ export async function relayToEngine(req: RelayRequest): Promise<RelayStart> {
 
   const contentType = headerValue(upstream.headers["content-type"]) ?? "";
   if (ok && req.stream && contentType.includes("text/event-stream")) {
-    return { kind: "response", response: relayEventStream(upstream.body, req, attempt) };
+    return directStart(relayEventStream(upstream.body, req, attempt), false);
   }
 
   // Non-streaming (or an engine that answered a stream request with a whole body).
@@ -197,57 +202,56 @@ export async function relayToEngine(req: RelayRequest): Promise<RelayStart> {
     }
     const wallMs = clock.now() - req.dispatchedAt;
     console.error(`agentix pool: call ${req.callId}: engine ${engine.id} broke off its response (${describe(error)})`);
+    const serviceMs = attempt.end("failed", wallMs);
     const response = callErrorResponse(502, CALL_ERROR_MESSAGES.engine_response_error, req.callId, {
       code: "engine_response_error",
-      headers: statsHeaders(attempt.stats(attempt.charge(wallMs, undefined))),
+      headers: statsHeaders(attempt.stats(serviceMs)),
     });
-    return wholeAnswer(req, response, () => attempt.end("failed", wallMs));
+    return { kind: "response", response };
   }
   const wallMs = clock.now() - req.dispatchedAt;
-  const facts = ok ? answerFactsReader(req.api).fromJsonBytes(bytes) : undefined;
-  const outcome = ok ? "completed" : "client_error";
-  const serviceMs = attempt.charge(wallMs, facts);
   if (!ok) {
     // A 4xx about the request: its message is the tenant's, redacted; the engine's own text goes to the log.
+    const serviceMs = attempt.end("client_error", wallMs);
     const text = new TextDecoder().decode(bytes);
     console.warn(`agentix pool: call ${req.callId}: engine ${engine.id} refused the request with ${status}: ${text.slice(0, LOGGED_TEXT_CHARS)}`);
-    const response = engineRequestErrorResponse(status as ContentfulStatusCode, text, req.callId, statsHeaders(attempt.stats(serviceMs)));
-    return wholeAnswer(req, response, () => attempt.end(outcome, wallMs, facts));
+    return { kind: "response", response: engineRequestErrorResponse(status as ContentfulStatusCode, text, req.callId, statsHeaders(attempt.stats(serviceMs))) };
   }
-  const responseHeaders: Record<string, string> = statsHeaders(attempt.stats(serviceMs));
+  const facts = answerFactsReader(req.api).fromJsonBytes(bytes);
+  const responseHeaders: Record<string, string> = statsHeaders(attempt.stats(attempt.charge(wallMs, facts)));
   for (const name of PASSED_RESPONSE_HEADERS) {
     const value = headerValue(upstream.headers[name]);
     if (value !== undefined) responseHeaders[name] = value;
   }
-  // A Uint8Array body and plain headers: @hono/node-server writes it in one go, without a web stream.
-  const response = new Response(bytes, { status, headers: responseHeaders });
-  return wholeAnswer(
-    req,
-    response,
-    () => attempt.end(outcome, wallMs, facts),
+  const answer = new DirectAnswer(
+    // A Uint8Array body and plain headers: @hono/node-server writes it in one go, without a web stream.
+    () => new Response(bytes, { status, headers: responseHeaders }),
     // Behind the pool's server, written as is with its plain headers: no Headers object built and read back.
     (outgoing, extraHeaders) => {
       outgoing.writeHead(status, { ...responseHeaders, ...extraHeaders, "content-length": String(bytes.byteLength) });
       outgoing.end(bytes);
     },
   );
+  if (req.endAfterAnswer !== true) {
+    attempt.end("completed", wallMs, facts);
+    return directStart(answer, false);
+  }
+  answer.afterHandingOver(() => attempt.end("completed", wallMs, facts));
+  // A bound for an answer nobody writes or reads at once (a translation reads it later): the attempt ends once.
+  process.nextTick(() => attempt.end("completed", wallMs, facts));
+  return directStart(answer, true);
 }
 
-/**
- * A whole answer (the engine is done with the attempt), its end now or after its writing
- * (RelayRequest.endAfterAnswer). `write`: how it is written straight to Node's response.
- */
-function wholeAnswer(req: RelayRequest, answer: Response, endAttempt: () => void, write?: DirectWriter): RelayStart {
-  if (req.endAfterAnswer !== true) {
-    endAttempt();
-    if (write !== undefined) offerDirectWrite(answer, write);
-    return { kind: "response", response: answer };
-  }
-  if (write !== undefined) offerDirectWrite(answer, write);
-  afterHandingOver(answer, endAttempt);
-  // A bound for whoever neither writes it straight nor says it handed it over (a translation reads it instead): `end` ends once.
-  process.nextTick(endAttempt);
-  return { kind: "response", response: answer, endPending: true };
+/** The start of an answer the server may write straight; its Response is built when first read. */
+function directStart(answer: DirectAnswer, endPending: boolean): RelayStart {
+  return {
+    kind: "response",
+    get response() {
+      return answer.response();
+    },
+    direct: answer,
+    ...(endPending ? { endPending } : {}),
+  };
 }
 
 /** A Node header value as one string (a repeated header joined as fetch's Headers would). */
