@@ -9,8 +9,8 @@ import { chatBody, metricValue, type SignedCall, signedCall, testConfig, waitFor
  * A whole answer's attempt ends after the answer has left (relay.ts endAfterAnswer): its
  * slot, metrics, TAO's signals and the next queued call's start follow the write. Every
  * way an answer leaves must still end the attempt exactly once: written straight to the
- * socket, handed to Hono under app.request(), translated (Messages via chat), refused by
- * the engine (4xx), with a call waiting for the slot behind it.
+ * socket, handed to Hono under app.request(), translated (Messages via chat), with a call
+ * waiting for the slot behind it; an engine's refusal (4xx), which ends at once, too.
  */
 
 const cleanups: (() => Promise<void>)[] = [];
