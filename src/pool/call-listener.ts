@@ -14,8 +14,9 @@ import { nodeSignedRequest } from "./signed-request.js";
  * back through the node server's handling of RESPONSE_ALREADY_SENT; none of it did
  * anything for a call, whose checks read Node's message and whose answer is written
  * to Node's response anyway (direct-answer.ts). Exactly the four call routes are taken
- * here (POST, the path as the edge sends it, any query ignored as Hono's router does);
- * every other request, and any other spelling of those paths, goes to Hono as before.
+ * here (POST, the path as the edge sends it, any query ignored as Hono's router does, a
+ * plain Host); every other request, and any other spelling of those paths or of the
+ * Host, goes to Hono as before.
  *
  * Same checks (the routes' own verifiers, shared with Hono's routes: call-routes.ts),
  * same queue, same answers: an answer that cannot be written straight (a refusal, a
@@ -29,6 +30,13 @@ export interface CallListenerDeps {
   /** The Host a request without one is taken to have named (HTTP/1.0), as @hono/node-server's `hostname`. */
   hostname?: string | undefined;
 }
+
+/**
+ * A Host that @hono/node-server takes as it is (its own test, in its request wrapper). A
+ * call naming any other (a capital, an IPv6 literal, a port it does not list, or a
+ * malformed one) goes to Hono through it, which checks it as before: 400 for a malformed one.
+ */
+const PLAIN_HOST = /^[a-z0-9._-]+(?::(?:[1-5]\d{3,4}|[6-9]\d{3}))?$/;
 
 /** The call routes' path of a request target: the path without its query, when it is one of them. */
 function callPathOf(url: string | undefined): string | undefined {
@@ -58,7 +66,8 @@ export function callListener(deps: CallListenerDeps, fallback: RequestListener):
   };
 
   return (incoming, outgoing) => {
-    const path = incoming.method === "POST" ? callPathOf(incoming.url) : undefined;
+    const host = incoming.headers.host;
+    const path = incoming.method === "POST" && host !== undefined && PLAIN_HOST.test(host) ? callPathOf(incoming.url) : undefined;
     const verify = path === undefined ? undefined : calls.get(path);
     if (verify === undefined) {
       fallback(incoming, outgoing);

@@ -1,3 +1,4 @@
+import { request as httpRequest } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { OpenAIErrorBody } from "../../src/protocol/errors.js";
 import { Header } from "../../src/protocol/headers.js";
@@ -57,6 +58,27 @@ describe("the pool's call listener and Hono's routes", () => {
     const slash = await overSocket("/v1/chat/completions/", { method: "POST", headers: call.headers, body: call.body });
     expect(slash.status).toBe(404);
     expect(await codeOf(slash)).toBe("not_found");
+  });
+
+  it("leaves a call with a Host it does not take as is to @hono/node-server, which refuses a malformed one as before", async () => {
+    const send = async (host: string) => {
+      const call = await signedCall();
+      const url = new URL(pool.url);
+      return new Promise<number>((resolve, reject) => {
+        const req = httpRequest({ host: url.hostname, port: url.port, path: "/v1/chat/completions", method: "POST", headers: { ...call.headers, host } }, (res) => {
+          res.resume();
+          res.on("end", () => resolve(res.statusCode ?? 0));
+        });
+        req.on("error", reject);
+        req.end(call.body);
+      });
+    };
+    expect(await send("bad host")).toBe(400);
+    expect(await send(`pool.example:99999`)).toBe(400);
+    // Valid, only not plain: served, through Hono.
+    expect(await send("POOL.EXAMPLE")).toBe(200);
+    expect(await send("[::1]:8080")).toBe(200);
+    expect(await send("pool.example:8080")).toBe(200);
   });
 
   it("answers a refused call in OpenAI's shape with its headers, as Hono's onError did", async () => {
