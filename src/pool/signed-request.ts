@@ -12,7 +12,7 @@ import { type BoundedBody, readBoundedBody, readIncomingBody } from "./bounded-b
 export interface SignedRequest {
   method: string;
   headers: HeaderLookup;
-  /** The body, refused at the chunk that passes `maxBytes`, hashed as it arrives (bounded-body.ts). */
+  /** The body and its SHA-256, refused at the chunk that passes `maxBytes` (bounded-body.ts). */
   readBody(maxBytes: number): Promise<BoundedBody>;
 }
 

@@ -178,7 +178,7 @@ function signatureRejectReason(reason: string): RejectReason {
  *    formed, it names a key the pool holds, every field parses, and the timestamp
  *    is within the window (401);
  * 2. the body, counted as it arrives: 413 at the chunk that passes maxBodyBytes,
- *    hashed as it streams in;
+ *    then hashed whole;
  * 3. the HMAC over the method, the route's path, the key ID, the fields and that
  *    hash (401);
  * 4. only then the call ID against the replay set (401, or 503 when the set is
