@@ -157,28 +157,28 @@ export function isStarving(call: QueuedCall, now: number, settings: QueueSetting
   return waited / service > settings.starvationRatio;
 }
 
+function invalidCall(call: QueuedCall, what: string): never {
+  throw new RangeError(`invalid queued call ${typeof call.callId === "string" ? call.callId : "?"}: ${what}`);
+}
+
 function validateCall(call: QueuedCall): void {
   if (typeof call !== "object" || call === null) throw new TypeError("a queued call must be an object");
-  const id = typeof call.callId === "string" ? call.callId : "?";
-  const fail = (what: string): never => {
-    throw new RangeError(`invalid queued call ${id}: ${what}`);
-  };
   for (const key of ["callId", "tenantId", "programId", "threadId"] as const) {
-    if (typeof call[key] !== "string" || call[key] === "") fail(`${key} must be a non-empty string`);
+    if (typeof call[key] !== "string" || call[key] === "") invalidCall(call, `${key} must be a non-empty string`);
   }
   for (const key of ["serviceMs", "pathMs", "waitMs", "promptTokens"] as const) {
-    if (!Number.isFinite(call[key]) || call[key] < 0) fail(`${key} must be a finite number >= 0, got ${call[key]}`);
+    if (!Number.isFinite(call[key]) || call[key] < 0) invalidCall(call, `${key} must be a finite number >= 0, got ${call[key]}`);
   }
-  if (!Number.isFinite(call.weight) || call.weight <= 0) fail(`weight must be a finite number > 0, got ${call.weight}`);
-  if (!Number.isFinite(call.enqueuedAt)) fail(`enqueuedAt must be finite, got ${call.enqueuedAt}`);
+  if (!Number.isFinite(call.weight) || call.weight <= 0) invalidCall(call, `weight must be a finite number > 0, got ${call.weight}`);
+  if (!Number.isFinite(call.enqueuedAt)) invalidCall(call, `enqueuedAt must be finite, got ${call.enqueuedAt}`);
   if (call.affinityEngine !== undefined && typeof call.affinityEngine !== "string") {
-    fail("affinityEngine must be a string when present");
+    invalidCall(call, "affinityEngine must be a string when present");
   }
   if (call.remainingMs !== undefined && !(Number.isFinite(call.remainingMs) && call.remainingMs >= 0)) {
-    fail(`remainingMs must be a finite number >= 0 when present, got ${call.remainingMs}`);
+    invalidCall(call, `remainingMs must be a finite number >= 0 when present, got ${call.remainingMs}`);
   }
   if (call.maxTokens !== undefined && !(Number.isInteger(call.maxTokens) && call.maxTokens >= 1)) {
-    fail(`maxTokens must be an integer >= 1 when present, got ${call.maxTokens}`);
+    invalidCall(call, `maxTokens must be an integer >= 1 when present, got ${call.maxTokens}`);
   }
 }
 

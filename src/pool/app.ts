@@ -1,12 +1,11 @@
 import { RESPONSE_ALREADY_SENT } from "@hono/node-server/utils/response";
 import { Hono, type MiddlewareHandler } from "hono";
-import { HTTPException } from "hono/http-exception";
 import { z } from "zod";
 import type { Clock } from "../core/clock.js";
 import { openAIError, openAIErrorResponse } from "../protocol/errors.js";
 import { PROGRAM_ID } from "../protocol/ids.js";
-import { POOL_PATHS, type PoolPath } from "../protocol/signing.js";
-import { formatPoolLoad, type PoolStatus } from "../protocol/pool-status.js";
+import { POOL_PATHS } from "../protocol/signing.js";
+import type { PoolStatus } from "../protocol/pool-status.js";
 import { Header } from "../protocol/headers.js";
 import type { KvHintsAccepted } from "../protocol/kv-hints.js";
 import type { ToolEventsAccepted } from "../protocol/tool-events.js";
@@ -15,15 +14,11 @@ import type { PoolConfig } from "./config.js";
 import type { Dispatcher } from "./dispatcher.js";
 import type { PoolMetrics } from "./metrics.js";
 import { operatorAccess } from "./operator-auth.js";
-import { writeDirectAnswer } from "./direct-answer.js";
-import { ReplayGuard } from "./replay-guard.js";
+import { answerResponse, DirectAnswer } from "./direct-answer.js";
+import { answerCall, type CallRoutes, callRoutes, poolErrorResponse, routeChecks, withPoolHeaders } from "./call-routes.js";
+import { nodeClientLink, signalClientLink } from "./client-link.js";
 import {
-  CHAT_COMPLETIONS_SHAPE,
-  type CallApiShape,
-  COMPLETIONS_SHAPE,
   type ForwardedEnv,
-  MESSAGES_SHAPE,
-  RESPONSES_SHAPE,
   verifyForwardedCall,
   verifyForwardedKvHints,
   verifyForwardedTokenCount,
@@ -41,6 +36,8 @@ export interface PoolAppDeps {
   dispatcher: Dispatcher;
   metrics: PoolMetrics;
   clock: Clock;
+  /** The call routes' verifiers, when the pool's Node listener shares them (server.ts); default: the app's own. */
+  calls?: CallRoutes;
 }
 
 /** What /health tells anyone (a load balancer): "ok" (200) while an engine is healthy, else "degraded" (503). */
@@ -63,47 +60,10 @@ export type PoolHealthStatus = z.infer<typeof PoolHealthStatus>;
  * 503 when no engine is healthy, so a balancer (or the edge) can steer away from a
  * pool that cannot serve anything.
  */
-/** A call's answer with the pool's load at that moment, for the edge's choice between pools. */
-function withPoolLoad(response: Response, load: number): Response {
-  /*
-   * Set in place: the pool built the response, so its headers are mutable. A copy
-   * would read `response.body`, which turns @hono/node-server's lightweight response
-   * (written in one go) into a WHATWG Response and a stream. A response with immutable
-   * headers (none today) is still copied.
-   */
-  try {
-    response.headers.set(Header.poolLoad, formatPoolLoad(load));
-    return response;
-  } catch {
-    const headers = new Headers(response.headers);
-    headers.set(Header.poolLoad, formatPoolLoad(load));
-    return new Response(response.body, { status: response.status, statusText: response.statusText, headers });
-  }
-}
-
 export function createPoolApp(deps: PoolAppDeps): Hono<ForwardedEnv> {
   const { config, dispatcher, metrics, clock } = deps;
   const app = new Hono<ForwardedEnv>();
-  /**
-   * Signature headers before the body, the body bounded as it streams in
-   * (verify-forward.ts). `path` is the route's own, as the edge signed it.
-   */
-  const verifyOptions = (path: PoolPath, maxBodyBytes: number) => ({
-    keys: config.signingKeys,
-    path,
-    timestampWindowMs: config.timestampWindowMs,
-    replay: new ReplayGuard(config.replayWindowMs, config.replayCapacity),
-    clock,
-    metrics,
-    retryAfterSeconds: config.retryAfterSeconds,
-    maxBodyBytes,
-  });
-
-  app.onError((error) => {
-    if (error instanceof HTTPException) return error.getResponse();
-    console.error("agentix pool: unhandled error", error);
-    return openAIErrorResponse(500, "Internal pool error", { code: "internal_error" });
-  });
+  app.onError(poolErrorResponse);
   app.notFound((c) => openAIErrorResponse(404, `No route for ${c.req.method} ${c.req.path}`, { code: "not_found" }));
 
   /*
@@ -178,14 +138,14 @@ export function createPoolApp(deps: PoolAppDeps): Hono<ForwardedEnv> {
     });
   });
 
-  app.get(POOL_PATHS.status, verifyStatusRequest(verifyOptions(POOL_PATHS.status, 0)), (c) => {
+  app.get(POOL_PATHS.status, verifyStatusRequest(routeChecks(deps, POOL_PATHS.status, 0)), (c) => {
     const status: PoolStatus = dispatcher.status();
     return c.json(status);
   });
 
   app.post(
     POOL_PATHS.toolEvents,
-    verifyForwardedToolEvents(verifyOptions(POOL_PATHS.toolEvents, Math.min(config.maxBodyBytes, MAX_EVENT_BODY_BYTES))),
+    verifyForwardedToolEvents(routeChecks(deps, POOL_PATHS.toolEvents, Math.min(config.maxBodyBytes, MAX_EVENT_BODY_BYTES))),
     (c) => {
       const { fields, batch } = c.get("toolEvents");
       const accepted: ToolEventsAccepted = { accepted: dispatcher.toolEvents(fields.program, batch.events, fields.ts) };
@@ -195,7 +155,7 @@ export function createPoolApp(deps: PoolAppDeps): Hono<ForwardedEnv> {
 
   app.post(
     POOL_PATHS.kvHints,
-    verifyForwardedKvHints(verifyOptions(POOL_PATHS.kvHints, Math.min(config.maxBodyBytes, MAX_KV_HINTS_BODY_BYTES))),
+    verifyForwardedKvHints(routeChecks(deps, POOL_PATHS.kvHints, Math.min(config.maxBodyBytes, MAX_KV_HINTS_BODY_BYTES))),
     (c) => {
       const { fields, batch } = c.get("kvHints");
       const accepted: KvHintsAccepted = { accepted: dispatcher.kvHints(fields.program, batch.hints) };
@@ -203,7 +163,7 @@ export function createPoolApp(deps: PoolAppDeps): Hono<ForwardedEnv> {
     },
   );
 
-  app.post(POOL_PATHS.countTokens, verifyForwardedTokenCount(verifyOptions(POOL_PATHS.countTokens, config.maxBodyBytes)), async (c) => {
+  app.post(POOL_PATHS.countTokens, verifyForwardedTokenCount(routeChecks(deps, POOL_PATHS.countTokens, config.maxBodyBytes)), async (c) => {
     const { fields, request } = c.get("tokenCount");
     const counted = await dispatcher.countTokens(request);
     if (!counted.ok) {
@@ -214,21 +174,20 @@ export function createPoolApp(deps: PoolAppDeps): Hono<ForwardedEnv> {
     return c.json(answer, 200, { [Header.engine]: counted.engine });
   });
 
-  // Each model-calling API at its own path; one queue for all of them.
-  const serveCalls = <T extends z.ZodType<Record<string, unknown>>>(path: PoolPath, shape: CallApiShape<T>) =>
-    app.post(path, verifyForwardedCall(verifyOptions(path, config.maxBodyBytes), shape), async (c) => {
-      const forwarded = c.get("forwarded");
-      const answer = await dispatcher.submit({ ...forwarded, signal: c.req.raw.signal });
-      const load = dispatcher.loadPerHealthyEngine();
+  // Each model-calling API at its own path (call-routes.ts); one queue for all of them.
+  for (const [path, verify] of deps.calls ?? callRoutes(deps)) {
+    app.post(path, verifyForwardedCall(verify), async (c) => {
+      const { incoming, outgoing } = c.env ?? {};
+      const client = incoming !== undefined && outgoing !== undefined ? nodeClientLink(incoming, outgoing) : signalClientLink(c.req.raw.signal);
+      const { answer, poolHeaders } = await answerCall(dispatcher, c.get("forwarded"), client);
       // An engine's answer goes straight to Node's response (direct-answer.ts); under app.request() there is none.
-      const outgoing = c.env?.outgoing;
-      if (outgoing !== undefined && writeDirectAnswer(answer, outgoing, { [Header.poolLoad]: formatPoolLoad(load) })) return RESPONSE_ALREADY_SENT;
-      return withPoolLoad(answer, load);
+      if (outgoing !== undefined && answer instanceof DirectAnswer) {
+        answer.write(outgoing, poolHeaders);
+        return RESPONSE_ALREADY_SENT;
+      }
+      return withPoolHeaders(answerResponse(answer), poolHeaders);
     });
-  serveCalls(POOL_PATHS.chatCompletions, CHAT_COMPLETIONS_SHAPE);
-  serveCalls(POOL_PATHS.completions, COMPLETIONS_SHAPE);
-  serveCalls(POOL_PATHS.messages, MESSAGES_SHAPE);
-  serveCalls(POOL_PATHS.responses, RESPONSES_SHAPE);
+  }
 
   return app;
 }

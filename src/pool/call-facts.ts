@@ -153,17 +153,40 @@ export interface AnswerFactsReader {
   stream(): { observe(event: string): void; facts(): CallFacts };
 }
 
+/** One decoder for all answers (decode() without `stream` keeps no state between calls). */
+const UTF8 = new TextDecoder();
+
 function jsonFacts(bytes: ArrayBuffer | Uint8Array, read: (body: unknown) => CallFacts): CallFacts {
   try {
-    return read(JSON.parse(new TextDecoder().decode(bytes)));
+    return read(JSON.parse(UTF8.decode(bytes)));
   } catch {
     return {};
   }
 }
 
-const CHAT_FACTS: AnswerFactsReader = { fromJsonBytes: factsFromJsonBytes, stream: () => new StreamFactsCollector() };
-const MESSAGES_FACTS: AnswerFactsReader = { fromJsonBytes: (bytes) => jsonFacts(bytes, factsFromMessage), stream: () => new MessagesStreamFacts() };
-const RESPONSES_FACTS: AnswerFactsReader = { fromJsonBytes: (bytes) => jsonFacts(bytes, factsFromResponse), stream: () => new ResponsesStreamFacts() };
+type StreamFacts = ReturnType<AnswerFactsReader["stream"]>;
+
+/**
+ * A stream's facts are read twice at its end (for the stats comment, then for the
+ * attempt's end), with no event between as a rule: read once (the usage event's JSON
+ * parse and zod check) until the next event comes.
+ */
+function readOncePerEvent(collector: StreamFacts): StreamFacts {
+  let read: CallFacts | undefined;
+  return {
+    observe(event) {
+      read = undefined;
+      collector.observe(event);
+    },
+    facts() {
+      return (read ??= collector.facts());
+    },
+  };
+}
+
+const CHAT_FACTS: AnswerFactsReader = { fromJsonBytes: factsFromJsonBytes, stream: () => readOncePerEvent(new StreamFactsCollector()) };
+const MESSAGES_FACTS: AnswerFactsReader = { fromJsonBytes: (bytes) => jsonFacts(bytes, factsFromMessage), stream: () => readOncePerEvent(new MessagesStreamFacts()) };
+const RESPONSES_FACTS: AnswerFactsReader = { fromJsonBytes: (bytes) => jsonFacts(bytes, factsFromResponse), stream: () => readOncePerEvent(new ResponsesStreamFacts()) };
 
 export function answerFactsReader(api: CallApi): AnswerFactsReader {
   if (api === "messages") return MESSAGES_FACTS;

@@ -1,36 +1,66 @@
 import type { ServerResponse } from "node:http";
 
 /*
- * Answers the pool's HTTP server may write straight to the client's Node response
- * instead of handing @hono/node-server a Response to convert: a relayed stream
- * (no web-stream reader, its headers in the first write) and a whole engine answer
- * (no Headers object built and read back). The Response stays a complete answer
- * for everyone else (a translation of it, Hono's app.request() in tests); a relayed
- * stream withdraws its offer when its web body is first read.
+ * An engine's answer as the relay hands it over (relay.ts). The pool's server writes it
+ * straight to the client's Node response: a relayed stream without a web-stream reader,
+ * its headers in the first write; a whole answer without a Headers object built and
+ * read back. Anyone else (a translation of it, Hono's app.request() in tests, the split
+ * flows) asks it for the Response it stands for, which is built only then: an answer
+ * written straight never makes one (for a stream, a ReadableStream, whose constructor
+ * in Node 20 also makes it transferable, and a Response).
+ *
+ * What waits for the answer to leave (a whole answer's attempt end: relay.ts
+ * endAfterAnswer) runs once it is written, or once its Response is handed out.
  */
 
 /** Writes the answer with these headers added (the pool's load, known only when it is sent). */
 export type DirectWriter = (outgoing: ServerResponse, extraHeaders: Readonly<Record<string, string>>) => void;
 
-const writers = new WeakMap<Response, DirectWriter>();
+export class DirectAnswer {
+  readonly #build: () => Response;
+  readonly #write: DirectWriter;
+  #response: Response | undefined;
+  #written = false;
+  #afterwards: (() => void) | undefined;
 
-export function offerDirectWrite(response: Response, writer: DirectWriter): void {
-  writers.set(response, writer);
+  /** `build`: the Response it stands for; `write`: how it is written straight. Either is used, once. */
+  constructor(build: () => Response, write: DirectWriter) {
+    this.#build = build;
+    this.#write = write;
+  }
+
+  /** Runs `run` once when the answer has left: written, or its Response handed out. */
+  afterHandingOver(run: () => void): void {
+    this.#afterwards = run;
+  }
+
+  /** The Response it stands for (the same one at every ask); it is no longer written straight. */
+  response(): Response {
+    if (this.#written) throw new Error("direct answer: already written straight");
+    this.#response ??= this.#build();
+    this.#handedOver();
+    return this.#response;
+  }
+
+  /** Writes it to `outgoing` with these headers added. */
+  write(outgoing: ServerResponse, extraHeaders: Readonly<Record<string, string>>): void {
+    if (this.#written || this.#response !== undefined) throw new Error("direct answer: already handed over");
+    this.#written = true;
+    this.#write(outgoing, extraHeaders);
+    this.#handedOver();
+  }
+
+  #handedOver(): void {
+    const run = this.#afterwards;
+    this.#afterwards = undefined;
+    run?.();
+  }
 }
 
-export function withdrawDirectWrite(response: Response): void {
-  writers.delete(response);
-}
+/** A call's answer: a Response, or an engine's answer the server may write straight. */
+export type CallAnswer = Response | DirectAnswer;
 
-/**
- * Writes `response` to `outgoing` when it was offered; false otherwise (the caller sends
- * it as usual). Its bodyUsed or body is never read: on @hono/node-server's lightweight
- * Response either builds the full WHATWG Response (~1.6 % of a streaming call's CPU).
- */
-export function writeDirectAnswer(response: Response, outgoing: ServerResponse, extraHeaders: Readonly<Record<string, string>>): boolean {
-  const write = writers.get(response);
-  if (write === undefined) return false;
-  writers.delete(response);
-  write(outgoing, extraHeaders);
-  return true;
+/** The Response an answer is or stands for. */
+export function answerResponse(answer: CallAnswer): Response {
+  return answer instanceof DirectAnswer ? answer.response() : answer;
 }

@@ -1,3 +1,4 @@
+import type { HTTPException } from "hono/http-exception";
 import { loadPerHealthyEngine, type PoolStatus } from "../protocol/pool-status.js";
 import type { Dispatcher as HttpDispatcher } from "undici";
 import type { HoldReason } from "../core/admission.js";
@@ -32,9 +33,14 @@ import type { CountTokensRequest } from "../protocol/messages.js";
 import type { RoleDemandMeter, RoleEngineReadings } from "../core/roles/role-demand-meter.js";
 import type { RoleEngineState, RoleSwitch } from "../core/roles/roles.js";
 import type { RoleSwitchTarget } from "./role-control.js";
+import type { ClientLink } from "./client-link.js";
+import type { CallAnswer } from "./direct-answer.js";
 import { clientClosedResponse, type EngineSlot, type PendingCall, shuttingDownResponse } from "./pending-call.js";
 import { SplitCalls } from "./split-call.js";
 import type { SplitCallHost } from "./split-call-host.js";
+
+/** A pending call's detach before it listens for its client. */
+const NOT_LISTENING = (): void => undefined;
 
 /** How long an engine may take to count a prompt before the pool says it could not. */
 const TOKEN_COUNT_TIMEOUT_MS = 5_000;
@@ -89,8 +95,8 @@ export interface CallSubmission {
   request: ChatCompletionRequest;
   /** The bodies an engine can be sent (adapters add the engine's fields); each attempt takes the one its engine serves. */
   forms: CallForms;
-  /** Aborts when the client goes away. */
-  signal: AbortSignal;
+  /** Says when the client goes away (client-link.ts). */
+  client: ClientLink;
 }
 
 /** What /health and tests can read. */
@@ -213,17 +219,13 @@ export class Dispatcher implements RoleSwitchTarget {
    * Queues a call. Throws (an OpenAI-shaped HTTPException) when it cannot be queued;
    * otherwise the promise settles with the response to send and never rejects.
    */
-  submit(submission: CallSubmission): Promise<Response> {
-    const { fields, request, forms, signal } = submission;
+  submit(submission: CallSubmission): Promise<CallAnswer> {
+    const { fields, request, forms, client } = submission;
     const { metrics, clock } = this.#options;
     const now = clock.now();
-    const unavailable = (reason: "queue_full" | "no_healthy_engine" | "shutting_down", message: string) => {
-      metrics.reject(reason);
-      return callError(503, message, fields.call, { code: reason, headers: this.#retryAfter() });
-    };
-    if (this.#closed) throw unavailable("shutting_down", "The pool is shutting down");
-    if (this.#core.queue.size >= this.#options.maxQueuedCalls) throw unavailable("queue_full", "The pool queue is full");
-    if (this.#noHealthyEngineTooLong(now)) throw unavailable("no_healthy_engine", "No healthy engine in this pool");
+    if (this.#closed) throw this.#unavailable(fields, "shutting_down", "The pool is shutting down");
+    if (this.#core.queue.size >= this.#options.maxQueuedCalls) throw this.#unavailable(fields, "queue_full", "The pool queue is full");
+    if (this.#noHealthyEngineTooLong(now)) throw this.#unavailable(fields, "no_healthy_engine", "No healthy engine in this pool");
     if (this.#calls.has(fields.call)) throw callError(409, "This call is already in progress", fields.call, { code: "duplicate_call" });
     if (this.#models !== undefined && !this.#models.has(request.model)) {
       metrics.reject("model_not_found");
@@ -251,11 +253,11 @@ export class Dispatcher implements RoleSwitchTarget {
     const maxTokens = requestedMaxTokens(request);
     if (maxTokens !== undefined) call.maxTokens = maxTokens;
 
-    let resolve!: (response: Response) => void;
-    const response = new Promise<Response>((settle) => {
+    let resolve!: (answer: CallAnswer) => void;
+    const response = new Promise<CallAnswer>((settle) => {
       resolve = settle;
     });
-    if (signal.aborted) {
+    if (client.gone) {
       metrics.cancelled.inc({ stage: "queued" });
       resolve(clientClosedResponse(call.callId));
       return response;
@@ -272,25 +274,30 @@ export class Dispatcher implements RoleSwitchTarget {
     const context: ContextRef = { programId: call.programId, threadId: call.threadId, generation: fields.generation };
     // A newer generation than its thread's: the context it replaced may be evicted first.
     this.#retentionRelay.send(this.#retention.callArrived(context, now));
-    const onAbort = () => this.#clientGone(pending);
     const pending: PendingCall = {
       call,
       context,
       forms,
       stream: request.stream === true,
-      signal,
+      client,
       stage: "queued",
       level: 0,
       retriesLeft: this.#options.retries,
       failedEngines: new Set(),
       resolve,
-      detach: () => signal.removeEventListener("abort", onAbort),
+      detach: NOT_LISTENING,
     };
     this.#calls.set(call.callId, pending);
-    signal.addEventListener("abort", onAbort, { once: true });
+    pending.detach = client.onGone(() => this.#clientGone(pending));
     this.pump();
     if (pending.stage === "queued") metrics.callsHeld.inc({ reason: this.#held ?? "count" });
     return response;
+  }
+
+  /** A 503 for a call the pool cannot take now, counted. */
+  #unavailable(fields: ForwardFields, reason: "queue_full" | "no_healthy_engine" | "shutting_down", message: string): HTTPException {
+    this.#options.metrics.reject(reason);
+    return callError(503, message, fields.call, { code: reason, headers: this.#retryAfter() });
   }
 
   /**
@@ -570,6 +577,8 @@ export class Dispatcher implements RoleSwitchTarget {
     const controller = new AbortController();
     pending.stage = "running";
     pending.attempt = { engineId, controller };
+    const core = this.#core;
+    const dispatcher = this;
     const form = formFor(pending.forms, slot.nativeApis);
     const body = this.#bodyFor(pending, slot, form);
     relayToEngine({
@@ -584,8 +593,15 @@ export class Dispatcher implements RoleSwitchTarget {
       signal: controller.signal,
       http: this.#options.http,
       clock: this.#options.clock,
-      serviceOf: (wallMs, facts) => this.#core.serviceMs(engineId, wallMs, facts?.usage),
-      onEnd: (end) => this.#attemptEnded(pending, engineId, end),
+      // Methods, not arrow properties: the pool's tsx renames each named closure it makes (relay-attempt.ts).
+      serviceOf(wallMs, facts) {
+        return core.serviceMs(engineId, wallMs, facts?.usage);
+      },
+      onEnd(end) {
+        dispatcher.#attemptEnded(pending, engineId, end);
+      },
+      // The slot, metrics, signals and the next call's start follow a whole answer's writing.
+      endAfterAnswer: true,
     }).then(
       (start) => this.#attemptStarted(pending, engineId, start, form),
       (error: unknown) => {
@@ -642,8 +658,10 @@ export class Dispatcher implements RoleSwitchTarget {
 
   #attemptStarted(pending: PendingCall, engineId: string, start: RelayStart, form: EngineRequestForm): void {
     if (start.kind === "response") {
+      // A whole answer whose attempt ends once it is written: nothing runs for the call any more (the pool's load, a client gone now).
+      if (start.endPending === true) pending.stage = "done";
       const callId = pending.call.callId;
-      if (form.answer === undefined) return pending.resolve(start.response);
+      if (form.answer === undefined) return pending.resolve(start.direct ?? start.response);
       form.answer(start.response).then(pending.resolve, (error: unknown) => {
         // The translations read what they can and pass the rest; this is a bug guard, not a path.
         console.error(`agentix pool: call ${callId}: the answer from engine ${engineId} could not be put in the call's API`, error);
@@ -666,7 +684,7 @@ export class Dispatcher implements RoleSwitchTarget {
     this.#release(pending, engineId, "engine_error", { serviceMs: 0 });
     if (this.#closed) {
       this.#finish(pending, shuttingDownResponse(callId, this.#retryAfter()));
-    } else if (pending.signal.aborted) {
+    } else if (pending.client.gone) {
       this.#finish(pending, clientClosedResponse(callId));
     } else if (pending.retriesLeft <= 0) {
       console.error(`agentix pool: call ${callId}: no engine could serve it after ${this.#options.retries + 1} attempt(s); last: ${start.reason}`);

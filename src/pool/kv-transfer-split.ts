@@ -101,7 +101,7 @@ export class KvTransferSplit {
     const callId = pending.call.callId;
     const heldSince = this.#held.get(callId)?.since;
     this.#held.delete(callId);
-    if (host.closed() || pending.signal.aborted) {
+    if (host.closed() || pending.client.gone) {
       host.finish(pending, host.closed() ? shuttingDownResponse(callId, host.retryAfter()) : clientClosedResponse(callId));
       return;
     }

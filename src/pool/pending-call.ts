@@ -1,5 +1,7 @@
 import type { UnofficialStatusCode } from "hono/utils/http-status";
 import type { ContextRef } from "../core/kv/retention-planner.js";
+import type { ClientLink } from "./client-link.js";
+import type { CallAnswer } from "./direct-answer.js";
 import type { QueuedCall } from "../core/queue.js";
 import { callErrorResponse } from "./call-errors.js";
 import type { CallApi, CallForms } from "./engine-request.js";
@@ -19,13 +21,15 @@ export interface PendingCall {
   context: ContextRef;
   forms: CallForms;
   stream: boolean;
-  signal: AbortSignal;
+  /** Whether its client is still there. */
+  client: ClientLink;
   stage: CallStage;
   level: number;
   retriesLeft: number;
   failedEngines: Set<string>;
   attempt?: { engineId: string; controller: AbortController };
-  resolve(response: Response): void;
+  /** Hands the call its answer: a Response, or an engine's answer the server may write straight (direct-answer.ts). */
+  resolve(answer: CallAnswer): void;
   detach(): void;
 }
 

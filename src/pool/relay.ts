@@ -1,16 +1,15 @@
-import type { Readable } from "node:stream";
 import type { Dispatcher } from "undici";
 import type { Clock } from "../core/clock.js";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
-import { Header } from "../protocol/headers.js";
-import { dataEvent, eventObject, formatEvent, isDoneEvent, SseEventCutter } from "../protocol/sse.js";
-import { type PoolCallStats, statsCommentEvent, statsHeaders } from "../protocol/stats.js";
-import { CALL_ERROR_MESSAGES, callErrorBody, callErrorResponse, engineRequestErrorResponse } from "./call-errors.js";
+import { statsHeaders } from "../protocol/stats.js";
+import { CALL_ERROR_MESSAGES, callErrorResponse, engineRequestErrorResponse } from "./call-errors.js";
 import { answerFactsReader, type CallFacts } from "./call-facts.js";
-import { offerDirectWrite, withdrawDirectWrite } from "./direct-answer.js";
+import { DirectAnswer } from "./direct-answer.js";
 import type { CallApi } from "./engine-request.js";
 import type { EngineAdapter } from "./engines/adapter.js";
 import type { CallOutcome } from "./metrics.js";
+import { describe, errorCode, RelayAttempt } from "./relay-attempt.js";
+import { relayEventStream } from "./relay-event-stream.js";
 
 /*
  * One attempt of one call on one engine. Retry is decided by the caller from the
@@ -88,10 +87,25 @@ export interface RelayRequest {
    * first byte or was aborted; not for a "failed" start (the caller handles that).
    */
   onEnd(end: RelayEnd): void;
+  /**
+   * A whole answer's onEnd waits until the answer has left: written straight to the
+   * client, or its Response handed out (direct-answer.ts), at the latest until the
+   * promise chain that hands it over has run (the next tick). The attempt's bookkeeping
+   * (its slot, metrics, TAO's signals, the next queued call's start) shapes nothing of
+   * the answer, so the client need not wait for it. The start says so (`endPending`).
+   * Default false: onEnd before the start resolves (the split flows read the end then).
+   * An engine's refusal (4xx) or a body that broke off ends at once either way.
+   */
+  endAfterAnswer?: boolean;
 }
 
 export type RelayStart =
-  | { kind: "response"; response: Response }
+  /**
+   * `response`: the answer as a Response (built when first read, for a `direct` one);
+   * `direct`: the answer the pool's server writes straight (direct-answer.ts);
+   * `endPending`: a whole answer whose onEnd follows its leaving (RelayRequest.endAfterAnswer).
+   */
+  | { kind: "response"; readonly response: Response; direct?: DirectAnswer; endPending?: boolean }
   /** Retryable: the engine failed before its first byte. */
   | { kind: "failed"; reason: string; connectionFailed: boolean }
   | { kind: "aborted" };
@@ -109,23 +123,6 @@ const CONNECTION_ERROR_CODES = new Set([
   "UND_ERR_CLOSED",
 ]);
 
-function errorCode(error: unknown): string | undefined {
-  for (let e: unknown = error, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {
-    const code = (e as { code?: unknown }).code;
-    if (typeof code === "string") return code;
-  }
-  return undefined;
-}
-
-function describe(error: unknown): string {
-  const code = errorCode(error);
-  const cause = error instanceof Error && error.cause instanceof Error ? error.cause.message : undefined;
-  const message = error instanceof Error ? error.message : String(error);
-  return [code, cause ?? message].filter(Boolean).join(": ");
-}
-
-const round = (ms: number): number => Math.max(0, Math.round(ms));
-
 /** Engine answers that are the pool's problem, not the request's: credentials refused, rate limited. */
 const REFUSED_THE_POOL = new Set([401, 403, 407, 429]);
 /** Characters of an engine's error text kept for the log. */
@@ -135,21 +132,7 @@ const PASSED_RESPONSE_HEADERS = ["content-type"];
 
 export async function relayToEngine(req: RelayRequest): Promise<RelayStart> {
   const { engine, clock } = req;
-  let ended = false;
-  const charge = (wallMs: number, facts: CallFacts | undefined): number => round(req.serviceOf?.(wallMs, facts) ?? wallMs);
-  /** Ends the attempt once; returns the service it is charged. */
-  const end = (outcome: CallOutcome, wallMs = clock.now() - req.dispatchedAt, facts?: CallFacts): number => {
-    const serviceMs = charge(wallMs, facts);
-    if (ended) return serviceMs;
-    ended = true;
-    req.onEnd({ wallMs: round(wallMs), serviceMs, outcome, ...(facts === undefined ? {} : { facts }) });
-    return serviceMs;
-  };
-  const stats = (serviceMs: number): PoolCallStats => ({
-    engine: req.statsEngineId ?? engine.id,
-    queueMs: round(req.queueMs),
-    serviceMs: round(serviceMs),
-  });
+  const attempt = new RelayAttempt(req);
 
   const headers: Record<string, string> = {
     "content-type": "application/json",
@@ -178,7 +161,7 @@ export async function relayToEngine(req: RelayRequest): Promise<RelayStart> {
     });
   } catch (error) {
     if (req.signal.aborted) {
-      end("aborted");
+      attempt.end("aborted");
       return { kind: "aborted" };
     }
     const code = errorCode(error);
@@ -205,7 +188,7 @@ export async function relayToEngine(req: RelayRequest): Promise<RelayStart> {
 
   const contentType = headerValue(upstream.headers["content-type"]) ?? "";
   if (ok && req.stream && contentType.includes("text/event-stream")) {
-    return { kind: "response", response: relayEventStream(upstream.body, req, stats, charge, end) };
+    return directStart(relayEventStream(upstream.body, req, attempt), false);
   }
 
   // Non-streaming (or an engine that answered a stream request with a whole body).
@@ -214,42 +197,61 @@ export async function relayToEngine(req: RelayRequest): Promise<RelayStart> {
     bytes = await upstream.body.bytes();
   } catch (error) {
     if (req.signal.aborted) {
-      end("aborted");
+      attempt.end("aborted");
       return { kind: "aborted" };
     }
-    const serviceMs = end("failed");
+    const wallMs = clock.now() - req.dispatchedAt;
     console.error(`agentix pool: call ${req.callId}: engine ${engine.id} broke off its response (${describe(error)})`);
-    return {
-      kind: "response",
-      response: callErrorResponse(502, CALL_ERROR_MESSAGES.engine_response_error, req.callId, {
-        code: "engine_response_error",
-        headers: statsHeaders(stats(serviceMs)),
-      }),
-    };
+    const serviceMs = attempt.end("failed", wallMs);
+    const response = callErrorResponse(502, CALL_ERROR_MESSAGES.engine_response_error, req.callId, {
+      code: "engine_response_error",
+      headers: statsHeaders(attempt.stats(serviceMs)),
+    });
+    return { kind: "response", response };
   }
-  const serviceMs = end(ok ? "completed" : "client_error", clock.now() - req.dispatchedAt, ok ? answerFactsReader(req.api).fromJsonBytes(bytes) : undefined);
+  const wallMs = clock.now() - req.dispatchedAt;
   if (!ok) {
     // A 4xx about the request: its message is the tenant's, redacted; the engine's own text goes to the log.
+    const serviceMs = attempt.end("client_error", wallMs);
     const text = new TextDecoder().decode(bytes);
     console.warn(`agentix pool: call ${req.callId}: engine ${engine.id} refused the request with ${status}: ${text.slice(0, LOGGED_TEXT_CHARS)}`);
-    return {
-      kind: "response",
-      response: engineRequestErrorResponse(status as ContentfulStatusCode, text, req.callId, statsHeaders(stats(serviceMs))),
-    };
+    return { kind: "response", response: engineRequestErrorResponse(status as ContentfulStatusCode, text, req.callId, statsHeaders(attempt.stats(serviceMs))) };
   }
-  const responseHeaders: Record<string, string> = statsHeaders(stats(serviceMs));
+  const facts = answerFactsReader(req.api).fromJsonBytes(bytes);
+  const responseHeaders: Record<string, string> = statsHeaders(attempt.stats(attempt.charge(wallMs, facts)));
   for (const name of PASSED_RESPONSE_HEADERS) {
     const value = headerValue(upstream.headers[name]);
     if (value !== undefined) responseHeaders[name] = value;
   }
-  // A Uint8Array body and plain headers: @hono/node-server writes it in one go, without a web stream.
-  const response = new Response(bytes, { status, headers: responseHeaders });
-  // Behind the pool's server, written as is with its plain headers: no Headers object built and read back.
-  offerDirectWrite(response, (outgoing, extraHeaders) => {
-    outgoing.writeHead(status, { ...responseHeaders, ...extraHeaders, "content-length": String(bytes.byteLength) });
-    outgoing.end(bytes);
-  });
-  return { kind: "response", response };
+  const answer = new DirectAnswer(
+    // A Uint8Array body and plain headers: @hono/node-server writes it in one go, without a web stream.
+    () => new Response(bytes, { status, headers: responseHeaders }),
+    // Behind the pool's server, written as is with its plain headers: no Headers object built and read back.
+    (outgoing, extraHeaders) => {
+      outgoing.writeHead(status, { ...responseHeaders, ...extraHeaders, "content-length": String(bytes.byteLength) });
+      outgoing.end(bytes);
+    },
+  );
+  if (req.endAfterAnswer !== true) {
+    attempt.end("completed", wallMs, facts);
+    return directStart(answer, false);
+  }
+  answer.afterHandingOver(() => attempt.end("completed", wallMs, facts));
+  // A bound for an answer nobody writes or reads at once (a translation reads it later): the attempt ends once.
+  process.nextTick(() => attempt.end("completed", wallMs, facts));
+  return directStart(answer, true);
+}
+
+/** The start of an answer the server may write straight; its Response is built when first read. */
+function directStart(answer: DirectAnswer, endPending: boolean): RelayStart {
+  return {
+    kind: "response",
+    get response() {
+      return answer.response();
+    },
+    direct: answer,
+    ...(endPending ? { endPending } : {}),
+  };
 }
 
 /** A Node header value as one string (a repeated header joined as fetch's Headers would). */
@@ -268,203 +270,4 @@ function engineOrigin(url: string): { origin: string; basePath: string } {
     ORIGINS.set(url, parsed);
   }
   return parsed;
-}
-
-const NATIVE_FINAL_EVENTS: Partial<Record<CallApi, ReadonlySet<string>>> = {
-  messages: new Set(["message_stop"]),
-  responses: new Set(["response.completed", "response.incomplete", "response.failed"]),
-};
-
-/** A Messages or Responses stream's last event (they end without `[DONE]`). */
-function endsNativeStream(api: CallApi, event: string): boolean {
-  const finals = NATIVE_FINAL_EVENTS[api];
-  // A text test first: only an event naming one of them is parsed (engines need not write an `event:` line).
-  if (finals === undefined || ![...finals].some((type) => event.includes(`"${type}"`))) return false;
-  const type = eventObject(event)?.type;
-  return typeof type === "string" && finals.has(type);
-}
-
-/** Chunks the relay's stream may hold before it pauses the engine's body (backpressure from the client's socket). */
-const STREAM_HIGH_WATER_CHUNKS = 16;
-
-/** Where a relayed stream's text goes: the Node response itself, or the web stream a Response carries. */
-interface RelaySink {
-  /** False: the client's side is full; the engine's body pauses until the sink asks for more (drain, or the web stream's next pull). */
-  write(text: string): boolean;
-  close(text: string): void;
-}
-
-/*
- * The engine's body is read as a Node stream and cut into events synchronously as each
- * chunk arrives; the events completed within one event-loop turn go to the client as
- * one chunk (one encode and one socket write, where there was one per event), with the
- * stats comment in its place among them. Nothing is read until a sink is attached:
- * the pool's server writes to the Node response (direct-answer.ts); anything else
- * (a translation of the answer, Hono's app.request() in tests) reads the Response's
- * web stream, which attaches at its first read.
- */
-function relayEventStream(
-  body: Readable,
-  req: RelayRequest,
-  stats: (serviceMs: number) => PoolCallStats,
-  charge: (wallMs: number, facts: CallFacts | undefined) => number,
-  end: (outcome: CallOutcome, wallMs?: number, facts?: CallFacts) => number,
-): Response {
-  const cutter = new SseEventCutter();
-  const facts = answerFactsReader(req.api).stream();
-  let lastByteMs: number | undefined;
-  let statsWritten = false;
-  let finished = false;
-  let sink: RelaySink | undefined;
-
-  const statsText = (): string => {
-    lastByteMs ??= req.clock.now() - req.dispatchedAt;
-    if (statsWritten) return "";
-    statsWritten = true;
-    return statsCommentEvent(stats(charge(lastByteMs, facts.facts())));
-  };
-  /** The relayed text of these events, the stats comment before the stream's last one. */
-  const relayed = (events: readonly string[]): string => {
-    let text = "";
-    for (const event of events) {
-      const done = isDoneEvent(event);
-      if (!done) facts.observe(event);
-      // Before the stream's last event, read by then, so a client that hangs up once it has the end still leaves the edge the stats.
-      if (done || endsNativeStream(req.api, event)) text += statsText();
-      text += formatEvent(event);
-    }
-    return text;
-  };
-  const detach = (): void => {
-    body.off("data", onData);
-    body.off("end", onEnd);
-    body.off("error", onError);
-    // One listener stays, so a late error (or destroy() on cancel) cannot be an unhandled 'error'.
-    body.on("error", () => undefined);
-  };
-
-  /*
-   * Events that arrive within one turn of the event loop leave together: an engine
-   * writes each token as its own chunk, and one socket write per chunk was the largest
-   * single cost of a stream (writev). The wait is one turn (setImmediate), not a timer.
-   */
-  let pending = "";
-  let flushScheduled = false;
-  const flush = (): void => {
-    flushScheduled = false;
-    if (pending === "" || finished || sink === undefined) return;
-    const text = pending;
-    pending = "";
-    if (!sink.write(text)) body.pause();
-  };
-  const onData = (chunk: Buffer): void => {
-    pending += relayed(cutter.push(chunk));
-    if (pending === "" || flushScheduled) return;
-    flushScheduled = true;
-    setImmediate(flush);
-  };
-  const closeSink = (text: string): void => {
-    try {
-      sink?.close(text);
-    } catch {
-      // The client is already gone; nothing left to tell it.
-    }
-  };
-  const onEnd = (): void => {
-    if (finished) return;
-    finished = true;
-    detach();
-    const last = cutter.end();
-    // An engine that ends without [DONE] still gets its stats written, at the end.
-    const text = pending + relayed(last === undefined ? [] : [last]) + statsText();
-    pending = "";
-    closeSink(text);
-    end("completed", lastByteMs, facts.facts());
-  };
-  const onError = (error: Error): void => {
-    if (finished) return;
-    finished = true;
-    detach();
-    const aborted = req.signal.aborted;
-    if (!aborted) console.error(`agentix pool: call ${req.callId}: engine ${req.engine.id} broke off the stream (${describe(error)})`);
-    // The edge relays this event as is: a fixed message and the call's ID, nothing of the engine.
-    const message = `${aborted ? CALL_ERROR_MESSAGES.call_cancelled : CALL_ERROR_MESSAGES.engine_stream_error} (request ${req.callId})`;
-    const text = pending + dataEvent(callErrorBody(502, message, req.callId, { code: "engine_stream_error" })) + statsText();
-    pending = "";
-    closeSink(text);
-    end(aborted ? "aborted" : "failed", lastByteMs, facts.facts());
-  };
-  /** The client went away mid-stream: what the engine had reported so far is its work for the call. */
-  const clientGone = (): void => {
-    if (!finished) {
-      finished = true;
-      detach();
-      end("aborted", undefined, facts.facts());
-    }
-    body.destroy();
-  };
-  const attach = (attached: RelaySink): void => {
-    sink = attached;
-    body.on("data", onData);
-    body.on("end", onEnd);
-  };
-  // From the start: an abort before any sink is attached destroys the body with an error.
-  body.on("error", onError);
-
-  const encoder = new TextEncoder();
-  let webAttached = false;
-  const stream = new ReadableStream<Uint8Array>(
-    {
-      // highWaterMark 0: pull() runs only at a read, so building the Response reads nothing.
-      pull(controller) {
-        if (webAttached) {
-          body.resume();
-          return;
-        }
-        webAttached = true;
-        withdrawDirectWrite(response);
-        attach({
-          write(text) {
-            controller.enqueue(encoder.encode(text));
-            return (controller.desiredSize ?? 0) > -STREAM_HIGH_WATER_CHUNKS;
-          },
-          close(text) {
-            if (text !== "") controller.enqueue(encoder.encode(text));
-            controller.close();
-          },
-        });
-      },
-      cancel: clientGone,
-    },
-    { highWaterMark: 0 },
-  );
-
-  const headers: Record<string, string> = {
-    "content-type": "text/event-stream; charset=utf-8",
-    "cache-control": "no-cache",
-    // Known from the start, so a stream cut before its stats comment still says where it ran.
-    [Header.engine]: req.statsEngineId ?? req.engine.id,
-    [Header.queueMs]: String(round(req.queueMs)),
-  };
-  const response = new Response(stream, { status: 200, headers });
-  offerDirectWrite(response, (outgoing, extraHeaders) => {
-    outgoing.writeHead(200, { ...headers, ...extraHeaders });
-    outgoing.on("close", () => {
-      if (!outgoing.writableFinished) clientGone();
-    });
-    outgoing.on("drain", () => body.resume());
-    // The headers go with the first events when they come within this turn, else alone at once (a long prefill).
-    setImmediate(() => {
-      if (!outgoing.headersSent && !outgoing.destroyed && pending === "" && !finished) outgoing.flushHeaders();
-    });
-    attach({
-      write: (text) => outgoing.destroyed || outgoing.write(text),
-      close(text) {
-        if (outgoing.destroyed) return;
-        if (text === "") outgoing.end();
-        else outgoing.end(text);
-      },
-    });
-  });
-  return response;
 }

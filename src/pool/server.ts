@@ -1,9 +1,12 @@
+import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import { serve, type ServerType } from "@hono/node-server";
+import { getRequestListener } from "@hono/node-server";
 import type { Hono } from "hono";
 import { Agent } from "undici";
 import { type Clock, systemClock } from "../core/clock.js";
 import { createPoolApp } from "./app.js";
+import { callListener } from "./call-listener.js";
+import { callRoutes } from "./call-routes.js";
 import type { PoolConfig } from "./config.js";
 import { Dispatcher } from "./dispatcher.js";
 import { EngineMonitor } from "./engine-monitor.js";
@@ -52,7 +55,7 @@ export interface StartPoolOptions {
  */
 export const POOL_KEEP_ALIVE_TIMEOUT_MS = 905_000;
 
-function listen(server: ServerType): Promise<AddressInfo> {
+function listen(server: Server, port: number, host: string): Promise<AddressInfo> {
   return new Promise((resolve, reject) => {
     const onError = (error: Error) => reject(error);
     server.once("error", onError);
@@ -62,10 +65,11 @@ function listen(server: ServerType): Promise<AddressInfo> {
       if (address === null || typeof address === "string") reject(new Error("pool server has no TCP address"));
       else resolve(address);
     });
+    server.listen(port, host);
   });
 }
 
-function closeServer(server: ServerType): Promise<void> {
+function closeServer(server: Server): Promise<void> {
   return new Promise((resolve) => {
     if (!server.listening) return resolve();
     server.close(() => resolve());
@@ -130,18 +134,18 @@ export async function startPool(config: PoolConfig, options: StartPoolOptions = 
   monitor.start();
   roleControl?.start();
 
-  const app = createPoolApp({ config, dispatcher, metrics, clock });
-  const server = serve({
-    fetch: app.fetch,
-    port: config.port,
-    hostname: config.host,
+  const calls = callRoutes({ config, metrics, clock });
+  const app = createPoolApp({ config, dispatcher, metrics, clock, calls });
+  // Calls are served from Node's request and response (call-listener.ts); everything else by Hono through @hono/node-server.
+  const server = createServer(
     // Node ≥ 18 checks headersTimeout / requestTimeout only while a request is being
     // received, so an idle keep-alive socket is bounded by this alone.
-    serverOptions: { keepAliveTimeout: POOL_KEEP_ALIVE_TIMEOUT_MS },
-  });
+    { keepAliveTimeout: POOL_KEEP_ALIVE_TIMEOUT_MS },
+    callListener({ calls, dispatcher, hostname: config.host }, getRequestListener(app.fetch, { hostname: config.host })),
+  );
   let address: AddressInfo;
   try {
-    address = await listen(server);
+    address = await listen(server, config.port, config.host);
   } catch (error) {
     roleControl?.stop();
     await monitor.stop();

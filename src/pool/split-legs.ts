@@ -85,7 +85,7 @@ export class SplitLegs {
     const host = this.#host;
     const callId = pending.call.callId;
     if (host.closed()) return host.finish(pending, shuttingDownResponse(callId, host.retryAfter()));
-    if (pending.signal.aborted) return host.finish(pending, clientClosedResponse(callId));
+    if (pending.client.gone) return host.finish(pending, clientClosedResponse(callId));
     if (pending.retriesLeft <= 0) {
       console.error(`agentix pool: call ${callId}: its decode could not go on and no retries are left; last: ${reason}`);
       return host.finish(pending, callErrorResponse(502, CALL_ERROR_MESSAGES.engine_unavailable, callId, { code: "engine_unavailable" }));

@@ -22,8 +22,8 @@ import {
 } from "../protocol/signing.js";
 import { KvHintBatch } from "../protocol/kv-hints.js";
 import { ToolEventBatch } from "../protocol/tool-events.js";
-import { readBoundedBody } from "./bounded-body.js";
 import { verifyForwardMacSync } from "./node-mac.js";
+import { nodeSignedRequest, type SignedRequest, webSignedRequest } from "./signed-request.js";
 import { CHAT_COMPLETIONS_PATH } from "./engines/adapter.js";
 import { type CallApi, type CallForms, type EngineRequestForm } from "./engine-request.js";
 import { nativeResponsesAnswer } from "./native-answers.js";
@@ -157,6 +157,15 @@ export interface VerifyForwardedCallOptions {
   maxBodyBytes: number;
 }
 
+/** A body that is not UTF-8 is not JSON. One decoder for all (decode() without `stream` keeps no state between calls). */
+const STRICT_UTF8 = new TextDecoder("utf-8", { fatal: true });
+
+/** A refusal, counted by reason. */
+function refusal(metrics: PoolMetrics, reason: RejectReason, status: 400 | 401 | 413 | 503, message: string, headers?: Record<string, string>) {
+  metrics.reject(reason);
+  return openAIError(status, message, { code: reason, headers });
+}
+
 function signatureRejectReason(reason: string): RejectReason {
   if (reason === SignatureProblem.missingSignature || reason === SignatureProblem.missingKeyId) return "missing_signature";
   return "invalid_signature";
@@ -169,7 +178,7 @@ function signatureRejectReason(reason: string): RejectReason {
  *    formed, it names a key the pool holds, every field parses, and the timestamp
  *    is within the window (401);
  * 2. the body, counted as it arrives: 413 at the chunk that passes maxBodyBytes,
- *    hashed as it streams in;
+ *    then hashed whole;
  * 3. the HMAC over the method, the route's path, the key ID, the fields and that
  *    hash (401);
  * 4. only then the call ID against the replay set (401, or 503 when the set is
@@ -179,34 +188,30 @@ function signatureRejectReason(reason: string): RejectReason {
  * What: "call", "event batch" or "status request", for messages.
  */
 async function verifySignedRequest(
-  c: Context<ForwardedEnv>,
+  request: SignedRequest,
   options: VerifyForwardedCallOptions,
   what: string,
 ): Promise<{ fields: ForwardFields; bytes: Uint8Array }> {
   const { keys, path, timestampWindowMs, replay, clock, metrics, maxBodyBytes } = options;
-  const reject = (reason: RejectReason, status: 400 | 401 | 413 | 503, message: string, headers?: Record<string, string>) => {
-    metrics.reject(reason);
-    return openAIError(status, message, { code: reason, headers });
-  };
-  const signed = parseSignedForwardHeaders(c.req.raw.headers);
-  if (!signed.ok) throw reject(signatureRejectReason(signed.reason), 401, `Unauthenticated pool ${what}: ${signed.reason}`);
+  const signed = parseSignedForwardHeaders(request.headers);
+  if (!signed.ok) throw refusal(metrics, signatureRejectReason(signed.reason), 401, `Unauthenticated pool ${what}: ${signed.reason}`);
   const key = signingKeyById(keys, signed.keyId);
   if (!key) {
-    throw reject("unknown_signing_key", 401, `Unauthenticated pool ${what}: signed with key ${signed.keyId}, which this pool does not hold`);
+    throw refusal(metrics, "unknown_signing_key", 401, `Unauthenticated pool ${what}: signed with key ${signed.keyId}, which this pool does not hold`);
   }
   if (Math.abs(clock.now() - signed.fields.ts) > timestampWindowMs) {
-    throw reject("stale_timestamp", 401, `Unauthenticated pool ${what}: stale timestamp`);
+    throw refusal(metrics, "stale_timestamp", 401, `Unauthenticated pool ${what}: stale timestamp`);
   }
 
-  const body = await readBoundedBody(c.req.raw, maxBodyBytes, c.env?.incoming);
-  if (!body.ok) throw reject("body_too_large", 413, `Request body exceeds ${maxBodyBytes} bytes`);
-  if (!verifyForwardMacSync(key, { method: c.req.method, path }, signed.fields, signed.mac, body.sha256Hex)) {
-    throw reject("invalid_signature", 401, `Unauthenticated pool ${what}: bad signature`);
+  const body = await request.readBody(maxBodyBytes);
+  if (!body.ok) throw refusal(metrics, "body_too_large", 413, `Request body exceeds ${maxBodyBytes} bytes`);
+  if (!verifyForwardMacSync(key, { method: request.method, path }, signed.fields, signed.mac, body.sha256Hex)) {
+    throw refusal(metrics, "invalid_signature", 401, `Unauthenticated pool ${what}: bad signature`);
   }
   const seen = replay.check(signed.fields.call, clock.now());
-  if (seen === "replayed") throw reject("replayed_call", 401, `Unauthenticated pool ${what}: ${what} ID already seen`);
+  if (seen === "replayed") throw refusal(metrics, "replayed_call", 401, `Unauthenticated pool ${what}: ${what} ID already seen`);
   if (seen === "full") {
-    throw reject("replay_cache_full", 503, `Pool is overloaded: too many recent ${what}s`, {
+    throw refusal(metrics, "replay_cache_full", 503, `Pool is overloaded: too many recent ${what}s`, {
       "Retry-After": String(options.retryAfterSeconds),
     });
   }
@@ -216,16 +221,16 @@ async function verifySignedRequest(
 
 /** Steps 1-4 of verifySignedRequest, then 5: the body's JSON against `schema` (400). */
 async function verifySigned<T extends z.ZodType>(
-  c: Context<ForwardedEnv>,
+  request: SignedRequest,
   options: VerifyForwardedCallOptions,
   schema: T,
   what: string,
 ): Promise<{ fields: ForwardFields; data: z.output<T> }> {
   const { metrics } = options;
-  const { fields, bytes } = await verifySignedRequest(c, options, what);
+  const { fields, bytes } = await verifySignedRequest(request, options, what);
   let json: unknown;
   try {
-    json = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(bytes));
+    json = JSON.parse(STRICT_UTF8.decode(bytes));
   } catch {
     metrics.reject("invalid_request");
     throw openAIError(400, "Invalid request: body is not valid JSON", { code: "invalid_json" });
@@ -238,15 +243,28 @@ async function verifySigned<T extends z.ZodType>(
   return { fields, data: parsed.data };
 }
 
-/** Admits only calls the edge signed (see verifySigned), of the API `shape` describes (chat completions by default). */
-export function verifyForwardedCall<T extends z.ZodType<Record<string, unknown>>>(
-  options: VerifyForwardedCallOptions,
-  shape: CallApiShape<T>,
-): MiddlewareHandler<ForwardedEnv> {
-  return async function verifyForwardedCallHandler(c, next) {
-    const { fields, data } = await verifySigned(c, options, shape.schema, "call");
+/** The request as the checks read it: from Node's message behind the pool's server, else from the Web Request. */
+function signedRequestOf(c: Context<ForwardedEnv>): SignedRequest {
+  const incoming = c.env?.incoming;
+  return incoming === undefined ? webSignedRequest(c.req.raw) : nodeSignedRequest(incoming);
+}
+
+/** Verifies a call to one call route; rejects with the refusal (an OpenAI-shaped HTTPException). */
+export type CallVerifier = (request: SignedRequest) => Promise<ForwardedCall>;
+
+/** Admits only calls the edge signed (see verifySigned), of the API `shape` describes. */
+export function callVerifier<T extends z.ZodType<Record<string, unknown>>>(options: VerifyForwardedCallOptions, shape: CallApiShape<T>): CallVerifier {
+  return async function verifyForwardedCall(signed) {
+    const { fields, data } = await verifySigned(signed, options, shape.schema, "call");
     const request = shape.schedulingView(data);
-    c.set("forwarded", { fields, request, forms: callForms(shape, data, request, fields) });
+    return { fields, request, forms: callForms(shape, data, request, fields) };
+  };
+}
+
+/** The same as Hono middleware, for `app.request()` and any call route the pool's Node listener leaves to Hono (call-listener.ts). */
+export function verifyForwardedCall(verify: CallVerifier): MiddlewareHandler<ForwardedEnv> {
+  return async function verifyForwardedCallHandler(c, next) {
+    c.set("forwarded", await verify(signedRequestOf(c)));
     await next();
   };
 }
@@ -254,7 +272,7 @@ export function verifyForwardedCall<T extends z.ZodType<Record<string, unknown>>
 /** Admits only count_tokens requests the edge signed, verified exactly like calls (see verifySigned). */
 export function verifyForwardedTokenCount(options: VerifyForwardedCallOptions): MiddlewareHandler<ForwardedEnv> {
   return async function verifyForwardedTokenCountHandler(c, next) {
-    const { fields, data } = await verifySigned(c, options, CountTokensRequest, "token count");
+    const { fields, data } = await verifySigned(signedRequestOf(c), options, CountTokensRequest, "token count");
     c.set("tokenCount", { fields, request: data });
     await next();
   };
@@ -263,7 +281,7 @@ export function verifyForwardedTokenCount(options: VerifyForwardedCallOptions): 
 /** Admits only tool-event batches the edge signed, verified exactly like calls (see verifySigned). */
 export function verifyForwardedToolEvents(options: VerifyForwardedCallOptions): MiddlewareHandler<ForwardedEnv> {
   return async function verifyForwardedToolEventsHandler(c, next) {
-    const { fields, data } = await verifySigned(c, options, ToolEventBatch, "event batch");
+    const { fields, data } = await verifySigned(signedRequestOf(c), options, ToolEventBatch, "event batch");
     c.set("toolEvents", { fields, batch: data });
     await next();
   };
@@ -272,7 +290,7 @@ export function verifyForwardedToolEvents(options: VerifyForwardedCallOptions): 
 /** Admits only KV-hint batches the edge signed, verified exactly like calls (see verifySigned). */
 export function verifyForwardedKvHints(options: VerifyForwardedCallOptions): MiddlewareHandler<ForwardedEnv> {
   return async function verifyForwardedKvHintsHandler(c, next) {
-    const { fields, data } = await verifySigned(c, options, KvHintBatch, "KV hint batch");
+    const { fields, data } = await verifySigned(signedRequestOf(c), options, KvHintBatch, "KV hint batch");
     c.set("kvHints", { fields, batch: data });
     await next();
   };
@@ -284,7 +302,7 @@ export function verifyForwardedKvHints(options: VerifyForwardedCallOptions): Mid
  */
 export function verifyStatusRequest(options: VerifyForwardedCallOptions): MiddlewareHandler<ForwardedEnv> {
   return async function verifyStatusRequestHandler(c, next) {
-    await verifySignedRequest(c, { ...options, maxBodyBytes: 0 }, "status request");
+    await verifySignedRequest(signedRequestOf(c), { ...options, maxBodyBytes: 0 }, "status request");
     await next();
   };
 }

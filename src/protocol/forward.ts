@@ -64,7 +64,14 @@ export type ParsedForward =
   | { ok: true; fields: ForwardFields }
   | { ok: false; reason: string };
 
-export function parseForwardHeaders(headers: Headers): ParsedForward {
+/**
+ * What reading a request's signed headers needs: WHATWG `Headers.get` (repeated headers
+ * joined with ", "), from a Web Request or from Node's parsed headers (the pool).
+ * Names are asked in lower case.
+ */
+export type HeaderLookup = Pick<Headers, "get">;
+
+export function parseForwardHeaders(headers: HeaderLookup): ParsedForward {
   const raw: Record<string, string | undefined> = {};
   for (const key of FORWARD_FIELD_ORDER) raw[key] = headers.get(FIELD_HEADERS[key]) ?? undefined;
   const parsed = FieldsFromHeaders.safeParse(raw);

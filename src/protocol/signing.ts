@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { FORWARD_FIELD_ORDER, type ForwardFields, forwardHeaders, parseForwardHeaders } from "./forward.js";
+import { FORWARD_FIELD_ORDER, type ForwardFields, forwardHeaders, type HeaderLookup, parseForwardHeaders } from "./forward.js";
 import { Header } from "./headers.js";
 
 /*
@@ -165,7 +165,7 @@ export const SignatureProblem = {
  * formed, and every field parses. The MAC itself covers the body's hash, so it is
  * checked afterwards (verifyForwardMac).
  */
-export function parseSignedForwardHeaders(headers: Headers): SignedForwardHeaders {
+export function parseSignedForwardHeaders(headers: HeaderLookup): SignedForwardHeaders {
   const signature = headers.get(Header.signature);
   if (!signature) return { ok: false, reason: SignatureProblem.missingSignature };
   const [version, hex] = signature.split("=", 2);

@@ -83,7 +83,8 @@ export function eventComments(event: string): string[] {
 export const DONE_EVENT = "data: [DONE]";
 
 export function isDoneEvent(event: string): boolean {
-  return eventData(event) === "[DONE]";
+  // A text test first: the relays ask this of every event, and only the last one can be it.
+  return event.includes("[DONE]") && eventData(event) === "[DONE]";
 }
 
 /** Serialises one event, with its terminating blank line. */

@@ -4,7 +4,7 @@ import { OpenAIErrorBody } from "../../src/protocol/errors.js";
 import { Header } from "../../src/protocol/headers.js";
 import { type PoolHandle, startPool } from "../../src/pool/server.js";
 import { type FakeEngine, startFakeEngine } from "./fake-engine.js";
-import { POOL_PATHS, type SigningKey } from "../../src/protocol/signing.js";
+import { POOL_PATHS, type SigningKey, signedForwardHeaders } from "../../src/protocol/signing.js";
 import { chatBody, metricValue, operatorHeaders, SIGNING_KEY, signedCall, signedEvents, testConfig } from "./helpers.js";
 
 let engine: FakeEngine;
@@ -19,8 +19,16 @@ afterAll(async () => {
   await engine.close();
 });
 
-const post = (headers: Record<string, string>, body: string) =>
-  pool.app.request("/v1/chat/completions", { method: "POST", headers, body });
+/*
+ * A call reaches the pool's checks two ways: over its socket, served from Node's request
+ * (call-listener.ts), and through Hono's routes (`app.request()`); each check is asserted
+ * on both.
+ */
+const FRONTS = [
+  ["app.request()", (headers: Record<string, string>, body: string) => pool.app.request("/v1/chat/completions", { method: "POST", headers, body })],
+  ["the pool's socket", (headers: Record<string, string>, body: string) => fetch(`${pool.url}/v1/chat/completions`, { method: "POST", headers, body })],
+] as const;
+const post = FRONTS[0][1];
 
 async function expectError(res: Response, status: number, code: string) {
   expect(res.status).toBe(status);
@@ -29,7 +37,11 @@ async function expectError(res: Response, status: number, code: string) {
   return body;
 }
 
-describe("verification of forwarded calls", () => {
+describe.each(FRONTS)("verification of forwarded calls, through %s", (front, post) => {
+  const postBytes = (headers: Record<string, string>, body: Uint8Array) =>
+    front === "app.request()"
+      ? pool.app.request("/v1/chat/completions", { method: "POST", headers, body })
+      : fetch(`${pool.url}/v1/chat/completions`, { method: "POST", headers, body });
   it("accepts a validly signed call and relays it", async () => {
     const call = await signedCall();
     const res = await post(call.headers, call.body);
@@ -86,6 +98,13 @@ describe("verification of forwarded calls", () => {
     const noMessages = await signedCall({ body: { model: "m", messages: [] } });
     const body = await expectError(await post(noMessages.headers, noMessages.body), 400, "invalid_request");
     expect(body.error.param).toBe("messages");
+  });
+
+  it("answers 400 invalid_json for a signed body that is not UTF-8, though it would parse with a replacement character", async () => {
+    const bytes = Buffer.concat([Buffer.from('{"model":"m","messages":[{"role":"user","content":"'), Buffer.from([0xff]), Buffer.from('"}]}')]);
+    const fields = (await signedCall()).fields;
+    const headers = await signedForwardHeaders(SIGNING_KEY, { method: "POST", path: POOL_PATHS.chatCompletions }, fields, new Uint8Array(bytes));
+    await expectError(await postBytes(headers, bytes), 400, "invalid_json");
   });
 
   it("counts rejections by reason and never reaches the engine with them", async () => {

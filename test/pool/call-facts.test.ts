@@ -78,8 +78,12 @@ describe("facts of a stream", () => {
     });
   });
 
-  it("keeps the latest usage: per-chunk usage of a stream cut short, then the final usage chunk", () => {
-    const collector = new StreamFactsCollector();
+  it.each([
+    ["the collector", () => new StreamFactsCollector()],
+    // The relay's reader parses once per event read: a read between events must still see the newest.
+    ["the relay's reader", () => answerFactsReader("chat").stream()],
+  ])("keeps the latest usage: per-chunk usage of a stream cut short, then the final usage chunk (%s)", (_name, collect) => {
+    const collector = collect();
     const soFar = (completion: number) => ({ prompt_tokens: 900, completion_tokens: completion, total_tokens: 900 + completion });
     collector.observe(event(chunk({ role: "assistant", content: "" }, { usage: soFar(0) })));
     expect(collector.facts()).toEqual({ usage: { promptTokens: 900, completionTokens: 0, cachedTokens: 0 } });

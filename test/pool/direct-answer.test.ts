@@ -4,6 +4,7 @@ import { Header } from "../../src/protocol/headers.js";
 import { eventObject, isDoneEvent } from "../../src/protocol/sse.js";
 import { parseStatsEvent } from "../../src/protocol/stats.js";
 import { DEFAULT_SIM_MODEL } from "../../src/sim/engine-server.js";
+import { DirectAnswer } from "../../src/pool/direct-answer.js";
 import { chatBody, signedCall, useSimEnginePool, waitFor } from "./helpers.js";
 
 /*
@@ -102,5 +103,57 @@ describe("an engine's answer, written to Node's response or read as a Response",
     expect(events.filter((e) => e.startsWith("text:") && e !== "text:")).toHaveLength(tokens);
     expect(events.slice(-2)).toEqual(["stats", "[DONE]"]);
     await waitFor(() => engine.model.stats().running === 0, "the engine done with the call");
+  });
+});
+
+describe("a direct answer", () => {
+  const fakeOutgoing = () => {
+    const written: string[] = [];
+    return { written, outgoing: { end: (text: string) => written.push(text) } as unknown as http.ServerResponse };
+  };
+
+  it("builds its Response only when asked, once, and runs what waited for it once", () => {
+    let built = 0;
+    let after = 0;
+    const answer = new DirectAnswer(
+      () => {
+        built += 1;
+        return new Response("whole");
+      },
+      () => undefined,
+    );
+    answer.afterHandingOver(() => (after += 1));
+    expect(built).toBe(0);
+    const first = answer.response();
+    expect(answer.response()).toBe(first);
+    expect(built).toBe(1);
+    expect(after).toBe(1);
+  });
+
+  it("is written once, then runs what waited for it; it cannot be written or read again", () => {
+    let after = 0;
+    const { written, outgoing } = fakeOutgoing();
+    const answer = new DirectAnswer(
+      () => new Response("whole"),
+      (out) => out.end("whole"),
+    );
+    answer.afterHandingOver(() => (after += 1));
+    answer.write(outgoing, {});
+    expect(written).toEqual(["whole"]);
+    expect(after).toBe(1);
+    expect(() => answer.write(outgoing, {})).toThrow(/already/);
+    expect(() => answer.response()).toThrow(/already/);
+    expect(after).toBe(1);
+  });
+
+  it("is not written straight once its Response was handed out", () => {
+    const { written, outgoing } = fakeOutgoing();
+    const answer = new DirectAnswer(
+      () => new Response("whole"),
+      (out) => out.end("whole"),
+    );
+    answer.response();
+    expect(() => answer.write(outgoing, {})).toThrow(/already/);
+    expect(written).toEqual([]);
   });
 });

@@ -43,6 +43,10 @@ describe("SSE splitting", () => {
     expect(eventData(": only a comment")).toBeUndefined();
     expect(isDoneEvent("data: [DONE]")).toBe(true);
     expect(isDoneEvent('data: {"a":1}')).toBe(false);
+    // Its text inside another event's data is not the end.
+    expect(isDoneEvent('data: {"content":"[DONE]"}')).toBe(false);
+    expect(isDoneEvent(": [DONE]")).toBe(false);
+    expect(isDoneEvent("event: end\ndata: [DONE]")).toBe(true);
   });
 
   it("round-trips the pool's stats comment and ignores other comments", async () => {

@@ -8,7 +8,8 @@ import { listOf, positiveInt, positiveNumber } from "./flag-values.js";
  */
 
 export const RELAY_TARGETS = ["engine", "pool"] as const;
-export type RelayTargetName = (typeof RELAY_TARGETS)[number];
+/** The targets, and a second pool core built from another tree (--baseline-pool), measured in the same levels. */
+export type RelayTargetName = (typeof RELAY_TARGETS)[number] | "pool-baseline";
 
 export interface RelayBenchOptions {
   targets: RelayTargetName[];
@@ -22,6 +23,8 @@ export interface RelayBenchOptions {
   output: string | undefined;
   /** Where the pool core's V8 CPU profile is written when it stops; undefined runs it unprofiled. */
   cpuProfileDir: string | undefined;
+  /** A checkout (e.g. the commit before a change) whose pool core runs beside this one, level by level; undefined: none. */
+  baselinePoolTree?: string | undefined;
 }
 
 export const RELAY_BENCH_USAGE = `agentix bench relay [options]   streaming relay throughput: engine direct vs pool
@@ -38,7 +41,10 @@ first token, per level; the pool saturates at the first level where it delivers
   --targets LIST       of engine,pool (default both; engine direct is the baseline)
   --output FILE        JSON results (default bench-results/relay.json)
   --cpu-profile DIR    write the pool core's V8 CPU profile (.cpuprofile; summarise it with
-                       npm run bench:profile -- FILE) into DIR when it stops`;
+                       npm run bench:profile -- FILE) into DIR when it stops
+  --baseline-pool DIR  also run the pool core of another checkout DIR (its own src/, e.g. the
+                       commit before a change, with node_modules) as "pool0", in the same
+                       levels, right before this one's: a before/after in one run`;
 
 /** Parses the flags; throws with a clear message on any bad value. Returns undefined for --help. */
 export function parseRelayBenchArgs(argv: string[], root: string): RelayBenchOptions | undefined {
@@ -51,6 +57,7 @@ export function parseRelayBenchArgs(argv: string[], root: string): RelayBenchOpt
       targets: { type: "string" },
       output: { type: "string" },
       "cpu-profile": { type: "string" },
+      "baseline-pool": { type: "string" },
       help: { type: "boolean", short: "h", default: false },
     },
     strict: true,
@@ -65,5 +72,6 @@ export function parseRelayBenchArgs(argv: string[], root: string): RelayBenchOpt
     tokens: positiveInt("tokens", values.tokens, 200, 100_000),
     output: path.resolve(root, values.output ?? "bench-results/relay.json"),
     cpuProfileDir: values["cpu-profile"] === undefined ? undefined : path.resolve(root, values["cpu-profile"]),
+    baselinePoolTree: values["baseline-pool"] === undefined ? undefined : path.resolve(process.cwd(), values["baseline-pool"]),
   };
 }

@@ -1,7 +1,7 @@
 import type { RelayLevelFigures } from "./relay-load.js";
 import type { RelayTargetName } from "./relay-options.js";
 import type { RelayBenchReport } from "./relay-run.js";
-import { RELAY_TARGET_LABELS } from "./relay-targets.js";
+import { poolCpuKey, RELAY_TARGET_LABELS, RELAY_TARGET_ORDER } from "./relay-targets.js";
 
 /*
  * From the relay runs to what people read: per level and target, offered and
@@ -55,6 +55,9 @@ export interface RelaySummary {
   sourceSaturation: SaturationPoint | null;
   /** The pool's best delivered rate over its unfailed levels. */
   poolPeakTokensPerSecond: number | null;
+  /** The same of the baseline pool core (--baseline-pool); null when it did not run. */
+  baselineSaturation: SaturationPoint | null;
+  baselinePeakTokensPerSecond: number | null;
 }
 
 export function saturationRules(figures: RelayLevelFigures): SaturationRule[] {
@@ -98,20 +101,26 @@ function firstSaturated(rows: RelayRow[], target: RelayTargetName): SaturationPo
   return row ? { streams: row.streams, offeredTokensPerSecond: row.offeredTokensPerSecond, rules: row.rules } : null;
 }
 
+function peakRate(rows: RelayRow[], target: RelayTargetName): number | null {
+  const rates = rows
+    .filter((r) => r.target === target)
+    .map((r) => r.figures?.deliveredTokensPerSecond)
+    .filter((rate): rate is number => typeof rate === "number");
+  return rates.length > 0 ? Math.max(...rates) : null;
+}
+
 export function summariseRelayReport(report: RelayBenchReport): RelaySummary {
   const rows = report.runs
     .filter((run) => run.phase === "measure")
     .map((run) => rowOf(run.target, run.figures, run.loadAverage))
-    .sort((a, b) => a.streams - b.streams || report.options.targets.indexOf(a.target) - report.options.targets.indexOf(b.target));
-  const poolRates = rows
-    .filter((r) => r.target === "pool")
-    .map((r) => r.figures?.deliveredTokensPerSecond)
-    .filter((rate): rate is number => typeof rate === "number");
+    .sort((a, b) => a.streams - b.streams || RELAY_TARGET_ORDER.indexOf(a.target) - RELAY_TARGET_ORDER.indexOf(b.target));
   return {
     rows,
     poolSaturation: firstSaturated(rows, "pool"),
     sourceSaturation: firstSaturated(rows, "engine"),
-    poolPeakTokensPerSecond: poolRates.length > 0 ? Math.max(...poolRates) : null,
+    poolPeakTokensPerSecond: peakRate(rows, "pool"),
+    baselineSaturation: firstSaturated(rows, "pool-baseline"),
+    baselinePeakTokensPerSecond: peakRate(rows, "pool-baseline"),
   };
 }
 
@@ -151,9 +160,10 @@ export function formatRelayTable(report: RelayBenchReport, summary: RelaySummary
   ].join("  ");
   const lines = summary.rows.map((row) => {
     const start = [String(row.streams).padStart(7), RELAY_TARGET_LABELS[row.target].padEnd(6), String(row.offeredTokensPerSecond).padStart(13)];
+    const key = poolCpuKey(row.target);
     const tail = [
-      (row.target === "pool" ? cpu(row.cpuPercent.pool) : "—").padStart(8),
-      (row.target === "pool" ? cpu(row.cpuPercent.poolWait) : "—").padStart(9),
+      (key === undefined ? "—" : cpu(row.cpuPercent[key])).padStart(8),
+      (key === undefined ? "—" : cpu(row.cpuPercent[`${key}Wait`])).padStart(9),
       cpu(row.cpuPercent.source).padStart(10),
       cpu(row.cpuPercent.client).padStart(10),
       row.loadAverage.toFixed(1).padStart(5),
@@ -193,6 +203,14 @@ export function formatRelayVerdict(report: RelayBenchReport, summary: RelaySumma
         : `Pool kept up at every level (up to ${Math.max(...levels)} streams): no saturation found.`,
     );
     if (summary.poolPeakTokensPerSecond !== null) lines.push(`Pool's best delivered rate: ${summary.poolPeakTokensPerSecond} tokens/s.`);
+  }
+  if (summary.rows.some((r) => r.target === "pool-baseline")) {
+    lines.push(
+      summary.baselineSaturation
+        ? `Baseline pool (pool0) saturates at ${describePoint(summary.baselineSaturation)}.`
+        : `Baseline pool (pool0) kept up at every level (up to ${Math.max(...levels)} streams).`,
+    );
+    if (summary.baselinePeakTokensPerSecond !== null) lines.push(`Baseline pool's best delivered rate: ${summary.baselinePeakTokensPerSecond} tokens/s.`);
   }
   if (ran("engine")) {
     lines.push(

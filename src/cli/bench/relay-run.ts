@@ -5,7 +5,7 @@ import { startPoolProcess, startRelaySourceProcess } from "./proxy-server-proces
 import { ownCpuMs, processCpuMs, processRunQueueWaitMs } from "./relay-cpu.js";
 import { type RelayLevelFigures, runRelayLevel } from "./relay-load.js";
 import type { RelayBenchOptions, RelayTargetName } from "./relay-options.js";
-import { directTarget, poolRelayTarget, type RelayTarget } from "./relay-targets.js";
+import { directTarget, poolCpuKey, poolRelayTarget, type RelayTarget } from "./relay-targets.js";
 
 /*
  * The relay benchmark's machinery: the token source and the pool core each in their
@@ -72,7 +72,7 @@ export async function measureRelayThroughput(options: RelayBenchOptions, hooks: 
     const cpu: Record<string, () => number | undefined> = { source: () => processCpuMs(source.pid), client: ownCpuMs };
     if (options.targets.includes("engine")) targets.push(directTarget(source.ready, largest));
 
-    if (options.targets.includes("pool")) {
+    const startPoolTarget = async (name: "pool" | "pool-baseline", sourceTree: string | undefined) => {
       const signingKey = { id: "bench-relay", secret: randomToken(48) };
       const pool = await startPoolProcess(
         {
@@ -87,14 +87,17 @@ export async function measureRelayThroughput(options: RelayBenchOptions, hooks: 
           timestampWindowMs: 300_000,
           replayCapacity: 1_000_000,
         },
-        { signal, cpuProfileDir: options.cpuProfileDir },
+        { signal, sourceTree, ...(name === "pool" ? { cpuProfileDir: options.cpuProfileDir } : {}) },
       );
-      stops.push({ name: "pool", stop: pool.stop });
-      cpu.pool = () => processCpuMs(pool.pid);
-      cpu.poolWait = () => processRunQueueWaitMs(pool.pid);
-      targets.push(poolRelayTarget(pool.ready, signingKey, largest));
-      log(`pool core: ${pool.ready.url} (engine kind openai, maxInFlight ${largest})`);
-    }
+      stops.push({ name, stop: pool.stop });
+      const key = poolCpuKey(name) ?? name;
+      cpu[key] = () => processCpuMs(pool.pid);
+      cpu[`${key}Wait`] = () => processRunQueueWaitMs(pool.pid);
+      targets.push(poolRelayTarget(pool.ready, signingKey, largest, name));
+      log(`${name === "pool" ? "pool core" : `baseline pool core (${sourceTree ?? ""})`}: ${pool.ready.url} (engine kind openai, maxInFlight ${largest})`);
+    };
+    if (options.targets.includes("pool") && options.baselinePoolTree !== undefined) await startPoolTarget("pool-baseline", options.baselinePoolTree);
+    if (options.targets.includes("pool")) await startPoolTarget("pool", undefined);
     const measured = targets.map((target) => hooks.adjustTarget?.(target) ?? target);
     for (const target of measured) stops.push({ name: `${target.label} client`, stop: () => target.dispatcher.close() });
 

@@ -25,8 +25,17 @@ export interface RelayTarget {
 
 export const RELAY_TARGET_LABELS: Record<RelayTargetName, string> = {
   engine: "engine",
+  "pool-baseline": "pool0",
   pool: "pool",
 };
+
+/** Rows and runs in this order: the baseline pool beside (before) the pool. */
+export const RELAY_TARGET_ORDER: readonly RelayTargetName[] = ["engine", "pool-baseline", "pool"];
+
+/** The key of a pool target's CPU (and `…Wait`) in a level's figures; undefined for the engine. */
+export function poolCpuKey(target: RelayTargetName): string | undefined {
+  return target === "pool" ? "pool" : target === "pool-baseline" ? "pool0" : undefined;
+}
 
 const JSON_HEADERS = { "content-type": "application/json" };
 
@@ -59,12 +68,17 @@ export function directTarget(source: { url: string }, connections: number): Rela
   };
 }
 
-export function poolRelayTarget(pool: { url: string }, signingKey: SigningKey, connections: number): RelayTarget {
+export function poolRelayTarget(
+  pool: { url: string },
+  signingKey: SigningKey,
+  connections: number,
+  name: "pool" | "pool-baseline" = "pool",
+): RelayTarget {
   const tenant = newTenantId();
   return {
-    name: "pool",
-    label: RELAY_TARGET_LABELS.pool,
-    description: "pool core → token source (openai engine kind), calls signed as the edge signs them",
+    name,
+    label: RELAY_TARGET_LABELS[name],
+    description: `pool core${name === "pool-baseline" ? " of the baseline tree" : ""} → token source (openai engine kind), calls signed as the edge signs them`,
     dispatcher: clientPool(pool.url, connections),
     path: POOL_PATHS.chatCompletions,
     headers: JSON_HEADERS,

@@ -44,6 +44,11 @@ describe("relay benchmark flags", () => {
     expect(parseRelayBenchArgs(["--help"], "/repo")).toBeUndefined();
   });
 
+  it("takes a baseline pool tree, resolved from the working directory", () => {
+    expect(parseRelayBenchArgs(["--baseline-pool", "../before"], "/repo")?.baselinePoolTree).toBe(path.resolve(process.cwd(), "../before"));
+    expect(parseRelayBenchArgs([], "/repo")?.baselinePoolTree).toBeUndefined();
+  });
+
   it("refuses bad values with a message naming the flag", () => {
     expect(() => parseRelayBenchArgs(["--levels", "100,0"], "/repo")).toThrow(/--levels must be a number/);
     expect(() => parseRelayBenchArgs(["--tokens", "2.5"], "/repo")).toThrow(/--tokens must be an integer/);
@@ -92,6 +97,35 @@ describe("relay benchmark against the token source and the pool", () => {
 
   it("writes the pool core's CPU profile when asked", () => {
     expect(readdirSync(SHORT.cpuProfileDir!).filter((name) => name.endsWith(".cpuprofile")).length).toBeGreaterThan(0);
+  });
+});
+
+describe("relay benchmark with a baseline pool core (--baseline-pool)", () => {
+  let report: RelayBenchReport;
+  beforeAll(async () => {
+    // This checkout as its own baseline: the machinery, not a difference, is under test.
+    report = await measureRelayThroughput({ ...SHORT, targets: ["pool"], levels: [3], cpuProfileDir: undefined, baselinePoolTree: process.cwd() });
+  }, 60_000);
+
+  it("measures the baseline pool in the same levels, right before the pool, each with its own process's CPU", () => {
+    expect(report.targets.map((t) => t.name)).toEqual(["pool-baseline", "pool"]);
+    const measured = report.runs.filter((r) => r.phase === "measure");
+    expect(measured.map((r) => `${r.target}@${r.figures.streams}`)).toEqual(["pool-baseline@3", "pool@3"]);
+    for (const { figures } of measured) {
+      expect(figures.failed).toBe(0);
+      expect(figures.tokensReceived).toBe(figures.streams * SHORT.tokens);
+      expect(figures.cpuPercent.pool0).toBeTypeOf("number");
+      expect(figures.cpuPercent.pool).toBeTypeOf("number");
+    }
+    const summary = summariseRelayReport(report);
+    expect(summary.baselinePeakTokensPerSecond).toBeGreaterThan(0);
+    const table = formatRelayTable(report, summary);
+    expect(table).toMatch(/\n\s+3\s+pool0\s+150\s+\d+/);
+    // Each row shows its own pool's CPU.
+    const poolRows = table.split("\n").filter((line) => /^\s+\d+\s+pool0?\s/.test(line));
+    expect(poolRows).toHaveLength(2);
+    for (const row of poolRows) expect(row).toMatch(/\d+ %\s+\d+ %\s+\d+ %\s+\d+ %/);
+    expect(formatRelayVerdict(report, summary)).toMatch(/Baseline pool \(pool0\) (saturates at|kept up at every level)/);
   });
 });
 

@@ -1,0 +1,258 @@
+import type { ServerResponse } from "node:http";
+import type { Readable } from "node:stream";
+import { Header } from "../protocol/headers.js";
+import { dataEvent, eventObject, formatEvent, isDoneEvent, SseEventCutter } from "../protocol/sse.js";
+import { statsCommentEvent } from "../protocol/stats.js";
+import { CALL_ERROR_MESSAGES, callErrorBody } from "./call-errors.js";
+import { answerFactsReader } from "./call-facts.js";
+import { DirectAnswer } from "./direct-answer.js";
+import type { CallApi } from "./engine-request.js";
+import { describe, type RelayAttempt, round } from "./relay-attempt.js";
+import type { RelayRequest } from "./relay.js";
+
+/*
+ * An engine's event stream, relayed (relay.ts). The engine's body is read as a Node
+ * stream and cut into events synchronously as each chunk arrives; the events completed
+ * within one event-loop turn go to the client as one chunk (one encode and one socket
+ * write, where there was one per event), with the stats comment in its place among
+ * them. Nothing is read until a sink is attached: the pool's server writes to the Node
+ * response (direct-answer.ts); anything else (a translation of the answer, Hono's
+ * app.request() in tests) reads the Response's web stream, made only then, which
+ * attaches at its first read. A class whose listeners are set in its constructor: see
+ * relay-attempt.ts.
+ */
+
+const NATIVE_FINAL_EVENTS: Partial<Record<CallApi, ReadonlySet<string>>> = {
+  messages: new Set(["message_stop"]),
+  responses: new Set(["response.completed", "response.incomplete", "response.failed"]),
+};
+
+/** A Messages or Responses stream's last event (they end without `[DONE]`). */
+function endsNativeStream(api: CallApi, event: string): boolean {
+  const finals = NATIVE_FINAL_EVENTS[api];
+  // A text test first: only an event naming one of them is parsed (engines need not write an `event:` line).
+  if (finals === undefined || ![...finals].some((type) => event.includes(`"${type}"`))) return false;
+  const type = eventObject(event)?.type;
+  return typeof type === "string" && finals.has(type);
+}
+
+/** Chunks the relay's stream may hold before it pauses the engine's body (backpressure from the client's socket). */
+const STREAM_HIGH_WATER_CHUNKS = 16;
+
+/** Where a relayed stream's text goes: the Node response itself, or the web stream a Response carries. */
+interface RelaySink {
+  /** False: the client's side is full; the engine's body pauses until the sink asks for more (drain, or the web stream's next pull). */
+  write(text: string): boolean;
+  close(text: string): void;
+}
+
+const encoder = new TextEncoder();
+const ignore = (): void => undefined;
+
+/** A relayed event stream's answer (headers known at its start; events as they come). */
+export function relayEventStream(body: Readable, req: RelayRequest, attempt: RelayAttempt): DirectAnswer {
+  return new EventStreamRelay(body, req, attempt).answer;
+}
+
+class EventStreamRelay {
+  readonly answer: DirectAnswer;
+  readonly #headers: Record<string, string>;
+  readonly #body: Readable;
+  readonly #req: RelayRequest;
+  readonly #attempt: RelayAttempt;
+  readonly #cutter = new SseEventCutter();
+  readonly #facts: ReturnType<ReturnType<typeof answerFactsReader>["stream"]>;
+  #lastByteMs: number | undefined;
+  #statsWritten = false;
+  #finished = false;
+  #sink: RelaySink | undefined;
+  /*
+   * Events that arrive within one turn of the event loop leave together: an engine
+   * writes each token as its own chunk, and one socket write per chunk was the largest
+   * single cost of a stream (writev). The wait is one turn (setImmediate), not a timer.
+   */
+  #pending = "";
+  #flushScheduled = false;
+  #webAttached = false;
+  readonly #onData: (chunk: Buffer) => void;
+  readonly #onEnd: () => void;
+  readonly #onError: (error: Error) => void;
+  readonly #flush: () => void;
+
+  constructor(body: Readable, req: RelayRequest, attempt: RelayAttempt) {
+    this.#body = body;
+    this.#req = req;
+    this.#attempt = attempt;
+    this.#facts = answerFactsReader(req.api).stream();
+    this.#onData = (chunk) => this.#data(chunk);
+    this.#onEnd = () => this.#end();
+    this.#onError = (error) => this.#error(error);
+    this.#flush = () => this.#flushPending();
+    // From the start: an abort before any sink is attached destroys the body with an error.
+    body.on("error", this.#onError);
+
+    this.#headers = {
+      "content-type": "text/event-stream; charset=utf-8",
+      "cache-control": "no-cache",
+      // Known from the start, so a stream cut before its stats comment still says where it ran.
+      [Header.engine]: req.statsEngineId ?? req.engine.id,
+      [Header.queueMs]: String(round(req.queueMs)),
+    };
+    this.answer = new DirectAnswer(
+      () => this.#webResponse(),
+      (outgoing, extraHeaders) => this.#writeTo(outgoing, extraHeaders),
+    );
+  }
+
+  /** Its Response: the events through a web stream, which attaches to the engine's body at its first read. */
+  #webResponse(): Response {
+    const relay = this;
+    const body = this.#body;
+    const stream = new ReadableStream<Uint8Array>(
+      {
+        // highWaterMark 0: pull() runs only at a read, so building the Response reads nothing.
+        pull(controller) {
+          if (relay.#webAttached) {
+            body.resume();
+            return;
+          }
+          relay.#webAttached = true;
+          relay.#attach({
+            write(text) {
+              controller.enqueue(encoder.encode(text));
+              return (controller.desiredSize ?? 0) > -STREAM_HIGH_WATER_CHUNKS;
+            },
+            close(text) {
+              if (text !== "") controller.enqueue(encoder.encode(text));
+              controller.close();
+            },
+          });
+        },
+        cancel() {
+          relay.#clientGone();
+        },
+      },
+      { highWaterMark: 0 },
+    );
+    return new Response(stream, { status: 200, headers: this.#headers });
+  }
+
+  /** Straight to Node's response: the headers with the first events, each turn's events in one write. */
+  #writeTo(outgoing: ServerResponse, extraHeaders: Readonly<Record<string, string>>): void {
+    const body = this.#body;
+    outgoing.writeHead(200, { ...this.#headers, ...extraHeaders });
+    outgoing.on("close", () => {
+      if (!outgoing.writableFinished) this.#clientGone();
+    });
+    outgoing.on("drain", () => body.resume());
+    // The headers go with the first events when they come within this turn, else alone at once (a long prefill).
+    setImmediate(() => {
+      if (!outgoing.headersSent && !outgoing.destroyed && this.#pending === "" && !this.#finished) outgoing.flushHeaders();
+    });
+    this.#attach({
+      write(text) {
+        return outgoing.destroyed || outgoing.write(text);
+      },
+      close(text) {
+        if (outgoing.destroyed) return;
+        if (text === "") outgoing.end();
+        else outgoing.end(text);
+      },
+    });
+  }
+
+  #attach(sink: RelaySink): void {
+    this.#sink = sink;
+    this.#body.on("data", this.#onData);
+    this.#body.on("end", this.#onEnd);
+  }
+
+  #detach(): void {
+    this.#body.off("data", this.#onData);
+    this.#body.off("end", this.#onEnd);
+    this.#body.off("error", this.#onError);
+    // One listener stays, so a late error (or destroy() on cancel) cannot be an unhandled 'error'.
+    this.#body.on("error", ignore);
+  }
+
+  #statsText(): string {
+    this.#lastByteMs ??= this.#req.clock.now() - this.#req.dispatchedAt;
+    if (this.#statsWritten) return "";
+    this.#statsWritten = true;
+    const attempt = this.#attempt;
+    return statsCommentEvent(attempt.stats(attempt.charge(this.#lastByteMs, this.#facts.facts())));
+  }
+
+  /** The relayed text of these events, the stats comment before the stream's last one. */
+  #relayed(events: readonly string[]): string {
+    let text = "";
+    for (const event of events) {
+      const done = isDoneEvent(event);
+      if (!done) this.#facts.observe(event);
+      // Before the stream's last event, read by then, so a client that hangs up once it has the end still leaves the edge the stats.
+      if (done || endsNativeStream(this.#req.api, event)) text += this.#statsText();
+      text += formatEvent(event);
+    }
+    return text;
+  }
+
+  #flushPending(): void {
+    this.#flushScheduled = false;
+    if (this.#pending === "" || this.#finished || this.#sink === undefined) return;
+    const text = this.#pending;
+    this.#pending = "";
+    if (!this.#sink.write(text)) this.#body.pause();
+  }
+
+  #data(chunk: Buffer): void {
+    this.#pending += this.#relayed(this.#cutter.push(chunk));
+    if (this.#pending === "" || this.#flushScheduled) return;
+    this.#flushScheduled = true;
+    setImmediate(this.#flush);
+  }
+
+  #closeSink(text: string): void {
+    try {
+      this.#sink?.close(text);
+    } catch {
+      // The client is already gone; nothing left to tell it.
+    }
+  }
+
+  #end(): void {
+    if (this.#finished) return;
+    this.#finished = true;
+    this.#detach();
+    const last = this.#cutter.end();
+    // An engine that ends without [DONE] still gets its stats written, at the end.
+    const text = this.#pending + this.#relayed(last === undefined ? [] : [last]) + this.#statsText();
+    this.#pending = "";
+    this.#closeSink(text);
+    this.#attempt.end("completed", this.#lastByteMs, this.#facts.facts());
+  }
+
+  #error(error: Error): void {
+    if (this.#finished) return;
+    this.#finished = true;
+    this.#detach();
+    const req = this.#req;
+    const aborted = req.signal.aborted;
+    if (!aborted) console.error(`agentix pool: call ${req.callId}: engine ${req.engine.id} broke off the stream (${describe(error)})`);
+    // The edge relays this event as is: a fixed message and the call's ID, nothing of the engine.
+    const message = `${aborted ? CALL_ERROR_MESSAGES.call_cancelled : CALL_ERROR_MESSAGES.engine_stream_error} (request ${req.callId})`;
+    const text = this.#pending + dataEvent(callErrorBody(502, message, req.callId, { code: "engine_stream_error" })) + this.#statsText();
+    this.#pending = "";
+    this.#closeSink(text);
+    this.#attempt.end(aborted ? "aborted" : "failed", this.#lastByteMs, this.#facts.facts());
+  }
+
+  /** The client went away mid-stream: what the engine had reported so far is its work for the call. */
+  #clientGone(): void {
+    if (!this.#finished) {
+      this.#finished = true;
+      this.#detach();
+      this.#attempt.end("aborted", undefined, this.#facts.facts());
+    }
+    this.#body.destroy();
+  }
+}
