@@ -15,7 +15,8 @@ import {
  * - prefill: the prefill work arriving per second, plus the backlog spread over
  *   `backlogHorizonMs` (a queue that built up must be cleared, not only kept level; in
  *   a closed loop of agents, arrivals fall as the queue grows, so arrivals alone would
- *   say less the worse it gets);
+ *   say less the worse it gets); the meter prices both by what recent prefills really
+ *   computed (role-demand-meter.ts), so contexts evicted under load count;
  * - decode: the decode work per second, or the KV its calls hold and wait for over one
  *   engine's KV, whichever is more (long contexts bind on KV before compute, and calls
  *   waiting for a full decode side show up there).
