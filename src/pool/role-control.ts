@@ -47,6 +47,11 @@ export class RoleControlLoop {
     this.#timer = undefined;
   }
 
+  /** The demand meter each round closes (the prefill cost factor it has learned, for tests). */
+  get meter(): RoleDemandMeter {
+    return this.#options.meter;
+  }
+
   /** One round now (the timer's, or a test's). */
   round(): RoleDecision {
     const { controller, meter, target, clock, onRound } = this.#options;

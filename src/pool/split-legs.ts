@@ -31,8 +31,9 @@ export class SplitLegs {
     host.metrics.serviceSeconds.observe({ engine: engineId }, end.wallMs / 1000);
     const usage = end.facts?.usage;
     if (usage !== undefined) host.metrics.engineTokens.inc({ engine: engineId, kind: "prompt", outcome: end.outcome }, usage.promptTokens);
-    // Its first token is out when the prefill ends (a failed one is no longer backlog either).
-    host.roleMeter?.prefillDone(pending.call.callId, end.outcome === "completed" ? host.clock.now() - pending.call.enqueuedAt : undefined);
+    // Its first token is out when the prefill ends (a failed one is no longer backlog either); what it found cached prices the work it did.
+    const completed = end.outcome === "completed";
+    host.roleMeter?.prefillDone(pending.call.callId, completed ? host.clock.now() - pending.call.enqueuedAt : undefined, completed ? usage : undefined);
     host.noteRoleSwitches();
   }
 

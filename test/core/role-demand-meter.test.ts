@@ -70,6 +70,42 @@ describe("RoleDemandMeter", () => {
     expect(demand.prefillWorkMsPerSec).toBeCloseTo(1_000.05, 9); // 1.00005 engine-ms over 1 ms
   });
 
+  it("prices prefill work by what finished prefills found cached: arrivals and backlog scaled by the recent ratio of reported to estimated work", () => {
+    const meter = new RoleDemandMeter(MODEL, 0);
+    // Sent as 1,000 new tokens after 3,000 cached (103.5 engine-ms each), as the simulator assumes...
+    meter.prefillQueued("a", 1_000, 3_000);
+    meter.prefillQueued("b", 1_000, 3_000);
+    // ...but a's engine had evicted the context: all 4,000 computed, 4,000 × 0.1 + 1e-6 × 4,000 × 2,000 = 408.
+    meter.prefillDone("a", 100, { promptTokens: 4_000, cachedTokens: 0 });
+    const first = meter.read(1_000, IDLE);
+    expect(meter.prefillCostFactor).toBeCloseTo(408 / 103.5, 9);
+    expect(first.prefillWorkMsPerSec).toBeCloseTo(2 * 408, 9);
+    expect(first.prefillBacklogMs).toBeCloseTo(408, 9); // b, at a's price
+
+    // A window with no report keeps the factor; a failed prefill or one never queued reports nothing.
+    meter.prefillQueued("f", 1_000, 3_000);
+    meter.prefillDone("f", undefined, undefined);
+    meter.prefillDone("unknown", 50, { promptTokens: 4_000, cachedTokens: 0 });
+    meter.read(2_000, IDLE);
+    expect(meter.prefillCostFactor).toBeCloseTo(408 / 103.5, 9);
+
+    // b found its prefix after all (103.5 as estimated): earlier windows count half each time, so the factor moves toward 1.
+    meter.prefillDone("b", 100, { promptTokens: 4_000, cachedTokens: 3_000 });
+    meter.read(3_000, IDLE);
+    expect(meter.prefillCostFactor).toBeCloseTo((408 / 4 + 103.5) / (103.5 / 4 + 103.5), 9);
+  });
+
+  it("scales down an estimate that assumed nothing cached (the pool's) by what the engine found cached", () => {
+    const meter = new RoleDemandMeter(MODEL, 0);
+    meter.prefillQueued("a", 4_000, 0);
+    meter.prefillDone("a", 100, { promptTokens: 4_000, cachedTokens: 3_000 });
+    meter.prefillQueued("b", 4_000, 0);
+    const demand = meter.read(1_000, IDLE);
+    expect(meter.prefillCostFactor).toBeCloseTo(103.5 / 408, 9);
+    expect(demand.prefillWorkMsPerSec).toBeCloseTo(2 * 103.5, 9);
+    expect(demand.prefillBacklogMs).toBeCloseTo(103.5, 9);
+  });
+
   it("takes a decode's inter-token spacing apart from its tokens, adding no work", () => {
     const meter = new RoleDemandMeter(MODEL, 0);
     meter.interToken(30);

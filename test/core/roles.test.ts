@@ -4,8 +4,10 @@ import {
   type RoleCapacity,
   type RoleController,
   type RoleDemand,
+  RoleDemandMeter,
   type RoleEngineState,
   type RoleSwitch,
+  type RoleWorkModel,
   RatioRoleController,
   ThresholdRoleController,
 } from "../../src/core/roles/index.js";
@@ -138,6 +140,44 @@ describe("the ratio controller", () => {
     expect(all.prefillEngines.at(-1)).toBe(3);
     // d0 carries load 0, d1 load 1: the first to move is d0.
     expect(all.switches[0]?.engineId).toBe("d0");
+  });
+});
+
+describe("the ratio controller on demand the meter measured", () => {
+  // 0.03 engine-ms a prefilled token (no attention, for round figures); a decode token at 1,000 tokens of context costs 1 engine-ms.
+  const MODEL: RoleWorkModel = { decodeBaseMs: 0, perTokenMs: 0.03, perContextTokenMs: 0.001, perSequenceMs: 0, attentionMsPerTokenPair: 0, batchSequences: 1 };
+
+  /**
+   * Each 10 s round: 40 calls of 30,000-token prompts sent to prefill as `estimate`
+   * (new tokens after a cached prefix) whose engines report `foundCached`, and
+   * `decodeEngines` engines' worth of output tokens.
+   */
+  const metered = (estimate: { fresh: number; cached: number }, foundCached: number, decodeEngines: number) => {
+    const meter = new RoleDemandMeter(MODEL, 0);
+    return (round: number): RoleDemand => {
+      for (let i = 0; i < 40; i++) {
+        const id = `r${round}c${i}`;
+        meter.prefillQueued(id, estimate.fresh, estimate.cached);
+        meter.prefillDone(id, 500, { promptTokens: 30_000, cachedTokens: foundCached });
+      }
+      meter.decoded(decodeEngines * ROUND_MS, 1_000);
+      return meter.read((round + 1) * ROUND_MS, { decodeKvTokens: 0, prefillQueue: 0, decodeKvUsage: 0.5 });
+    };
+  };
+
+  it("keeps the prefill engines whose contexts were evicted: the estimate said 0.12 engines of prefill, the engines' reports 3.6", () => {
+    // A coding agent's next call: 1,000 new tokens after its 29,000-token context, as the simulator prices it (30 engine-ms);
+    // the engine had evicted the context and computed all 30,000 (900 engine-ms): 40 a round is 3.6 engines, not 0.12.
+    // Decode has 6 engines' work on 4. Priced by the estimate, prefill looked idle and gave decode all but one engine (4:4 → 1:7).
+    const played = play(new RatioRoleController(CAPACITY), { prefill: 4, decode: 4 }, 30, metered({ fresh: 1_000, cached: 29_000 }, 0, 6));
+    expect(played.switches).toHaveLength(0);
+    expect(played.prefillEngines.at(-1)).toBe(4);
+  });
+
+  it("does not take decode engines for prefill work the engines' caches did not need", () => {
+    // The pool's estimate: the whole 30,000-token prompt computed (900 engine-ms); the engine found 29,000 cached (30).
+    const played = play(new RatioRoleController(CAPACITY), { prefill: 4, decode: 4 }, 30, metered({ fresh: 30_000, cached: 0 }, 29_000, 1.5));
+    expect(played.switches).toHaveLength(0);
   });
 });
 

@@ -29,9 +29,9 @@ async function pool(input: Partial<PoolConfigInput> & Pick<PoolConfigInput, "eng
 
 const PROMPT = Array.from({ length: 1_500 }, (_, i) => `w${i % 61}`).join(" ");
 
-/** One streamed call to its end: the tokens of text it carried and whether it ended with [DONE]. */
-async function streamedCall(p: PoolHandle, maxTokens: number): Promise<{ status: number; words: number; done: boolean }> {
-  const call = await signedCall({ body: chatBody({ model: DEFAULT_SIM_MODEL, messages: [{ role: "user", content: `${Math.random()} ${PROMPT}` }], max_tokens: maxTokens, ignore_eos: true, stream: true }) });
+/** One streamed call to its end: the tokens of text it carried and whether it ended with [DONE]. `content` defaults to the prompt after a random word (nothing cached). */
+async function streamedCall(p: PoolHandle, maxTokens: number, content = `${Math.random()} ${PROMPT}`): Promise<{ status: number; words: number; done: boolean }> {
+  const call = await signedCall({ body: chatBody({ model: DEFAULT_SIM_MODEL, messages: [{ role: "user", content }], max_tokens: maxTokens, ignore_eos: true, stream: true }) });
   const response = await fetch(`${p.url}/v1/chat/completions`, { method: "POST", headers: call.headers, body: call.body });
   if (response.status !== 200) return { status: response.status, words: 0, done: false };
   let text = "";
@@ -90,6 +90,22 @@ describe("live role switches", () => {
     const more = await Promise.all(Array.from({ length: 8 }, () => streamedCall(p, 40)));
     expect(more.every((r) => r.status === 200 && r.done)).toBe(true);
     expect(await simMetric(p1!, 'agentix_sim_kv_handoffs_total{side="decode",outcome="imported"}')).toBeGreaterThan(0);
+  });
+
+  it("prices the prefill work the role controller sees by what the prefill engine reported cached", async () => {
+    const [p1, d1] = await engines(["sim-p1", "sim-d1"], 5);
+    // A round far off: the test closes the meter's window itself.
+    const p = await pool({
+      engines: [
+        { id: "p1", url: p1!.url, role: "prefill", profile: "llama-3.1-8b-h100" },
+        { id: "d1", url: d1!.url, role: "decode", profile: "llama-3.1-8b-h100" },
+      ],
+      roles: { controller: "ratio", roundMs: 600_000 },
+    });
+    // The pool prices each prefill as its whole prompt; after the first, the engine finds the shared prompt cached.
+    for (let i = 0; i < 4; i++) expect((await streamedCall(p, 4, `${PROMPT} question ${i}`)).status).toBe(200);
+    p.roleControl!.round();
+    expect(p.roleControl!.meter.prefillCostFactor).toBeLessThan(0.6);
   });
 
   it("runs the configured controller: a prefill queue past the threshold moves a decode engine to prefill, every call answered", async () => {

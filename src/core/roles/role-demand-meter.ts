@@ -8,6 +8,17 @@ import type { RoleDemand } from "./roles.js";
  * at their context as decode work, the KV of calls handed to decode and not yet
  * decoding, and the latencies of the window. `read` closes a window. Pure: the caller
  * says what happened and when.
+ *
+ * A call's prefill work is priced when it is sent, before anyone knows what the
+ * engine will find cached: the simulator assumes its program's context is (the
+ * tokens new since its last call), the pool assumes nothing is. Both are wrong under
+ * load: once prefill queues, contexts are evicted before their next call is served
+ * and whole prompts are computed again (bench:evolve's mix at rate 0.6, per round:
+ * 1.5–2× the simulator's estimate as a queue builds, 3.7× once the prefill caches
+ * thrash, 5–8× after prefill engines leave with their caches); with prefix caching
+ * working, the pool's estimate is many times the real cost. So each finished prefill's own report of what it found cached prices
+ * the work it really did, and the estimates are scaled by the recent ratio of the two
+ * (`prefillCostFactor`).
  */
 
 /** The engine cost model the meter prices work with: the decode terms and prefill attention, plus the batch a full decode step holds. */
@@ -46,6 +57,15 @@ const percentile = (values: readonly number[], p: number): number | undefined =>
 /** Keys beyond this many in flight are not tracked (a leak in the caller would otherwise grow the meter without bound). */
 const MAX_TRACKED = 100_000;
 
+/** Weight each earlier window keeps in the prefill cost factor: its last few windows count, the newest most. */
+const COST_MEMORY = 0.5;
+
+/** What a finished prefill's engine reported: its prompt and the part found cached (usage.prompt_tokens_details.cached_tokens). */
+export interface PrefillUsage {
+  promptTokens: number;
+  cachedTokens: number;
+}
+
 export class RoleDemandMeter {
   readonly #model: RoleWorkModel;
   readonly #prefilling = new Map<string, number>();
@@ -55,6 +75,10 @@ export class RoleDemandMeter {
   #decodeWorkMs = 0;
   #firstTokens: number[] = [];
   #interTokens: number[] = [];
+  /** Finished prefills' work as estimated when sent, and as their engines' reports price it (decayed sums over recent windows). */
+  #estimatedDoneMs = 0;
+  #reportedDoneMs = 0;
+  #costFactor = 1;
 
   constructor(model: RoleWorkModel, nowMs: number) {
     this.#model = model;
@@ -68,10 +92,24 @@ export class RoleDemandMeter {
     if (this.#prefilling.size < MAX_TRACKED || this.#prefilling.has(callId)) this.#prefilling.set(callId, work);
   }
 
-  /** Its first token is out (or the prefill failed: `ttftMs` undefined); its prefill is no longer backlog. */
-  prefillDone(callId: string, ttftMs: number | undefined): void {
+  /**
+   * Its first token is out (or the prefill failed: `ttftMs` undefined); its prefill is
+   * no longer backlog. `usage`, when the engine reported it, is what the prefill
+   * really computed: it corrects the estimates of the calls still to come.
+   */
+  prefillDone(callId: string, ttftMs: number | undefined, usage?: PrefillUsage): void {
+    const estimated = this.#prefilling.get(callId);
     this.#prefilling.delete(callId);
     if (ttftMs !== undefined && Number.isFinite(ttftMs)) this.#firstTokens.push(ttftMs);
+    if (estimated === undefined || usage === undefined || !(usage.promptTokens > 0)) return;
+    const cached = Math.min(Math.max(0, usage.cachedTokens), usage.promptTokens);
+    this.#estimatedDoneMs += estimated;
+    this.#reportedDoneMs += prefillWorkMs(this.#model, usage.promptTokens - cached, cached);
+  }
+
+  /** Prefill work done ÷ work estimated, over the finished prefills of the last few windows (1 until one is reported). */
+  get prefillCostFactor(): number {
+    return this.#costFactor;
   }
 
   /** Its KV is on its way to a decode engine: its context waits for decode room. */
@@ -105,12 +143,16 @@ export class RoleDemandMeter {
   /** The window since the last read, as the controller takes it; starts the next window. */
   read(nowMs: number, engines: RoleEngineReadings): RoleDemand {
     const seconds = Math.max(1, nowMs - this.#windowStartMs) / 1_000;
+    if (this.#estimatedDoneMs > 0) this.#costFactor = this.#reportedDoneMs / this.#estimatedDoneMs;
+    this.#estimatedDoneMs *= COST_MEMORY;
+    this.#reportedDoneMs *= COST_MEMORY;
+    const factor = this.#costFactor;
     let backlogMs = 0;
-    for (const work of this.#prefilling.values()) backlogMs += work;
+    for (const work of this.#prefilling.values()) backlogMs += work * factor;
     let waitingKv = 0;
     for (const tokens of this.#toDecode.values()) waitingKv += tokens;
     const demand: RoleDemand = {
-      prefillWorkMsPerSec: this.#prefillWorkMs / seconds,
+      prefillWorkMsPerSec: (this.#prefillWorkMs * factor) / seconds,
       prefillBacklogMs: backlogMs,
       decodeWorkMsPerSec: this.#decodeWorkMs / seconds,
       decodeKvTokens: engines.decodeKvTokens + waitingKv,

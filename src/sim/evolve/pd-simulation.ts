@@ -395,12 +395,14 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
     if (call === undefined) return;
     if (event.type === "first_token" && part !== "d") {
       call.record.firstTokenMs = event.atMs;
-      meter.prefillDone(key, event.atMs - call.record.arrivalMs);
+      // A split call's prefill reports what it found cached when it finishes (the same step): the meter hears it then.
+      if (part !== "p") meter.prefillDone(key, event.atMs - call.record.arrivalMs);
     }
     if (event.type === "first_token" && part === "d") meter.decodeStarted(key);
     if (event.type !== "finished") return;
     if (part !== "d") planner?.callEnded(call.context, now);
     if (part !== "d") call.record.computedPromptTokens += event.usage.promptTokens - event.usage.cachedTokens;
+    if (part === "p") meter.prefillDone(key, call.record.firstTokenMs - call.record.arrivalMs, event.usage);
     if (part !== "p" && event.timing.tpotMs !== undefined) {
       meter.interToken(event.timing.tpotMs);
       tpotEstimateMs += 0.05 * (event.timing.tpotMs - tpotEstimateMs);
