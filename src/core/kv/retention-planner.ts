@@ -49,6 +49,13 @@ export interface RetentionSettings {
   minRatioSamples: number;
   /** A split call's prefill copy is kept this many times its expected transfer and decode. */
   handoffKeepFactor: number;
+  /**
+   * Keep a decode engine's copy through a tool wait too. Off: the program's next call is
+   * prefilled on a prefill engine, which computes (or reloads) its prompt there, so the
+   * decode copy would save at most the KV transfer while holding the decode side's KV
+   * (bench:evolve --only kv).
+   */
+  keepHandedOverCopies: boolean;
   /** Longest keep (a longer one is a prediction gone wrong, not a tool wait). */
   maxKeepMs: number;
   /** An idle program is forgotten this long after its last call or keep ended. */
@@ -64,6 +71,7 @@ export const DEFAULT_RETENTION_SETTINGS: RetentionSettings = {
   ratioWindow: 256,
   minRatioSamples: 16,
   handoffKeepFactor: 1.5,
+  keepHandedOverCopies: false,
   maxKeepMs: MAX_KV_KEEP_MS,
   forgetAfterMs: 15 * 60_000,
 };
@@ -101,6 +109,8 @@ interface TrackedThread {
   generation: number;
   /** Engines a call of the current generation ran on. */
   engines: Set<string>;
+  /** Engines handed a copy of the current generation's KV (a split call's decode engine): hints reach them, keeps only with keepHandedOverCopies. */
+  copies: Set<string>;
   /** Calls of the thread dispatched and not yet ended (of any generation). */
   live: number;
   /** The current context is kept until then (pool clock); undefined: not kept. */
@@ -128,11 +138,17 @@ const MIN_LEARNING_PREDICTION_MS = 100;
 const newThread = (generation: number): TrackedThread => ({
   generation,
   engines: new Set(),
+  copies: new Set(),
   live: 0,
   keptUntil: undefined,
   lastEndedAt: undefined,
   ended: undefined,
 });
+
+/** Every engine holding the thread's current context: where it ran and where it was handed. */
+function holdersOf(thread: TrackedThread): Set<string> {
+  return thread.copies.size === 0 ? new Set(thread.engines) : new Set([...thread.engines, ...thread.copies]);
+}
 
 export function validateRetentionSettings(settings: RetentionSettings): void {
   if (!(settings.keepMarginMs >= 0)) throw new RangeError(`keepMarginMs must be >= 0, got ${settings.keepMarginMs}`);
@@ -240,7 +256,7 @@ export class RetentionPlanner {
   /** The engine holds the context too (a split call's decode engine, handed the prefill's KV). */
   heldOn(ref: ContextRef, engineId: string): void {
     const thread = this.#programs.get(ref.programId)?.threads.get(ref.threadId);
-    if (thread !== undefined && thread.generation === ref.generation) thread.engines.add(engineId);
+    if (thread !== undefined && thread.generation === ref.generation) thread.copies.add(engineId);
   }
 
   /**
@@ -289,12 +305,13 @@ export class RetentionPlanner {
     const rounded = Math.ceil(keepMs);
     const hints: EngineRetentionHint[] = [];
     for (const [threadId, thread] of program.threads) {
-      if (thread.live > 0 || thread.engines.size === 0) continue;
+      const holders = this.#settings.keepHandedOverCopies ? holdersOf(thread) : thread.engines;
+      if (thread.live > 0 || holders.size === 0) continue;
       if (thread.lastEndedAt === undefined || thread.lastEndedAt < program.turnStartedAt) continue;
       const tag = contextTag({ programId, threadId, generation: thread.generation });
       if (tag === undefined) continue;
       thread.keptUntil = now + rounded;
-      for (const engineId of thread.engines) hints.push({ engineId, hint: { action: "keep", tag, keep_ms: rounded } });
+      for (const engineId of holders) hints.push({ engineId, hint: { action: "keep", tag, keep_ms: rounded } });
     }
     return hints;
   }
@@ -308,8 +325,9 @@ export class RetentionPlanner {
     const thread = this.#programs.get(programId)?.threads.get(threadId);
     if (thread === undefined || thread.generation > generation || thread.ended !== undefined) return [];
     const hints = this.#hints(programId, threadId, thread, "drop");
-    thread.ended = { generation: thread.generation, droppedOn: new Set(thread.engines) };
+    thread.ended = { generation: thread.generation, droppedOn: holdersOf(thread) };
     thread.engines.clear();
+    thread.copies.clear();
     thread.keptUntil = undefined;
     return hints;
   }
@@ -331,14 +349,19 @@ export class RetentionPlanner {
     return [...program.threads].map(([threadId, thread]) => ({
       threadId,
       generation: thread.generation,
-      engines: [...thread.engines],
+      engines: [...holdersOf(thread)],
       keptUntil: thread.keptUntil !== undefined && thread.keptUntil > now ? thread.keptUntil : undefined,
     }));
   }
 
   /** The engine lost its cache (it went down): it holds nothing any more. */
   engineLost(engineId: string): void {
-    for (const program of this.#programs.values()) for (const thread of program.threads.values()) thread.engines.delete(engineId);
+    for (const program of this.#programs.values()) {
+      for (const thread of program.threads.values()) {
+        thread.engines.delete(engineId);
+        thread.copies.delete(engineId);
+      }
+    }
   }
 
   /** Forgets programs idle for forgetAfterMs (no live call, no keep running); sweeps at most every PRUNE_INTERVAL_MS. */
@@ -387,6 +410,6 @@ export class RetentionPlanner {
   #hints(programId: string, threadId: string, thread: TrackedThread, action: "normal" | "drop"): EngineRetentionHint[] {
     const tag = contextTag({ programId, threadId, generation: thread.generation });
     if (tag === undefined) return [];
-    return [...thread.engines].map((engineId) => ({ engineId, hint: { action, tag } }));
+    return [...holdersOf(thread)].map((engineId) => ({ engineId, hint: { action, tag } }));
   }
 }

@@ -135,13 +135,23 @@ describe("retention planner", () => {
     expect(planner.programEnded(P)).toEqual([]);
   });
 
-  it("a split call's decode engine holds the context too: keeps and drops reach it beside the prefill engine", () => {
+  it("a split call's decode engine holds the context too: drops reach it beside the prefill engine, a tool wait's keep only with keepHandedOverCopies", () => {
+    for (const keepHandedOverCopies of [false, true]) {
+      const planner = new RetentionPlanner({ ...DEFAULT_RETENTION_SETTINGS, keepHandedOverCopies });
+      planner.callArrived(ref(), 0);
+      planner.callStarted(ref(), "prefill-1", 0);
+      planner.heldOn(ref(), "decode-1");
+      planner.callEnded(ref(), 1_000);
+      expect(planner.toolWait(P, 3_000, 1_000).map((h) => h.engineId)).toEqual(keepHandedOverCopies ? ["prefill-1", "decode-1"] : ["prefill-1"]);
+      // The next call withdraws the keep wherever it was, and the program's end drops both copies.
+      expect(planner.callStarted(ref(), "prefill-1", 2_000).map((h) => h.engineId)).toEqual(["prefill-1", "decode-1"]);
+      expect(planner.programEnded(P).map((h) => `${h.engineId}:${h.hint.action}`)).toEqual(["prefill-1:drop", "decode-1:drop"]);
+    }
     const planner = new RetentionPlanner();
     planner.callArrived(ref(), 0);
     planner.callStarted(ref(), "prefill-1", 0);
     planner.heldOn(ref(), "decode-1");
     planner.callEnded(ref(), 1_000);
-    expect(planner.toolWait(P, 3_000, 1_000).map((h) => h.engineId)).toEqual(["prefill-1", "decode-1"]);
     // An older generation's late decode adds nothing to the current one.
     planner.callArrived(ref("main", 1), 2_000);
     planner.heldOn(ref("main", 0), "decode-2");
@@ -229,8 +239,8 @@ describe("retention planner", () => {
     ]);
     planner.heldOn(ref(), "decode-1");
     expect(planner.inspect(P, 500)?.[0]?.keptUntil).toBe(400 + 15_000);
-    // The call ends and the tool wait keeps it on both; the next call withdraws the keep everywhere.
-    expect(planner.toolWait(P, 12_000, 10_400).map((h) => h.engineId)).toEqual(["prefill-1", "decode-1"]);
+    // The call ends and the tool wait keeps the prefill engine's copy (not the decode engine's); the next call withdraws the keep everywhere.
+    expect(planner.toolWait(P, 12_000, 10_400).map((h) => h.engineId)).toEqual(["prefill-1"]);
     planner.callArrived(ref(), 12_000);
     expect(planner.callStarted(ref(), "prefill-1", 12_000).map((h) => `${h.engineId}:${h.hint.action}`)).toEqual(["prefill-1:normal", "decode-1:normal"]);
   });
