@@ -11,7 +11,7 @@ import { batchesOf, isProgramItem, itemKey, type LedgerItem, statementsOf } from
 import { LedgerPendingStore } from "./pending-store.js";
 import { LedgerQuarantineStore, type QuarantinedItem } from "./quarantine-store.js";
 import { ledgerShard } from "./access.js";
-import { LedgerShardHistory } from "./shard-history.js";
+import { ShardHistory } from "../durable/shard-history.js";
 import { HandOffInput, type HandOffResult, type LedgerStatus, NoteShardsInput } from "./types.js";
 
 /** Rows (and summaries) read from storage per round of a flush: at 5 usage rows a statement, 4 D1 batches. */
@@ -44,7 +44,7 @@ const QUARANTINE_ROWS_PER_ROUND = 250;
 export class UsageLedger extends DurableObject<Env> {
   private readonly pending: LedgerPendingStore;
   private readonly quarantine: LedgerQuarantineStore;
-  private readonly history: LedgerShardHistory;
+  private readonly history: ShardHistory;
   private readonly db: Database;
   private readonly alarms: AlarmSchedule;
   /** Whether this object's tables exist (a status read on a ledger never handed anything creates none). */
@@ -58,7 +58,7 @@ export class UsageLedger extends DurableObject<Env> {
     super(ctx, env);
     this.pending = new LedgerPendingStore(ctx.storage.sql);
     this.quarantine = new LedgerQuarantineStore(ctx.storage.sql);
-    this.history = new LedgerShardHistory(ctx.storage.sql);
+    this.history = new ShardHistory(ctx.storage.sql);
     this.alarms = new AlarmSchedule(ctx.storage);
     this.db = database(countedObjectD1(env, "ledger"));
     void ctx.blockConcurrencyWhile(async () => {
@@ -227,15 +227,17 @@ export class UsageLedger extends DurableObject<Env> {
     },
   };
 
+  /** D1 took `items`: they leave `store`, and rows refused for want of their program's row are tried again now that D1 has it. */
+  private delivered(store: LedgerPendingStore | LedgerQuarantineStore, items: readonly LedgerItem[]): void {
+    this.ctx.storage.transactionSync(() => {
+      store.remove(items);
+      this.quarantine.dueNow(items.filter(isProgramItem).map((item) => item.summary.id));
+    });
+  }
+
   private readonly pendingIo: DeliveryIo<LedgerItem> = {
     ...this.d1,
-    delivered: (items) => {
-      this.ctx.storage.transactionSync(() => {
-        this.pending.remove(items);
-        // Rows refused for want of their program's row are tried again now that D1 has it.
-        this.quarantine.dueNow(items.filter(isProgramItem).map((item) => item.summary.id));
-      });
-    },
+    delivered: (items) => this.delivered(this.pending, items),
     refused: (item, error) => {
       const now = Date.now();
       console.error(`UsageLedger: D1 refused ${item.kind} ${itemKey(item)}; quarantined, tried again every ${QUARANTINE_RETRY_MS / 60_000} min`, error);
@@ -248,12 +250,7 @@ export class UsageLedger extends DurableObject<Env> {
 
   private readonly quarantineIo: DeliveryIo<LedgerItem> = {
     ...this.d1,
-    delivered: (items) => {
-      this.ctx.storage.transactionSync(() => {
-        this.quarantine.remove(items);
-        this.quarantine.dueNow(items.filter(isProgramItem).map((item) => item.summary.id));
-      });
-    },
+    delivered: (items) => this.delivered(this.quarantine, items),
     refused: (item, error) => {
       const now = Date.now();
       console.error(`UsageLedger: D1 still refuses quarantined ${item.kind} ${itemKey(item)}`, error);

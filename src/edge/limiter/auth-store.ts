@@ -1,5 +1,6 @@
 import { type TenantKey, TenantProfile } from "../auth/tenant-profile.js";
 import { hash53 } from "../../core/tao/signature.js";
+import { ShardHistory } from "../durable/shard-history.js";
 
 /*
  * What a TenantLimiter holds to authenticate its tenant's calls (its own SQLite, next
@@ -14,10 +15,6 @@ CREATE TABLE IF NOT EXISTS tenant_profile (
   id INTEGER PRIMARY KEY CHECK (id = 1),
   json TEXT NOT NULL,
   version INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS shard_history (
-  id INTEGER PRIMARY KEY CHECK (id = 1),
-  most_shards INTEGER NOT NULL
 );
 CREATE TABLE IF NOT EXISTS tenant_keys (
   key_hash TEXT PRIMARY KEY,
@@ -41,10 +38,15 @@ export function profileVersionOf(json: string): number {
 }
 
 export class AuthStore {
-  constructor(private readonly sql: SqlStorage) {}
+  private readonly shards: ShardHistory;
+
+  constructor(private readonly sql: SqlStorage) {
+    this.shards = new ShardHistory(sql);
+  }
 
   initialise(): void {
     this.sql.exec(SCHEMA);
+    this.shards.ensureSchema();
   }
 
   profile(): StoredProfile | undefined {
@@ -84,14 +86,11 @@ export class AuthStore {
 
   /** The most shards any profile this object stored gave the tenant (shards.ts): where a call may have been admitted. */
   mostShards(): number {
-    return this.sql.exec<{ most_shards: number }>("SELECT most_shards FROM shard_history WHERE id = 1").toArray()[0]?.most_shards ?? 1;
+    return this.shards.mostShards();
   }
 
   noteShards(count: number): void {
-    this.sql.exec(
-      "INSERT INTO shard_history (id, most_shards) VALUES (1, ?) ON CONFLICT(id) DO UPDATE SET most_shards = MAX(most_shards, excluded.most_shards)",
-      count,
-    );
+    this.shards.noteShards(count);
   }
 
   checkKey(keyHash: string): KeyCheck {

@@ -1,6 +1,7 @@
 /*
- * The most ledger shards a tenant ever used (ledger/shards.ts), in a ledger's own SQLite:
- * on shard 0 the tenant's (every shard tells it), elsewhere the most this shard told it.
+ * The most shards a tenant's sharded object ever had, in that object's own SQLite, so a
+ * reader finds every shard that can still hold something after N was lowered: the
+ * limiter's leases (limiter/shards.ts) and the usage ledger's rows (ledger/shards.ts).
  */
 
 const SCHEMA = `
@@ -10,7 +11,7 @@ CREATE TABLE IF NOT EXISTS shard_history (
 );
 `;
 
-export class LedgerShardHistory {
+export class ShardHistory {
   constructor(private readonly sql: SqlStorage) {}
 
   ensureSchema(): void {
