@@ -17,13 +17,15 @@ const CpuProfile = z.object({
       children: z.array(z.int()).optional(),
     }),
   ),
+  /** µs of V8's monotonic clock (CLOCK_MONOTONIC on Linux, process.hrtime's) at the first sample. */
+  startTime: z.number(),
   samples: z.array(z.int()),
   timeDeltas: z.array(z.number()),
 });
 type CpuProfile = z.infer<typeof CpuProfile>;
 
 /** V8's pseudo-frames that are not work of the process's own code. */
-const IDLE = new Set(["(idle)", "(program)"]);
+export const IDLE = new Set(["(idle)", "(program)"]);
 
 export interface ProfileSummary {
   busyMs: number;
@@ -34,7 +36,7 @@ export interface ProfileSummary {
   inclusiveBySourceFile: [string, number][];
 }
 
-const shortUrl = (url: string) => url.replace(/^.*node_modules\//, "npm:").replace(/^.*?\/(src\/)/, "$1");
+export const shortUrl = (url: string) => url.replace(/^.*node_modules\//, "npm:").replace(/^.*?\/(src\/)/, "$1");
 
 export function summariseProfile(profile: CpuProfile, top: number): ProfileSummary {
   const byId = new Map(profile.nodes.map((node) => [node.id, node]));

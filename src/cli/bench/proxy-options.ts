@@ -1,6 +1,7 @@
 import path from "node:path";
 import { parseArgs } from "node:util";
 import { listOf, positiveInt, positiveNumber } from "./flag-values.js";
+import { sourceTreeOf } from "./source-tree.js";
 
 /*
  * Flags of `agentix bench proxy` / `npm run bench:proxy`. Defaults: 5 targets × 2 modes
@@ -57,10 +58,11 @@ simulated engine directly and through each proxy, at a few concurrency levels.
   --max-tokens N       completion tokens per request (default 16)
   --engine-in-flight N pool's per-engine buffer (default: the highest level, so the pool never holds calls back)
   --output FILE        JSON results (default bench-results/proxy.json)
-  --baseline-pool DIR  also run the pool core of another checkout DIR (its own src/, e.g. the
-                       commit before a change, with node_modules) as (b0), in the same rounds:
-                       a before/after in one run
-  --pool-tree DIR      run (b) from checkout DIR instead of this one (e.g. two commits side by side)
+  --baseline-pool DIR|REV  also run the pool core of another checkout DIR (its own src/, with
+                       node_modules), or of git revision REV of this repository (extracted to the
+                       temp directory, this tree's node_modules linked), as (b0), in the same
+                       rounds: a before/after in one run
+  --pool-tree DIR|REV  run (b) from that checkout or revision instead of this one
   --cpu-profile DIR    write the pool core's V8 CPU profile (.cpuprofile, for Chrome DevTools
                        or speedscope) into DIR when it stops`;
 
@@ -107,7 +109,7 @@ export function parseProxyBenchArgs(argv: string[], root: string): ProxyBenchOpt
     engineInFlight: positiveInt("engine-in-flight", values["engine-in-flight"], highest, 10_000),
     output: path.resolve(root, values.output ?? "bench-results/proxy.json"),
     cpuProfileDir: values["cpu-profile"] === undefined ? undefined : path.resolve(root, values["cpu-profile"]),
-    baselinePoolTree: values["baseline-pool"] === undefined ? undefined : path.resolve(process.cwd(), values["baseline-pool"]),
-    poolTree: values["pool-tree"] === undefined ? undefined : path.resolve(process.cwd(), values["pool-tree"]),
+    baselinePoolTree: values["baseline-pool"] === undefined ? undefined : sourceTreeOf(values["baseline-pool"], root),
+    poolTree: values["pool-tree"] === undefined ? undefined : sourceTreeOf(values["pool-tree"], root),
   };
 }

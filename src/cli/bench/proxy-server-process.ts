@@ -62,6 +62,8 @@ export interface StartProcessOptions {
   onOutput?: (line: string) => void;
   /** Writes a V8 CPU profile of the child into this directory when it exits (node --cpu-prof). */
   cpuProfileDir?: string;
+  /** The profile's sampling interval, µs (node --cpu-prof-interval; default node's 1,000). */
+  cpuProfileIntervalUs?: number;
   /** Another checkout whose proxy-server-child.ts (and so its src/) runs instead of this one's. */
   sourceTree?: string;
 }
@@ -136,7 +138,8 @@ export function startReportingProcess<Ready>(
 }
 
 function startServer<Ready>(spec: ServerSpec, readySchema: z.ZodType<Ready>, options: StartProcessOptions) {
-  const profile = options.cpuProfileDir === undefined ? [] : ["--cpu-prof", `--cpu-prof-dir=${options.cpuProfileDir}`];
+  const interval = options.cpuProfileIntervalUs === undefined ? [] : [`--cpu-prof-interval=${options.cpuProfileIntervalUs}`];
+  const profile = options.cpuProfileDir === undefined ? [] : ["--cpu-prof", `--cpu-prof-dir=${options.cpuProfileDir}`, ...interval];
   return startReportingProcess(
     {
       args: [...profile, "--import", tsxLoader, options.sourceTree === undefined ? childScript : path.join(options.sourceTree, CHILD_IN_TREE), JSON.stringify(spec)],

@@ -1,6 +1,7 @@
 import path from "node:path";
 import { parseArgs } from "node:util";
 import { listOf, positiveInt, positiveNumber } from "./flag-values.js";
+import { sourceTreeOf } from "./source-tree.js";
 
 /*
  * Flags of `npm run bench:relay`. Defaults keep a run (5 levels × 2 targets, ~5 s
@@ -42,8 +43,9 @@ first token, per level; the pool saturates at the first level where it delivers
   --output FILE        JSON results (default bench-results/relay.json)
   --cpu-profile DIR    write the pool core's V8 CPU profile (.cpuprofile; summarise it with
                        npm run bench:profile -- FILE) into DIR when it stops
-  --baseline-pool DIR  also run the pool core of another checkout DIR (its own src/, e.g. the
-                       commit before a change, with node_modules) as "pool0", in the same
+  --baseline-pool DIR|REV  also run the pool core of another checkout DIR (its own src/, with
+                       node_modules), or of git revision REV of this repository (extracted to the
+                       temp directory), as "pool0", in the same
                        levels, right before this one's: a before/after in one run`;
 
 /** Parses the flags; throws with a clear message on any bad value. Returns undefined for --help. */
@@ -72,6 +74,6 @@ export function parseRelayBenchArgs(argv: string[], root: string): RelayBenchOpt
     tokens: positiveInt("tokens", values.tokens, 200, 100_000),
     output: path.resolve(root, values.output ?? "bench-results/relay.json"),
     cpuProfileDir: values["cpu-profile"] === undefined ? undefined : path.resolve(root, values["cpu-profile"]),
-    baselinePoolTree: values["baseline-pool"] === undefined ? undefined : path.resolve(process.cwd(), values["baseline-pool"]),
+    baselinePoolTree: values["baseline-pool"] === undefined ? undefined : sourceTreeOf(values["baseline-pool"], root),
   };
 }
