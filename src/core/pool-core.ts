@@ -405,6 +405,11 @@ export class PoolCore {
     return this.signals.toolEvents(programId, events, now, edgeTs);
   }
 
+  /** Whether serviceMs reads a call's tokens on this engine (a cost model, and service "work"); else it is the wall time. */
+  serviceReadsUsage(engineId: string): boolean {
+    return (this.settings.service ?? "work") !== "wall" && this.kv.costModel(engineId) !== undefined;
+  }
+
   /**
    * The service an attempt is charged (the program's value, the tenant's share): its
    * standalone engine time from the engine's cost model and the tokens it reported

@@ -1,3 +1,4 @@
+import { attemptSignalOf } from "./attempt-abort.js";
 import { formFor } from "./engine-request.js";
 import { bootstrapRoom, hostOf, sglangBootstrapBody } from "./engines/split.js";
 import type { EngineSlot, PendingCall } from "./pending-call.js";
@@ -74,7 +75,7 @@ export class BootstrapSplit {
         queueMs: now - pending.call.enqueuedAt,
         statsEngineId: prefillId,
         dispatchedAt: now,
-        signal,
+        signal: attemptSignalOf(signal),
         http: host.http,
         clock: host.clock,
         serviceOf,

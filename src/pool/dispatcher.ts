@@ -35,6 +35,7 @@ import type { RoleEngineState, RoleSwitch } from "../core/roles/roles.js";
 import type { RoleSwitchTarget } from "./role-control.js";
 import type { ClientLink } from "./client-link.js";
 import type { CallAnswer } from "./direct-answer.js";
+import { AttemptAbort } from "./attempt-abort.js";
 import { clientClosedResponse, type EngineSlot, type PendingCall, shuttingDownResponse } from "./pending-call.js";
 import { SplitCalls } from "./split-call.js";
 import type { SplitCallHost } from "./split-call-host.js";
@@ -574,9 +575,9 @@ export class Dispatcher implements RoleSwitchTarget {
     // The engine (a split call's prefill engine) holds the call's context from now; its #release ends that.
     this.#retentionRelay.send(this.#retention.callStarted(pending.context, engineId, now));
     if (this.#split.start(pending, engineId, slot, now)) return;
-    const controller = new AbortController();
+    const abort = new AttemptAbort();
     pending.stage = "running";
-    pending.attempt = { engineId, controller };
+    pending.attempt = { engineId, controller: abort };
     const core = this.#core;
     const dispatcher = this;
     const form = formFor(pending.forms, slot.nativeApis);
@@ -590,9 +591,10 @@ export class Dispatcher implements RoleSwitchTarget {
       stream: pending.stream,
       queueMs: now - pending.call.enqueuedAt,
       dispatchedAt: now,
-      signal: controller.signal,
+      signal: abort,
       http: this.#options.http,
       clock: this.#options.clock,
+      serviceReadsFacts: core.serviceReadsUsage(engineId),
       // Methods, not arrow properties: the pool's tsx renames each named closure it makes (relay-attempt.ts).
       serviceOf(wallMs, facts) {
         return core.serviceMs(engineId, wallMs, facts?.usage);

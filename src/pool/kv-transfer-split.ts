@@ -1,3 +1,4 @@
+import { attemptSignalOf } from "./attempt-abort.js";
 import { handoffOf, type KvTransferParams } from "../protocol/kv-transfer.js";
 import type { CallUsage } from "./call-facts.js";
 import { type EngineRequestForm, formFor } from "./engine-request.js";
@@ -72,7 +73,7 @@ export class KvTransferSplit {
       stream: false,
       queueMs: now - pending.call.enqueuedAt,
       dispatchedAt: now,
-      signal: controller.signal,
+      signal: attemptSignalOf(controller.signal),
       http: host.http,
       clock: host.clock,
       serviceOf: (wallMs, facts) => host.core.serviceMs(prefillId, wallMs, facts?.usage),
@@ -150,7 +151,7 @@ export class KvTransferSplit {
       // The edge's affinity hint for the program's next call: its prefix is cached where it was prefilled.
       statsEngineId: prefillId,
       dispatchedAt: now,
-      signal: controller.signal,
+      signal: attemptSignalOf(controller.signal),
       http: host.http,
       clock: host.clock,
       // The call's service is both legs': the prefill's, and the decode's with the prompt it was handed.

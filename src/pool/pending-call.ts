@@ -27,7 +27,8 @@ export interface PendingCall {
   level: number;
   retriesLeft: number;
   failedEngines: Set<string>;
-  attempt?: { engineId: string; controller: AbortController };
+  /** The running attempt: its engine, and what aborts it (an AbortController, or the dispatcher's AttemptAbort). */
+  attempt?: { engineId: string; controller: { abort(reason?: unknown): void } };
   /** Hands the call its answer: a Response, or an engine's answer the server may write straight (direct-answer.ts). */
   resolve(answer: CallAnswer): void;
   detach(): void;

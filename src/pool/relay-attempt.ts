@@ -23,6 +23,10 @@ export class RelayAttempt {
     this.#req = req;
   }
 
+  get ended(): boolean {
+    return this.#ended;
+  }
+
   /** The service the attempt is charged for this wall time and these facts (RelayRequest.serviceOf). */
   charge(wallMs: number, facts: CallFacts | undefined): number {
     return round(this.#req.serviceOf?.(wallMs, facts) ?? wallMs);

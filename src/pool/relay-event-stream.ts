@@ -1,18 +1,19 @@
 import type { ServerResponse } from "node:http";
-import type { Readable } from "node:stream";
 import { Header } from "../protocol/headers.js";
 import { dataEvent, eventObject, formatEvent, isDoneEvent, SseEventCutter } from "../protocol/sse.js";
 import { statsCommentEvent } from "../protocol/stats.js";
 import { CALL_ERROR_MESSAGES, callErrorBody } from "./call-errors.js";
 import { answerFactsReader } from "./call-facts.js";
 import { DirectAnswer } from "./direct-answer.js";
+import type { EngineAnswerListener, EngineExchange } from "./engine-exchange.js";
 import type { CallApi } from "./engine-request.js";
 import { describe, type RelayAttempt, round } from "./relay-attempt.js";
 import type { RelayRequest } from "./relay.js";
 
 /*
- * An engine's event stream, relayed (relay.ts). The engine's body is read as a Node
- * stream and cut into events synchronously as each chunk arrives; the events completed
+ * An engine's event stream, relayed (relay.ts). The engine's body chunks come straight
+ * from its exchange (engine-exchange.ts) and are cut into events synchronously as each
+ * arrives; the events completed
  * within one event-loop turn go to the client as one chunk (one encode and one socket
  * write, where there was one per event), with the stats comment in its place among
  * them. Nothing is read until a sink is attached: the pool's server writes to the Node
@@ -36,7 +37,7 @@ function endsNativeStream(api: CallApi, event: string): boolean {
   return typeof type === "string" && finals.has(type);
 }
 
-/** Chunks the relay's stream may hold before it pauses the engine's body (backpressure from the client's socket). */
+/** Chunks the relay's stream may hold before it pauses the engine's body (backpressure from the client's socket, or no reader yet). */
 const STREAM_HIGH_WATER_CHUNKS = 16;
 
 /** Where a relayed stream's text goes: the Node response itself, or the web stream a Response carries. */
@@ -47,17 +48,18 @@ interface RelaySink {
 }
 
 const encoder = new TextEncoder();
-const ignore = (): void => undefined;
 
-/** A relayed event stream's answer (headers known at its start; events as they come). */
-export function relayEventStream(body: Readable, req: RelayRequest, attempt: RelayAttempt): DirectAnswer {
-  return new EventStreamRelay(body, req, attempt).answer;
+/** A relayed event stream's answer (headers known at its start; events as they come): the exchange's listener from now. */
+export function relayEventStream(exchange: EngineExchange, req: RelayRequest, attempt: RelayAttempt): DirectAnswer {
+  const relay = new EventStreamRelay(exchange, req, attempt);
+  exchange.listener = relay;
+  return relay.answer;
 }
 
-class EventStreamRelay {
+class EventStreamRelay implements EngineAnswerListener {
   readonly answer: DirectAnswer;
   readonly #headers: Record<string, string>;
-  readonly #body: Readable;
+  readonly #body: EngineExchange;
   readonly #req: RelayRequest;
   readonly #attempt: RelayAttempt;
   readonly #cutter = new SseEventCutter();
@@ -74,22 +76,19 @@ class EventStreamRelay {
   #pending = "";
   #flushScheduled = false;
   #webAttached = false;
-  readonly #onData: (chunk: Buffer) => void;
-  readonly #onEnd: () => void;
-  readonly #onError: (error: Error) => void;
+  /** What came before a sink was attached: the body's chunks, and whether it ended. */
+  #early: Buffer[] | undefined = [];
+  #endedEarly = false;
+  /** The last text of a stream that failed before a sink was attached: the sink gets it, and is closed, when it comes. */
+  #unsentClose: string | undefined;
   readonly #flush: () => void;
 
-  constructor(body: Readable, req: RelayRequest, attempt: RelayAttempt) {
+  constructor(body: EngineExchange, req: RelayRequest, attempt: RelayAttempt) {
     this.#body = body;
     this.#req = req;
     this.#attempt = attempt;
     this.#facts = answerFactsReader(req.api).stream();
-    this.#onData = (chunk) => this.#data(chunk);
-    this.#onEnd = () => this.#end();
-    this.#onError = (error) => this.#error(error);
     this.#flush = () => this.#flushPending();
-    // From the start: an abort before any sink is attached destroys the body with an error.
-    body.on("error", this.#onError);
 
     this.#headers = {
       "content-type": "text/event-stream; charset=utf-8",
@@ -163,16 +162,35 @@ class EventStreamRelay {
 
   #attach(sink: RelaySink): void {
     this.#sink = sink;
-    this.#body.on("data", this.#onData);
-    this.#body.on("end", this.#onEnd);
+    if (this.#unsentClose !== undefined) return this.#closeSink(this.#unsentClose);
+    const early = this.#early ?? [];
+    this.#early = undefined;
+    for (const chunk of early) this.#data(chunk);
+    if (this.#endedEarly) this.#end();
+    else if (early.length >= STREAM_HIGH_WATER_CHUNKS) this.#body.resume();
   }
 
-  #detach(): void {
-    this.#body.off("data", this.#onData);
-    this.#body.off("end", this.#onEnd);
-    this.#body.off("error", this.#onError);
-    // One listener stays, so a late error (or destroy() on cancel) cannot be an unhandled 'error'.
-    this.#body.on("error", ignore);
+  // The exchange's listener (engine-exchange.ts): its chunks wait for a sink, its end too; an error ends the relay at once.
+  start(): void {
+    // The stream's status and headers were read by the relay before it was handed over.
+  }
+
+  data(chunk: Buffer): void {
+    if (this.#finished) return;
+    const early = this.#early;
+    if (early === undefined) return this.#data(chunk);
+    early.push(chunk);
+    // Nobody reads yet (a Response not read at once): hold the engine's body.
+    if (early.length === STREAM_HIGH_WATER_CHUNKS) this.#body.pause();
+  }
+
+  end(): void {
+    if (this.#early !== undefined) this.#endedEarly = true;
+    else this.#end();
+  }
+
+  error(error: Error): void {
+    this.#error(error);
   }
 
   #statsText(): string {
@@ -212,6 +230,10 @@ class EventStreamRelay {
   }
 
   #closeSink(text: string): void {
+    if (this.#sink === undefined) {
+      this.#unsentClose = text;
+      return;
+    }
     try {
       this.#sink?.close(text);
     } catch {
@@ -222,7 +244,6 @@ class EventStreamRelay {
   #end(): void {
     if (this.#finished) return;
     this.#finished = true;
-    this.#detach();
     const last = this.#cutter.end();
     // An engine that ends without [DONE] still gets its stats written, at the end.
     const text = this.#pending + this.#relayed(last === undefined ? [] : [last]) + this.#statsText();
@@ -233,8 +254,11 @@ class EventStreamRelay {
 
   #error(error: Error): void {
     if (this.#finished) return;
+    // No sink yet: the events that came before the error are the stream's, ahead of the error event.
+    const early = this.#early;
+    this.#early = undefined;
+    for (const chunk of early ?? []) this.#pending += this.#relayed(this.#cutter.push(chunk));
     this.#finished = true;
-    this.#detach();
     const req = this.#req;
     const aborted = req.signal.aborted;
     if (!aborted) console.error(`agentix pool: call ${req.callId}: engine ${req.engine.id} broke off the stream (${describe(error)})`);
@@ -250,9 +274,8 @@ class EventStreamRelay {
   #clientGone(): void {
     if (!this.#finished) {
       this.#finished = true;
-      this.#detach();
       this.#attempt.end("aborted", undefined, this.#facts.facts());
     }
-    this.#body.destroy();
+    this.#body.abort(new Error("client gone"));
   }
 }

@@ -1,3 +1,4 @@
+import type { IncomingHttpHeaders } from "node:http";
 import type { Dispatcher } from "undici";
 import type { Clock } from "../core/clock.js";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
@@ -8,6 +9,8 @@ import { DirectAnswer } from "./direct-answer.js";
 import type { CallApi } from "./engine-request.js";
 import type { EngineAdapter } from "./engines/adapter.js";
 import type { CallOutcome } from "./metrics.js";
+import type { AttemptSignal } from "./attempt-abort.js";
+import { type EngineAnswerListener, EngineExchange } from "./engine-exchange.js";
 import { describe, errorCode, RelayAttempt } from "./relay-attempt.js";
 import { relayEventStream } from "./relay-event-stream.js";
 
@@ -73,8 +76,8 @@ export interface RelayRequest {
   /** The engine the call's stats name, when not the one relayed from: a split call's prefill engine, which holds the program's prefix for its next call. */
   statsEngineId?: string | undefined;
   dispatchedAt: number;
-  /** Aborts the engine request: client gone, or the pool shutting down. */
-  signal: AbortSignal;
+  /** Aborts the engine request: client gone, or the pool shutting down (attempt-abort.ts). */
+  signal: AttemptSignal;
   http: Dispatcher;
   clock: Clock;
   /**
@@ -82,6 +85,11 @@ export interface RelayRequest {
    * (the pool core's rule); absent: the wall time. Sent to the edge in the call's stats.
    */
   serviceOf?(wallMs: number, facts: CallFacts | undefined): number;
+  /**
+   * False when serviceOf charges the wall time whatever the facts say (the engine has
+   * no cost model): a whole answer's facts are then read after it is written. Default true.
+   */
+  serviceReadsFacts?: boolean;
   /**
    * Called exactly once when the engine is done with an attempt that got past its
    * first byte or was aborted; not for a "failed" start (the caller handles that).
@@ -130,116 +138,189 @@ const LOGGED_TEXT_CHARS = 500;
 
 const PASSED_RESPONSE_HEADERS = ["content-type"];
 
-export async function relayToEngine(req: RelayRequest): Promise<RelayStart> {
-  const { engine, clock } = req;
-  const attempt = new RelayAttempt(req);
+/** One decoder for all (decode() without `stream` keeps no state between calls). */
+const UTF8 = new TextDecoder();
 
-  const headers: Record<string, string> = {
-    "content-type": "application/json",
-    accept: req.stream ? "text/event-stream" : "application/json",
-    "x-request-id": req.callId,
-  };
-  if (engine.apiKey) headers.authorization = `Bearer ${engine.apiKey}`;
+export function relayToEngine(req: RelayRequest): Promise<RelayStart> {
+  return new Promise((resolve) => {
+    new EngineRelay(req, resolve).send();
+  });
+}
 
-  /*
-   * undici's request() (Node streams), not fetch(): fetch builds a WHATWG Request,
-   * Response and body stream per call (~7.5 % of the pool's busy time in bench:proxy's
-   * profile) and hands every chunk through promise hops. What fetch did beside that and
-   * the pool does not need: following redirects (an engine does not redirect; a 3xx
-   * fails the attempt, as it did) and decompressing (nothing asks for a compressed body).
-   */
-  const { origin, basePath } = engineOrigin(engine.url);
-  let upstream: Dispatcher.ResponseData;
-  try {
-    upstream = await req.http.request({
-      origin,
-      path: `${basePath}${req.path}`,
-      method: "POST",
-      headers,
-      body: JSON.stringify(req.body),
-      signal: req.signal,
-    });
-  } catch (error) {
+/** What the relay does with the engine's answer once its status is known. */
+const enum Reading {
+  /** No status yet. */
+  Head,
+  /** A failure before the first byte of an answer (5xx, 3xx, the pool refused): its text for the log, then the retryable start. */
+  Failure,
+  /** A whole body (non-streaming, or a 4xx about the request). */
+  Whole,
+  /** An event stream, handed to the stream relay (relay-event-stream.ts). */
+  Stream,
+}
+
+/**
+ * One attempt's engine request and what it starts, heard through undici's dispatch()
+ * (engine-exchange.ts). A class: see relay-attempt.ts.
+ */
+class EngineRelay implements EngineAnswerListener {
+  readonly #req: RelayRequest;
+  readonly #attempt: RelayAttempt;
+  readonly #resolve: (start: RelayStart) => void;
+  #exchange: EngineExchange | undefined;
+  #reading = Reading.Head;
+  #status = 0;
+  #headers: IncomingHttpHeaders = {};
+  readonly #chunks: Buffer[] = [];
+  #size = 0;
+
+  constructor(req: RelayRequest, resolve: (start: RelayStart) => void) {
+    this.#req = req;
+    this.#attempt = new RelayAttempt(req);
+    this.#resolve = resolve;
+  }
+
+  send(): void {
+    const req = this.#req;
+    const headers: Record<string, string> = {
+      "content-type": "application/json",
+      accept: req.stream ? "text/event-stream" : "application/json",
+      "x-request-id": req.callId,
+    };
+    if (req.engine.apiKey) headers.authorization = `Bearer ${req.engine.apiKey}`;
+    /*
+     * undici's dispatch() (engine-exchange.ts), not fetch(): fetch builds a WHATWG
+     * Request, Response and body stream per call (~7.5 % of the pool's busy time in
+     * bench:proxy's profile) and hands every chunk through promise hops. What fetch did
+     * beside that and the pool does not need: following redirects (an engine does not
+     * redirect; a 3xx fails the attempt, as it did) and decompressing (nothing asks for
+     * a compressed body).
+     */
+    const { origin, basePath } = engineOrigin(req.engine.url);
+    this.#exchange = EngineExchange.send(req.http, { origin, path: `${basePath}${req.path}`, headers, body: JSON.stringify(req.body) }, req.signal, this);
+  }
+
+  start(status: number, headers: IncomingHttpHeaders): void {
+    this.#status = status;
+    this.#headers = headers;
+    const ok = status >= 200 && status < 300;
+    if (!ok && (status >= 500 || status < 400 || REFUSED_THE_POOL.has(status))) {
+      this.#reading = Reading.Failure;
+      return;
+    }
+    const contentType = headerValue(headers["content-type"]) ?? "";
+    const exchange = this.#exchange;
+    if (ok && this.#req.stream && contentType.includes("text/event-stream") && exchange !== undefined) {
+      this.#reading = Reading.Stream;
+      this.#resolve(directStart(relayEventStream(exchange, this.#req, this.#attempt), false));
+      return;
+    }
+    // Non-streaming (or an engine that answered a stream request with a whole body).
+    this.#reading = Reading.Whole;
+  }
+
+  data(chunk: Buffer): void {
+    // A failure's text is kept for the log only: its first characters.
+    if (this.#reading === Reading.Failure && this.#size >= LOGGED_TEXT_CHARS) return;
+    this.#chunks.push(chunk);
+    this.#size += chunk.byteLength;
+  }
+
+  end(): void {
+    if (this.#reading === Reading.Failure) return this.#failed(this.#text().slice(0, LOGGED_TEXT_CHARS));
+    this.#whole(this.#chunks.length === 1 ? (this.#chunks[0] as Buffer) : Buffer.concat(this.#chunks, this.#size));
+  }
+
+  error(error: Error): void {
+    const req = this.#req;
+    const attempt = this.#attempt;
+    if (this.#reading === Reading.Failure) return this.#failed("");
     if (req.signal.aborted) {
       attempt.end("aborted");
-      return { kind: "aborted" };
+      return this.#resolve({ kind: "aborted" });
     }
-    const code = errorCode(error);
-    return {
-      kind: "failed",
-      reason: `engine ${engine.id} unreachable (${describe(error)})`,
-      connectionFailed: code !== undefined && CONNECTION_ERROR_CODES.has(code),
-    };
-  }
-  const status = upstream.statusCode;
-  const ok = status >= 200 && status < 300;
-
-  if (!ok && (status >= 500 || status < 400 || REFUSED_THE_POOL.has(status))) {
-    const detail = await upstream.body.text().then(
-      (text) => text.slice(0, LOGGED_TEXT_CHARS),
-      () => "",
-    );
-    return {
-      kind: "failed",
-      reason: `engine ${engine.id} answered ${status}${detail ? `: ${detail}` : ""}`,
-      connectionFailed: false,
-    };
-  }
-
-  const contentType = headerValue(upstream.headers["content-type"]) ?? "";
-  if (ok && req.stream && contentType.includes("text/event-stream")) {
-    return directStart(relayEventStream(upstream.body, req, attempt), false);
-  }
-
-  // Non-streaming (or an engine that answered a stream request with a whole body).
-  let bytes: Uint8Array;
-  try {
-    bytes = await upstream.body.bytes();
-  } catch (error) {
-    if (req.signal.aborted) {
-      attempt.end("aborted");
-      return { kind: "aborted" };
+    if (this.#reading === Reading.Head) {
+      const code = errorCode(error);
+      return this.#resolve({
+        kind: "failed",
+        reason: `engine ${req.engine.id} unreachable (${describe(error)})`,
+        connectionFailed: code !== undefined && CONNECTION_ERROR_CODES.has(code),
+      });
     }
-    const wallMs = clock.now() - req.dispatchedAt;
-    console.error(`agentix pool: call ${req.callId}: engine ${engine.id} broke off its response (${describe(error)})`);
+    const wallMs = req.clock.now() - req.dispatchedAt;
+    console.error(`agentix pool: call ${req.callId}: engine ${req.engine.id} broke off its response (${describe(error)})`);
     const serviceMs = attempt.end("failed", wallMs);
     const response = callErrorResponse(502, CALL_ERROR_MESSAGES.engine_response_error, req.callId, {
       code: "engine_response_error",
       headers: statsHeaders(attempt.stats(serviceMs)),
     });
-    return { kind: "response", response };
+    this.#resolve({ kind: "response", response });
   }
-  const wallMs = clock.now() - req.dispatchedAt;
-  if (!ok) {
-    // A 4xx about the request: its message is the tenant's, redacted; the engine's own text goes to the log.
-    const serviceMs = attempt.end("client_error", wallMs);
-    const text = new TextDecoder().decode(bytes);
-    console.warn(`agentix pool: call ${req.callId}: engine ${engine.id} refused the request with ${status}: ${text.slice(0, LOGGED_TEXT_CHARS)}`);
-    return { kind: "response", response: engineRequestErrorResponse(status as ContentfulStatusCode, text, req.callId, statsHeaders(attempt.stats(serviceMs))) };
+
+  #text(): string {
+    return UTF8.decode(this.#chunks.length === 1 ? this.#chunks[0] : Buffer.concat(this.#chunks, this.#size));
   }
-  const facts = answerFactsReader(req.api).fromJsonBytes(bytes);
-  const responseHeaders: Record<string, string> = statsHeaders(attempt.stats(attempt.charge(wallMs, facts)));
-  for (const name of PASSED_RESPONSE_HEADERS) {
-    const value = headerValue(upstream.headers[name]);
-    if (value !== undefined) responseHeaders[name] = value;
+
+  #failed(detail: string): void {
+    this.#resolve({
+      kind: "failed",
+      reason: `engine ${this.#req.engine.id} answered ${this.#status}${detail ? `: ${detail}` : ""}`,
+      connectionFailed: false,
+    });
   }
-  const answer = new DirectAnswer(
-    // A Uint8Array body and plain headers: @hono/node-server writes it in one go, without a web stream.
-    () => new Response(bytes, { status, headers: responseHeaders }),
-    // Behind the pool's server, written as is with its plain headers: no Headers object built and read back.
-    (outgoing, extraHeaders) => {
-      outgoing.writeHead(status, { ...responseHeaders, ...extraHeaders, "content-length": String(bytes.byteLength) });
-      outgoing.end(bytes);
-    },
-  );
-  if (req.endAfterAnswer !== true) {
-    attempt.end("completed", wallMs, facts);
-    return directStart(answer, false);
+
+  #whole(bytes: Uint8Array): void {
+    const req = this.#req;
+    const attempt = this.#attempt;
+    const status = this.#status;
+    const wallMs = req.clock.now() - req.dispatchedAt;
+    if (status < 200 || status >= 300) {
+      // A 4xx about the request: its message is the tenant's, redacted; the engine's own text goes to the log.
+      const serviceMs = attempt.end("client_error", wallMs);
+      const text = UTF8.decode(bytes);
+      console.warn(`agentix pool: call ${req.callId}: engine ${req.engine.id} refused the request with ${status}: ${text.slice(0, LOGGED_TEXT_CHARS)}`);
+      return this.#resolve({ kind: "response", response: engineRequestErrorResponse(status as ContentfulStatusCode, text, req.callId, statsHeaders(attempt.stats(serviceMs))) });
+    }
+    /*
+     * The answer's usage and tool calls (call-facts.ts) are read after it is written when
+     * its service does not depend on them (no cost model for the engine: the wall time
+     * is charged): a JSON parse of the whole body that the client need not wait for.
+     */
+    const factsFirst = req.endAfterAnswer !== true || req.serviceReadsFacts !== false;
+    const early = factsFirst ? answerFactsReader(req.api).fromJsonBytes(bytes) : undefined;
+    const responseHeaders: Record<string, string> = statsHeaders(attempt.stats(attempt.charge(wallMs, early)));
+    for (const name of PASSED_RESPONSE_HEADERS) {
+      const value = headerValue(this.#headers[name]);
+      if (value !== undefined) responseHeaders[name] = value;
+    }
+    const answer = new DirectAnswer(
+      // A Uint8Array body and plain headers: @hono/node-server writes it in one go, without a web stream.
+      () => new Response(bytes, { status, headers: responseHeaders }),
+      // Behind the pool's server, written as is with its plain headers: no Headers object built and read back.
+      (outgoing, extraHeaders) => {
+        outgoing.writeHead(status, { ...responseHeaders, ...extraHeaders, "content-length": String(bytes.byteLength) });
+        outgoing.end(bytes);
+      },
+    );
+    if (req.endAfterAnswer !== true) {
+      attempt.end("completed", wallMs, early);
+      return this.#resolve(directStart(answer, false));
+    }
+    answer.afterHandingOver(() => this.#completed(wallMs, early, bytes));
+    this.#resolve(directStart(answer, true));
+    /*
+     * A bound for an answer nobody writes or reads at once (a translation reads it
+     * later): the attempt ends at the next tick after the promise chain that hands the
+     * answer over has run (a tick queued from a microtask runs once the microtasks are done).
+     */
+    queueMicrotask(() => process.nextTick(() => this.#completed(wallMs, early, bytes)));
   }
-  answer.afterHandingOver(() => attempt.end("completed", wallMs, facts));
-  // A bound for an answer nobody writes or reads at once (a translation reads it later): the attempt ends once.
-  process.nextTick(() => attempt.end("completed", wallMs, facts));
-  return directStart(answer, true);
+
+  /** A whole answer's end, once: its facts read now if they were not before. */
+  #completed(wallMs: number, early: CallFacts | undefined, bytes: Uint8Array): void {
+    if (this.#attempt.ended) return;
+    this.#attempt.end("completed", wallMs, early ?? answerFactsReader(this.#req.api).fromJsonBytes(bytes));
+  }
 }
 
 /** The start of an answer the server may write straight; its Response is built when first read. */
