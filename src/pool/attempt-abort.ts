@@ -11,20 +11,17 @@
 export interface AttemptSignal {
   readonly aborted: boolean;
   readonly reason: unknown;
-  /** Calls `listener` once at the abort (never when already aborted: ask `aborted` first); returns what stops listening. */
-  onAbort(listener: () => void): () => void;
+  /** Calls `listener` once at the abort (never when already aborted: ask `aborted` first). */
+  onAbort(listener: () => void): void;
+  /** Stops calling `listener`. */
+  offAbort(listener: () => void): void;
 }
-
-const nothing = (): void => undefined;
 
 /** An attempt's abort: one listener at a time (the relay's), called once. */
 export class AttemptAbort implements AttemptSignal {
   #aborted = false;
   #reason: unknown;
   #listener: (() => void) | undefined;
-  readonly #stop = (): void => {
-    this.#listener = undefined;
-  };
 
   get aborted(): boolean {
     return this.#aborted;
@@ -43,11 +40,14 @@ export class AttemptAbort implements AttemptSignal {
     listener?.();
   }
 
-  onAbort(listener: () => void): () => void {
-    if (this.#aborted) return nothing;
+  onAbort(listener: () => void): void {
+    if (this.#aborted) return;
     if (this.#listener !== undefined) throw new Error("attempt abort: one listener at a time");
     this.#listener = listener;
-    return this.#stop;
+  }
+
+  offAbort(listener: () => void): void {
+    if (this.#listener === listener) this.#listener = undefined;
   }
 }
 
@@ -61,9 +61,10 @@ export function attemptSignalOf(signal: AbortSignal): AttemptSignal {
       return signal.reason as unknown;
     },
     onAbort(listener) {
-      if (signal.aborted) return nothing;
-      signal.addEventListener("abort", listener, { once: true });
-      return () => signal.removeEventListener("abort", listener);
+      if (!signal.aborted) signal.addEventListener("abort", listener, { once: true });
+    },
+    offAbort(listener) {
+      signal.removeEventListener("abort", listener);
     },
   };
 }

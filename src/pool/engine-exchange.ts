@@ -46,11 +46,15 @@ export class EngineExchange implements Dispatcher.DispatchHandler {
   #abortedWith: Error | undefined;
   #ended = false;
   #pauseWanted = false;
-  readonly #stopWatching: () => void;
+  readonly #signal: AttemptSignal;
+  readonly #onAbort: () => void;
 
   private constructor(listener: EngineAnswerListener, signal: AttemptSignal) {
     this.#listener = listener;
-    this.#stopWatching = signal.onAbort(() => this.abort(new EngineRequestAborted(signal.reason)));
+    this.#signal = signal;
+    // Set here, not as a field initializer: the pool's tsx names (Object.defineProperty) every arrow a field initializer makes.
+    this.#onAbort = () => this.abort(new EngineRequestAborted(signal.reason));
+    signal.onAbort(this.#onAbort);
   }
 
   /** Sends the request (POST); the listener hears its answer. An attempt already aborted is not sent and ends in `error`. */
@@ -114,7 +118,7 @@ export class EngineExchange implements Dispatcher.DispatchHandler {
   onResponseEnd(): void {
     if (this.#ended) return;
     this.#ended = true;
-    this.#stopWatching();
+    this.#signal.offAbort(this.#onAbort);
     this.#listener.end();
   }
 
@@ -125,7 +129,7 @@ export class EngineExchange implements Dispatcher.DispatchHandler {
   #fail(error: Error): void {
     if (this.#ended) return;
     this.#ended = true;
-    this.#stopWatching();
+    this.#signal.offAbort(this.#onAbort);
     this.#listener.error(error);
   }
 }

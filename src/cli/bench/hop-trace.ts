@@ -1,4 +1,4 @@
-import { readdir, readFile } from "node:fs/promises";
+import { readdir, readFile, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { parseArgs } from "node:util";
 import { POOL_PATHS } from "../../protocol/signing.js";
@@ -269,6 +269,8 @@ export async function runHopTrace(options: HopTraceOptions, log: (line: string) 
       // The profile is written when the pool exits.
       for (const stop of stops.splice(0).reverse()) await stop();
       const profile = await profileOf(options.cpuProfileDir, profiled.pid);
+      // Beside the profile, for another look at the same calls.
+      await writeFile(path.join(options.cpuProfileDir, `hop-windows.${profiled.pid}.json`), JSON.stringify(Object.fromEntries(windows)));
       for (const mode of options.modes) {
         const modeWindows = (windows.get(mode) ?? []).sort((a, b) => a.startUs - b.startUs);
         out.push("", `(b) pool, ${mode}, CPU profile at ${options.profileIntervalUs} µs (its sampling slows the pool; read shares, not totals):`);
