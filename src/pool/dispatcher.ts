@@ -388,7 +388,7 @@ export class Dispatcher implements RoleSwitchTarget {
         this.#core.attemptEnded(dispatch.call.callId, { serviceMs: 0 }, now);
         continue;
       }
-      metrics.dispatches.inc({ engine: dispatch.engineId, reason: dispatch.reason });
+      metrics.engine(dispatch.engineId).dispatched(dispatch.reason).inc();
       if (dispatch.promoted) metrics.promotions.inc();
       if (pending.failedEngines.size === 0) metrics.queueSeconds.observe((now - pending.call.enqueuedAt) / 1000);
       pending.level = dispatch.level;
@@ -643,10 +643,11 @@ export class Dispatcher implements RoleSwitchTarget {
       ...(end.outcome === "completed" && usage !== undefined ? { outputTokens: usage.completionTokens } : {}),
     });
     metrics.serviceSeconds.observe({ engine }, end.wallMs / 1000);
-    if (end.outcome === "completed") metrics.cacheObservations.inc({ engine, usage: usage ? "reported" : "estimated" });
+    const meters = metrics.engine(engine);
+    if (end.outcome === "completed") (usage ? meters.usageReported : meters.usageEstimated).inc();
     if (usage !== undefined) {
-      metrics.engineTokens.inc({ engine, kind: "prompt", outcome: end.outcome }, usage.promptTokens);
-      metrics.engineTokens.inc({ engine, kind: "completion", outcome: end.outcome }, usage.completionTokens);
+      meters.promptTokens[end.outcome].inc(usage.promptTokens);
+      meters.completionTokens[end.outcome].inc(usage.completionTokens);
     }
     if (end.outcome === "aborted" || end.outcome === "failed") {
       // The engine's work for a call nobody received in full: on record here, whatever the edge could settle.
@@ -704,7 +705,7 @@ export class Dispatcher implements RoleSwitchTarget {
     const now = this.#options.clock.now();
     this.#core.attemptEnded(pending.call.callId, end, now);
     this.#retention.callEnded(pending.context, now);
-    this.#options.metrics.calls.inc({ engine: engineId, outcome });
+    this.#options.metrics.engine(engineId).calls[outcome].inc();
     this.#noteRoleSwitches();
   }
 
@@ -714,7 +715,7 @@ export class Dispatcher implements RoleSwitchTarget {
     const dispatch = this.#core.route(pending.call, pending.failedEngines, now);
     const slot = dispatch && this.#slots.get(dispatch.engineId);
     if (dispatch && slot) {
-      metrics.dispatches.inc({ engine: dispatch.engineId, reason: dispatch.reason });
+      metrics.engine(dispatch.engineId).dispatched(dispatch.reason).inc();
       this.#start(pending, dispatch.engineId, slot, now);
       return;
     }

@@ -1,9 +1,15 @@
-import { Counter, Gauge, Histogram, Registry } from "prom-client";
+import { Counter, type CounterConfiguration, Gauge, Histogram, type LabelValues, Registry } from "prom-client";
 
 /*
  * The pool's Prometheus series, on a registry of its own (several pools in one
  * process, as in tests, must not share counters). Gauges of live state read it at
  * scrape time through a source, so they can never go stale.
+ *
+ * The counters every call moves (calls, tokens, usage observations, dispatches) are
+ * counted in cells bound to their label sets once per engine (EngineMeters): inc()
+ * adds to a number, and the sums reach prom-client when it is scraped (its collect).
+ * prom-client's own inc() builds a string of the labels and checks them on every
+ * call, and its `labels()` children do the same.
  */
 
 export interface EngineGaugeState {
@@ -58,7 +64,89 @@ export type SplitHandoffOutcome =
   /** No decode engine was healthy: the call was sent again whole. */
   | "no_decode_engine";
 
-export type CallOutcome = "completed" | "client_error" | "engine_error" | "aborted" | "failed";
+export const CALL_OUTCOMES = ["completed", "client_error", "engine_error", "aborted", "failed"] as const;
+export type CallOutcome = (typeof CALL_OUTCOMES)[number];
+
+/** One label set of a counter, bound once: inc() adds to a number that reaches the counter at its next scrape. */
+export class CounterCell {
+  pending = 0;
+  constructor(readonly labels: Readonly<Record<string, string>>) {}
+
+  inc(by = 1): void {
+    this.pending += by;
+  }
+}
+
+/** The cells of one counter; it adds them in when scraped (countedBy). */
+class CounterCells<T extends string> {
+  readonly #cells: CounterCell[] = [];
+
+  cell(labels: LabelValues<T> & Record<string, string>): CounterCell {
+    const cell = new CounterCell(labels);
+    this.#cells.push(cell);
+    return cell;
+  }
+
+  flushInto(counter: Counter<T>): void {
+    for (const cell of this.#cells) {
+      if (cell.pending === 0) continue;
+      counter.inc(cell.labels as LabelValues<T>, cell.pending);
+      cell.pending = 0;
+    }
+  }
+}
+
+/** A counter that takes its cells' sums at every scrape (and any inc() of its own as usual). */
+function countedBy<T extends string>(cells: CounterCells<T>, config: CounterConfiguration<T>): Counter<T> {
+  return new Counter<T>({
+    ...config,
+    collect() {
+      cells.flushInto(this);
+    },
+  });
+}
+
+type Cells<K extends string> = Readonly<Record<K, CounterCell>>;
+
+function cellsBy<K extends string>(keys: readonly K[], make: (key: K) => CounterCell): Cells<K> {
+  return Object.fromEntries(keys.map((key) => [key, make(key)])) as Record<K, CounterCell>;
+}
+
+/** The per-call counters of one engine, bound once. */
+export class EngineMeters {
+  /** agentix_pool_calls_total by outcome. */
+  readonly calls: Cells<CallOutcome>;
+  /** agentix_pool_engine_tokens_total, prompt and completion, by outcome. */
+  readonly promptTokens: Cells<CallOutcome>;
+  readonly completionTokens: Cells<CallOutcome>;
+  /** agentix_pool_cache_observations_total: a completed call's usage reported, or estimated. */
+  readonly usageReported: CounterCell;
+  readonly usageEstimated: CounterCell;
+  readonly #dispatches = new Map<string, CounterCell>();
+  readonly #dispatchCells: CounterCells<"engine" | "reason">;
+
+  constructor(
+    readonly engine: string,
+    cells: { calls: CounterCells<"engine" | "outcome">; tokens: CounterCells<"engine" | "kind" | "outcome">; usage: CounterCells<"engine" | "usage">; dispatches: CounterCells<"engine" | "reason"> },
+  ) {
+    this.calls = cellsBy(CALL_OUTCOMES, (outcome) => cells.calls.cell({ engine, outcome }));
+    this.promptTokens = cellsBy(CALL_OUTCOMES, (outcome) => cells.tokens.cell({ engine, kind: "prompt", outcome }));
+    this.completionTokens = cellsBy(CALL_OUTCOMES, (outcome) => cells.tokens.cell({ engine, kind: "completion", outcome }));
+    this.usageReported = cells.usage.cell({ engine, usage: "reported" });
+    this.usageEstimated = cells.usage.cell({ engine, usage: "estimated" });
+    this.#dispatchCells = cells.dispatches;
+  }
+
+  /** agentix_pool_dispatches_total for this routing reason. */
+  dispatched(reason: string): CounterCell {
+    let cell = this.#dispatches.get(reason);
+    if (cell === undefined) {
+      cell = this.#dispatchCells.cell({ engine: this.engine, reason });
+      this.#dispatches.set(reason, cell);
+    }
+    return cell;
+  }
+}
 
 const SECONDS_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
 /** A plan takes microseconds to low milliseconds (bounded by the planner's state budget). */
@@ -67,8 +155,15 @@ const PLAN_SECONDS_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.0
 export class PoolMetrics {
   readonly registry = new Registry();
   #source: PoolStateSource | undefined;
+  readonly #cells = {
+    calls: new CounterCells<"engine" | "outcome">(),
+    tokens: new CounterCells<"engine" | "kind" | "outcome">(),
+    usage: new CounterCells<"engine" | "usage">(),
+    dispatches: new CounterCells<"engine" | "reason">(),
+  };
+  readonly #engines = new Map<string, EngineMeters>();
 
-  readonly dispatches = new Counter({
+  readonly dispatches = countedBy(this.#cells.dispatches, {
     name: "agentix_pool_dispatches_total",
     help: "Calls sent to an engine, by engine and routing reason (retries included).",
     labelNames: ["engine", "reason"] as const,
@@ -97,13 +192,13 @@ export class PoolMetrics {
     labelNames: ["stage"] as const,
     registers: [this.registry],
   });
-  readonly calls = new Counter({
+  readonly calls = countedBy(this.#cells.calls, {
     name: "agentix_pool_calls_total",
     help: "Finished engine calls by engine and outcome.",
     labelNames: ["engine", "outcome"] as const,
     registers: [this.registry],
   });
-  readonly engineTokens = new Counter({
+  readonly engineTokens = countedBy(this.#cells.tokens, {
     name: "agentix_pool_engine_tokens_total",
     help: "Tokens engines reported (usage) for finished calls, by engine, kind (prompt, completion) and call outcome: aborted and failed streams count what the engine had produced when they ended.",
     labelNames: ["engine", "kind", "outcome"] as const,
@@ -201,7 +296,7 @@ export class PoolMetrics {
     labelNames: ["type"] as const,
     registers: [this.registry],
   });
-  readonly cacheObservations = new Counter({
+  readonly cacheObservations = countedBy(this.#cells.usage, {
     name: "agentix_pool_cache_observations_total",
     help: "Completed calls the cache-credit ledger observed, by engine and whether the engine reported usage.",
     labelNames: ["engine", "usage"] as const,
@@ -356,6 +451,16 @@ export class PoolMetrics {
 
   observe(source: PoolStateSource): void {
     this.#source = source;
+  }
+
+  /** The engine's per-call counters, bound once. */
+  engine(engineId: string): EngineMeters {
+    let meters = this.#engines.get(engineId);
+    if (meters === undefined) {
+      meters = new EngineMeters(engineId, this.#cells);
+      this.#engines.set(engineId, meters);
+    }
+    return meters;
   }
 
   reject(reason: RejectReason): void {
