@@ -70,7 +70,12 @@ export function callRoutes(deps: RouteChecksDeps): CallRoutes {
 /** A verified call's answer, and the headers it carries besides its own: the pool's load then, for the edge's choice between pools. */
 export async function answerCall(dispatcher: Dispatcher, forwarded: ForwardedCall, client: ClientLink): Promise<{ answer: CallAnswer; poolHeaders: Record<string, string> }> {
   const answer = await dispatcher.submit({ ...forwarded, client });
-  return { answer, poolHeaders: { [Header.poolLoad]: formatPoolLoad(dispatcher.loadPerHealthyEngine()) } };
+  return { answer, poolHeaders: poolHeadersOf(dispatcher) };
+}
+
+/** The headers every call's answer carries besides its own, as of now: the pool's load, for the edge's choice between pools. */
+export function poolHeadersOf(dispatcher: Dispatcher): Record<string, string> {
+  return { [Header.poolLoad]: formatPoolLoad(dispatcher.loadPerHealthyEngine()) };
 }
 
 /** `response` with the pool's headers added. */
