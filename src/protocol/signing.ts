@@ -69,10 +69,23 @@ function toHex(buffer: ArrayBuffer): string {
   return Array.from(new Uint8Array(buffer), (b) => b.toString(16).padStart(2, "0")).join("");
 }
 
+/** A lower-case hex digit's value, or -1. */
+function hexDigit(code: number): number {
+  if (code >= 48 && code <= 57) return code - 48;
+  if (code >= 97 && code <= 102) return code - 87;
+  return -1;
+}
+
+/** Lower-case hex (whole bytes) as bytes; undefined for anything else. By character codes: no substring or parseInt per byte. */
 function fromHex(hex: string): Uint8Array<ArrayBuffer> | undefined {
-  if (!/^(?:[0-9a-f]{2})+$/.test(hex)) return undefined;
+  if (hex.length === 0 || hex.length % 2 !== 0) return undefined;
   const out = new Uint8Array(hex.length / 2);
-  for (let i = 0; i < out.length; i++) out[i] = Number.parseInt(hex.slice(i * 2, i * 2 + 2), 16);
+  for (let i = 0; i < out.length; i++) {
+    const high = hexDigit(hex.charCodeAt(2 * i));
+    const low = hexDigit(hex.charCodeAt(2 * i + 1));
+    if (high < 0 || low < 0) return undefined;
+    out[i] = high * 16 + low;
+  }
   return out;
 }
 

@@ -175,6 +175,9 @@ describe("edge → pool signing", () => {
   it.each([
     ["no signature", Header.signature, undefined, "missing signature"],
     ["a malformed signature", Header.signature, "v3=zz", "malformed signature"],
+    ["an upper-case hex signature", Header.signature, `v3=${"AB".repeat(32)}`, "malformed signature"],
+    ["an odd-length hex signature", Header.signature, `v3=${"a".repeat(63)}`, "malformed signature"],
+    ["a hex signature with a stray character", Header.signature, `v3=${"ab".repeat(31)}a-`, "malformed signature"],
     ["no key ID", Header.keyId, undefined, "missing signing key ID"],
     ["a malformed key ID", Header.keyId, "no spaces allowed", "malformed signing key ID"],
     ["no tenant", Header.tenant, undefined, "bad or missing tenant"],
