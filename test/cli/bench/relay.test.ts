@@ -44,9 +44,12 @@ describe("relay benchmark flags", () => {
     expect(parseRelayBenchArgs(["--help"], "/repo")).toBeUndefined();
   });
 
-  it("takes a baseline pool tree, resolved from the working directory", () => {
-    expect(parseRelayBenchArgs(["--baseline-pool", "../before"], "/repo")?.baselinePoolTree).toBe(path.resolve(process.cwd(), "../before"));
+  it("takes a baseline pool tree, a directory resolved from the working directory, else a git revision", () => {
+    const before = mkdtempSync(path.join(tmpdir(), "agentix-before-"));
+    const relative = path.relative(process.cwd(), before);
+    expect(parseRelayBenchArgs(["--baseline-pool", relative], "/repo")?.baselinePoolTree).toBe(before);
     expect(parseRelayBenchArgs([], "/repo")?.baselinePoolTree).toBeUndefined();
+    expect(() => parseRelayBenchArgs(["--baseline-pool", "../no-such-tree"], "/repo")).toThrow(/neither a directory nor a git revision/);
   });
 
   it("refuses bad values with a message naming the flag", () => {
