@@ -90,6 +90,8 @@ export type EngineEvent =
       usage: RequestUsage;
       timing: RequestTiming;
       preemptions: number;
+      /** Tokens it computed in prefill chunks, not decode steps: its prompt past the cache, and every recompute after a preemption. */
+      prefillTokens: number;
     };
 
 export type FinishedEvent = Extract<EngineEvent, { type: "finished" }>;
@@ -448,7 +450,10 @@ export class EngineModel {
       const n = seq.scheduledTokens;
       const isDecode = n === 1 && seq.outputCount > 0 && ahead === seq.numTokens - 1;
       if (isDecode) shape.addDecode(ahead + 1);
-      else shape.addPrefill(ahead, n);
+      else {
+        shape.addPrefill(ahead, n);
+        seq.prefillTokens += n;
+      }
     }
     // A reload from the host tier holds the step (see host-kv-tier.ts).
     const duration = stepDurationMs(this.profile, shape) + (this.stepLoadTokens > 0 && this.hostTier ? this.hostTier.loadMs(this.stepLoadTokens) : 0);
@@ -686,6 +691,7 @@ export class EngineModel {
         e2eMs: at - seq.arrivalMs,
       },
       preemptions: seq.preemptions,
+      prefillTokens: seq.prefillTokens,
     });
   }
 

@@ -59,6 +59,8 @@ export class Sequence {
   scheduledTokens = 0;
   firstTokenMs = -1;
   preemptions = 0;
+  /** Tokens computed in prefill chunks (not decode steps): the prompt past the cache, recomputes after preemption. */
+  prefillTokens = 0;
   /** The context its KV belongs to (a retention tag), if the caller named one. */
   retention: RetainedContext | undefined = undefined;
 

@@ -103,6 +103,8 @@ export interface EvolveCallRecord {
   computedPromptTokens: number;
   /** KV moved from the prefill engine to the decode engine (ms; 0 on a mixed engine). */
   transferMs: number;
+  /** Prompt tokens the decode engine computed past the one it must (the last, for its logits): the handed-over KV recomputed (0 on a mixed engine). */
+  decodeRecomputedTokens: number;
 }
 
 export interface RoleSwitchRecord {
@@ -318,6 +320,7 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
       outputTokens: program.spec.shape.outputTokens,
       computedPromptTokens: 0,
       transferMs: 0,
+      decodeRecomputedTokens: 0,
     };
     const call: CallRun = { program, index, context, tag: planner === undefined ? undefined : contextTag(context), prompt, hashes: promptBlockHashes(prompt, profile.blockSize), newTokens, record };
     const key = `${program.spec.id}#${index}`;
@@ -402,6 +405,7 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
     if (event.type !== "finished") return;
     if (part !== "d") planner?.callEnded(call.context, now);
     if (part !== "d") call.record.computedPromptTokens += event.usage.promptTokens - event.usage.cachedTokens;
+    else call.record.decodeRecomputedTokens = Math.max(0, event.prefillTokens - 1);
     if (part === "p") meter.prefillDone(key, call.record.firstTokenMs - call.record.arrivalMs, event.usage);
     if (part !== "p" && event.timing.tpotMs !== undefined) {
       meter.interToken(event.timing.tpotMs);
@@ -541,6 +545,8 @@ export interface EvolveSummary {
   callsPerSec: number;
   outputTokensPerSec: number;
   computedPromptTokens: number;
+  /** Prompt tokens decode engines computed again although the prefill's KV was handed over (EvolveCallRecord.decodeRecomputedTokens). */
+  decodeRecomputedTokens: number;
   switches: number;
   /** The run's KV totals (whole run, every phase). */
   kv: EvolveKvTotals;
@@ -559,6 +565,7 @@ export function summarise(result: EvolveResult, phase?: number): EvolveSummary {
     callsPerSec: calls.length / seconds,
     outputTokensPerSec: calls.reduce((sum, c) => sum + c.outputTokens, 0) / seconds,
     computedPromptTokens: calls.reduce((sum, c) => sum + c.computedPromptTokens, 0),
+    decodeRecomputedTokens: calls.reduce((sum, c) => sum + c.decodeRecomputedTokens, 0),
     switches: result.switches.length,
     kv: result.kv,
   };
