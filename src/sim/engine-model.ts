@@ -28,10 +28,11 @@ import { WaitingQueue } from "./waiting-queue.js";
  * update_state_after_alloc): it waits in the queue, in its turn, until blocks for its
  * whole prompt fit; they are then its own (referenced: no admission evicts them) and the
  * pull starts (takeKvPulls says so; it lasts kvPullMs). Until the KV is in
- * (WAITING_FOR_REMOTE_KVS) it is not scheduled and takes no batch slot; then it computes
- * only the prompt's last token, which its logits need, and decodes. A step that admits
- * nothing else returns undefined: nextWakeMs() says when to step again. A pull happens
- * once: preempted later, the request recomputes here, as vLLM's does.
+ * (WAITING_FOR_REMOTE_KVS) it is not scheduled and takes no batch slot; then, ahead of
+ * the queue (see schedule), it computes only the prompt's last token, which its logits
+ * need, and decodes. A step that admits nothing else returns undefined: nextWakeMs()
+ * says when to step again. A pull happens once: preempted later, the request
+ * recomputes here, as vLLM's does.
  */
 
 export interface EngineRequest {
@@ -235,7 +236,7 @@ export class EngineModel {
   private readonly landed: Sequence[] = [];
   /** Pulls started since takeKvPulls() last looked. */
   private startedPulls: KvPull[] = [];
-  /** The latest time the caller gave (an eviction inside importKv has no time of its own). */
+  /** The latest time the caller gave (an eviction has no time of its own). */
   private clockMs = 0;
   /** Tokens reloaded from the host tier for the step being scheduled. */
   private stepLoadTokens = 0;
@@ -390,21 +391,6 @@ export class EngineModel {
       finishReason: seq.finishReason,
       seed,
     };
-  }
-
-  /**
-   * A context's KV arriving from elsewhere (issue 13: a disaggregated call's prefill
-   * moved to this decode engine, or a context reloaded from the host tier): its full
-   * blocks become cached prefix blocks, so the request that follows computes only what
-   * is past them. Returns the tokens imported (blocks it did not hold yet); 0 when the
-   * cache has no room for them.
-   */
-  importKv(blockHashes: readonly number[], retentionTag?: string): number {
-    if (retentionTag === undefined) return this.kv.importCached(blockHashes) * this.blockSize;
-    const added: number[] = [];
-    const count = this.kv.importCached(blockHashes, added);
-    this.retention.tag(retentionTag, added);
-    return count * this.blockSize;
   }
 
   /**
