@@ -209,15 +209,15 @@ export function formatEvolveKvReport(rows: readonly EvolveKvRow[], options: Evol
   const lines = [
     `KV beyond one GPU — agentix ratio (from ${start}:${options.engines - start}) unless a fixed split is named, math → computer-use → coding-long (${options.kvRate}/s: 15 s ± 60 % tools, compaction every 5 calls), ${options.phaseSeconds} s a phase, one node's host tier (1 TB: half a DGX H100's 2 TB, PCIe Gen5 64 GB/s)`,
     "",
-    "| variant | calls | mean e2e | P95 e2e | P95 TTFT | output tok/s | recomputed tokens | decode-side recomputed | decode waits: room / KV (mean) | host hits (tokens) | GPU prefix hits (tokens) | over PCIe | keeps / normals / drops applied (hints sent) | keep factor | switches | wall |",
-    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    "| variant | calls | mean e2e | P95 e2e | P95 TTFT | output tok/s | recomputed tokens | decode-side recomputed | decode waits: room / KV (mean) | host hits (tokens) | GPU prefix hits (tokens) | pulled by decode engines (tokens) | over PCIe | keeps / normals / drops applied (hints sent) | keep factor | switches | wall |",
+    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
   ];
   for (const row of rows) {
     const a = row.all;
     const kv = a.kv;
     const factor = kv.keepFactor === undefined ? (kv.hintsSent > 0 ? "+2 s" : "—") : `×${kv.keepFactor.toFixed(2)}`;
     lines.push(
-      `| ${row.variant} | ${a.calls} | ${s(a.meanE2eMs)} | ${s(a.p95E2eMs)} | ${s(a.p95TtftMs)} | ${a.outputTokensPerSec.toFixed(0)} | ${millions(kv.recomputedTokens)} | ${millions(a.decodeRecomputedTokens)} | ${decodeWaits(a)} | ${millions(kv.hostHitTokens)} | ${millions(kv.gpuHitTokens)} | ${(kv.pcieBytes / 1e9).toFixed(0)} GB | ${kv.keepsApplied} / ${kv.normalsApplied} / ${kv.dropsApplied} (${kv.hintsSent}) | ${factor} | ${a.switches} | ${(row.wallMs / 1_000).toFixed(0)} s |`,
+      `| ${row.variant} | ${a.calls} | ${s(a.meanE2eMs)} | ${s(a.p95E2eMs)} | ${s(a.p95TtftMs)} | ${a.outputTokensPerSec.toFixed(0)} | ${millions(kv.recomputedTokens)} | ${millions(a.decodeRecomputedTokens)} | ${decodeWaits(a)} | ${millions(kv.hostHitTokens)} | ${millions(kv.gpuHitTokens)} | ${millions(kv.pulledTokens)} | ${(kv.pcieBytes / 1e9).toFixed(0)} GB | ${kv.keepsApplied} / ${kv.normalsApplied} / ${kv.dropsApplied} (${kv.hintsSent}) | ${factor} | ${a.switches} | ${(row.wallMs / 1_000).toFixed(0)} s |`,
     );
   }
   const base = rows[0];

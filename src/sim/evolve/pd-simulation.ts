@@ -24,9 +24,10 @@ import { type EvolveProgram, generationOf, promptOf, type TreeShape, toolMsAfter
  * (kv-links.ts) as vLLM's NixlConnector does: the decode request waits in that engine's
  * queue until blocks for its whole prompt fit, the pull starts then, and once the KV is
  * in it computes only the prompt's last token (EngineModel, EngineRequest.remoteKv); the
- * prefill engine keeps its copy pinned until the pull ends (vLLM's delay_free_blocks). A
- * mixed engine does both. The role controllers are the core's (src/core/roles/); a switch drains the
- * engine's current work before it takes its new role, so no call is lost.
+ * prefill engine keeps its copy pinned until the pull ends (vLLM's delay_free_blocks).
+ * A mixed engine does both. The role controllers are the core's (src/core/roles/); a
+ * switch drains the engine's current work before it takes its new role, so no call is
+ * lost.
  *
  * KV beyond one GPU (issue 13), when asked: the engines form one node sharing a host-memory
  * KV tier (host-kv-tier.ts), and branch-aware retention tags each call's KV with its
@@ -49,7 +50,7 @@ import { type EvolveProgram, generationOf, promptOf, type TreeShape, toolMsAfter
  *
  * Routing here is the simulator's own, for now: a program's prefill goes to the prefill
  * engine that prefilled its last call (its prefix is cached there) unless that one is
- * clearly busier, decode to the decode engine with the most free KV (the pool core's
+ * clearly busier, decode (at the hand-off) to the decode engine with the most free KV (the pool core's
  * placement, src/core/roles/decode-placement.ts, is not used here yet).
  */
 
@@ -126,6 +127,8 @@ export interface RoleSwitchRecord {
 /** KV beyond one GPU, summed over the pool's engines. */
 export interface EvolveKvTotals {
   gpuHitTokens: number;
+  /** Prompt tokens decode engines pulled from prefill engines (a split call's handed-over KV; not prefix hits). */
+  pulledTokens: number;
   hostHitTokens: number;
   recomputedTokens: number;
   pcieBytes: number;
@@ -279,10 +282,11 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
     for (const pull of engine.model.takeKvPulls()) pullStarted(pull);
     if (duration === undefined) {
       // Nothing to run now; a pull in progress says when there will be.
-      const wake = engine.model.nextWakeMs();
+      const next = engine.model.nextWakeMs();
+      const wake = next === undefined ? undefined : Math.max(now, next);
       if (wake !== undefined && (engine.wakeAtMs === undefined || wake < engine.wakeAtMs)) {
         engine.wakeAtMs = wake;
-        events.push(Math.max(now, wake), { kind: "wake", engine });
+        events.push(wake, { kind: "wake", engine });
       }
       return;
     }
@@ -605,6 +609,7 @@ function kvTotals(stats: readonly EngineStats[], hintsSent: number, branchDropsA
   const sum = (read: (s: EngineStats) => number) => stats.reduce((total, s) => total + read(s), 0);
   return {
     gpuHitTokens: sum((s) => s.prefixCacheHits),
+    pulledTokens: sum((s) => s.remoteKvPulledTokens),
     hostHitTokens: sum((s) => s.hostHitTokens),
     recomputedTokens: sum((s) => s.recomputedTokens),
     pcieBytes: sum((s) => s.hostLoadBytes + s.hostStoreBytes),
