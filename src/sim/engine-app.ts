@@ -59,6 +59,8 @@ interface Generation {
   format: ResponseFormat;
   /** A remote-decode prefill (kv_transfer_params.do_remote_decode): its KV is held and named in the answer. */
   holdsKv: boolean;
+  /** A remote-prefill decode (do_remote_prefill): the engine pulls its KV from the prefill engine these name. */
+  pullsKvFrom: KvTransferParams | undefined;
 }
 
 /** What a request's kv_transfer_params ask of this engine. */
@@ -114,12 +116,14 @@ export function createSimEngineApp(deps: SimEngineAppDeps): Hono<SimEnv> {
     const id = randomToken(24);
     const promptTokens = tokenize(renderPrompt(body));
     const kv = kvRole(body.kv_transfer_params, body.stream === true);
-    if (kv.receives !== undefined) await handoffs?.receive(kv.receives, promptTokens);
+    const pullsKvFrom = handoffs === undefined ? undefined : kv.receives;
     return generate(c, {
       holdsKv: kv.holdsKv,
+      pullsKvFrom,
       request: {
         id,
         promptTokens,
+        ...(pullsKvFrom === undefined ? {} : { remoteKv: { reported: true } }),
         maxTokens: requestedMaxTokens(body),
         minTokens: body.min_tokens ?? undefined,
         ignoreEos: body.ignore_eos ?? false,
@@ -183,12 +187,14 @@ export function createSimEngineApp(deps: SimEngineAppDeps): Hono<SimEnv> {
     const prompt = typeof body.prompt === "string" ? body.prompt : body.prompt[0];
     const promptTokens = tokenize(prompt);
     const kv = kvRole(body.kv_transfer_params, body.stream === true);
-    if (kv.receives !== undefined) await handoffs?.receive(kv.receives, promptTokens);
+    const pullsKvFrom = handoffs === undefined ? undefined : kv.receives;
     return generate(c, {
       holdsKv: kv.holdsKv,
+      pullsKvFrom,
       request: {
         id,
         promptTokens,
+        ...(pullsKvFrom === undefined ? {} : { remoteKv: { reported: true } }),
         maxTokens: body.max_tokens ?? COMPLETIONS_DEFAULT_MAX_TOKENS,
         minTokens: body.min_tokens ?? undefined,
         ignoreEos: body.ignore_eos ?? false,
@@ -220,9 +226,15 @@ export function createSimEngineApp(deps: SimEngineAppDeps): Hono<SimEnv> {
     }
   }
 
-  function submit(request: EngineRequest, observer: GenerationObserver): number {
+  function submit(g: Generation, observer: GenerationObserver): number {
+    const { request, pullsKvFrom } = g;
+    // A remote-prefill decode: when the engine has room and starts the pull, read the KV at the transfer's end and say what arrived.
+    const withPull: GenerationObserver =
+      pullsKvFrom === undefined || handoffs === undefined
+        ? observer
+        : { ...observer, onKvPull: (pull) => void handoffs.pull(pullsKvFrom, driver.realMsUntil(pull.landsAtMs)).then((tokens) => driver.kvPullDone(pull.requestId, tokens)) };
     try {
-      return driver.submit(request, observer).seed;
+      return driver.submit(request, withPull).seed;
     } catch (err) {
       if (err instanceof EngineRequestError) throw openAIError(400, err.message, { param: err.param });
       throw err;
@@ -257,7 +269,7 @@ export function createSimEngineApp(deps: SimEngineAppDeps): Hono<SimEnv> {
     const send = (text: string) => {
       if (open) controller?.enqueue(encoder.encode(text));
     };
-    seed = submit(g.request, {
+    seed = submit(g, {
       onToken: (index) => send(dataEvent(g.format.tokenChunk(outputTokenText(seed, index), soFar(index + 1)))),
       onFinished: (event) => {
         send(dataEvent(g.format.finalChunk(event.finishReason, soFar(event.usage.completionTokens))));
@@ -281,7 +293,7 @@ export function createSimEngineApp(deps: SimEngineAppDeps): Hono<SimEnv> {
     let seed = 0;
     let handoff: KvTransferParams | undefined;
     const finished = new Promise<FinishedEvent>((resolve, reject) => {
-      seed = submit(g.request, {
+      seed = submit(g, {
         onToken: () => {},
         onFinished: (event) => {
           // Pinned now, before the engine's next step could reuse the blocks just freed.

@@ -1,4 +1,4 @@
-import type { EngineEvent, EngineModel, EngineRequest, FinishedEvent, SubmittedRequest } from "./engine-model.js";
+import type { EngineEvent, EngineModel, EngineRequest, FinishedEvent, KvPull, SubmittedRequest } from "./engine-model.js";
 
 /*
  * Runs an EngineModel on the wall clock: each step lasts its modelled duration
@@ -9,6 +9,10 @@ import type { EngineEvent, EngineModel, EngineRequest, FinishedEvent, SubmittedR
  * scaled wall clock. With an infinite time scale steps take no real time at all
  * (model time advances by the steps' durations, and by real time while idle),
  * which isolates proxy overhead in benchmarks.
+ *
+ * A remote-KV request's pull (EngineRequest.remoteKv) is handed to its observer when
+ * the model starts it; while nothing else runs, the driver sleeps until the model's
+ * next wake (the pull's end), at once with an infinite time scale.
  */
 
 export interface GenerationObserver {
@@ -17,6 +21,8 @@ export interface GenerationObserver {
   onFinished(event: FinishedEvent): void;
   /** The engine shut down before the request finished. */
   onClosed(): void;
+  /** The engine started pulling the request's KV (a reported remote-KV request: end it with kvPullDone). */
+  onKvPull?(pull: KvPull): void;
 }
 
 export interface EngineDriverOptions {
@@ -37,6 +43,9 @@ export class RealTimeEngineDriver {
   private pendingStepEndMs = 0;
   private timer: NodeJS.Timeout | undefined;
   private immediate: NodeJS.Immediate | undefined;
+  /** Idle until a KV pull ends: the timer, and the model time it wakes for. */
+  private wakeTimer: NodeJS.Timeout | undefined;
+  private wakeAtMs = Number.NEGATIVE_INFINITY;
   private stepping = false;
   private closed = false;
 
@@ -77,6 +86,17 @@ export class RealTimeEngineDriver {
     if (this.observers.delete(id)) this.model.abort(id);
   }
 
+  /** A reported KV pull ended with the prompt's first `tokens` tokens of KV valid (0: failed). */
+  kvPullDone(id: string, tokens: number): void {
+    if (this.closed) return;
+    if (this.model.kvPullDone(id, tokens, this.nowMs()) && !this.stepping) this.schedule(0);
+  }
+
+  /** Real ms until model time `modelMs` (0 with an infinite time scale). */
+  realMsUntil(modelMs: number): number {
+    return this.instant ? 0 : Math.max(0, (modelMs - this.nowMs()) / this.timeScale);
+  }
+
   get inFlight(): number {
     return this.observers.size;
   }
@@ -96,6 +116,7 @@ export class RealTimeEngineDriver {
 
   private schedule(delayMs: number): void {
     if (this.closed || this.timer !== undefined || this.immediate !== undefined) return;
+    this.cancelWake();
     this.stepping = true;
     // setImmediate between back-to-back steps lets sockets flush without the ~1 ms floor of setTimeout(0).
     if (delayMs <= 0) this.immediate = setImmediate(this.tick);
@@ -107,7 +128,29 @@ export class RealTimeEngineDriver {
     if (this.immediate !== undefined) clearImmediate(this.immediate);
     this.timer = undefined;
     this.immediate = undefined;
+    this.cancelWake();
   }
+
+  /** Nothing to run: sleep until the model's next wake (a KV pull's end), if it has one. */
+  private armWake(): void {
+    const wake = this.model.nextWakeMs();
+    if (wake === undefined || this.closed) return;
+    this.wakeAtMs = wake;
+    this.wakeTimer = setTimeout(this.wakeUp, this.realMsUntil(wake));
+  }
+
+  private cancelWake(): void {
+    if (this.wakeTimer !== undefined) clearTimeout(this.wakeTimer);
+    this.wakeTimer = undefined;
+    this.wakeAtMs = Number.NEGATIVE_INFINITY;
+  }
+
+  private readonly wakeUp = (): void => {
+    this.wakeTimer = undefined;
+    if (this.closed || this.stepping) return;
+    this.stepping = true;
+    this.tick();
+  };
 
   private readonly tick = (): void => {
     this.timer = undefined;
@@ -119,11 +162,15 @@ export class RealTimeEngineDriver {
       this.completeStep();
       start = this.lastStepEndMs;
     } else {
-      start = this.nowMs();
+      // Woken for a pull's end: not before it (a timer may fire early; an instant driver does not wait).
+      start = Math.max(this.nowMs(), this.wakeAtMs);
     }
+    this.wakeAtMs = Number.NEGATIVE_INFINITY;
     const duration = this.model.startStep(start);
+    for (const pull of this.model.takeKvPulls()) this.observers.get(pull.requestId)?.onKvPull?.(pull);
     if (duration === undefined) {
       this.stepping = false;
+      this.armWake();
       return;
     }
     this.stepStartMs = start;

@@ -33,7 +33,9 @@ type CounterStat =
   | "hostStoreBytes"
   | "keepsApplied"
   | "normalsApplied"
-  | "dropsApplied";
+  | "dropsApplied"
+  | "remoteKvPulledTokens"
+  | "remoteKvRecomputedTokens";
 
 export interface EngineMetrics {
   readonly registry: Registry;
@@ -91,6 +93,9 @@ export function createEngineMetrics(model: EngineModel, modelName: string, engin
   counter("agentix:kv_retention_keeps_applied_total", "Keep hints that named a context the engine holds.", "keepsApplied");
   counter("agentix:kv_retention_normals_applied_total", "Normal hints that named a context the engine holds.", "normalsApplied");
   counter("agentix:kv_retention_drops_applied_total", "Drop hints that named a context the engine holds.", "dropsApplied");
+  // Disaggregated decodes (kv_transfer_params with do_remote_prefill): KV pulled, and prompt tokens computed here all the same.
+  counter("agentix:kv_remote_pulled_tokens_total", "Prompt tokens of a remote prefill's KV pulled into this engine.", "remoteKvPulledTokens");
+  counter("agentix:kv_remote_recomputed_tokens_total", "Prompt tokens a remote-prefill decode computed here past its last one (a pull that came short or failed, a preemption).", "remoteKvRecomputedTokens");
 
   const requestSuccess = new Counter({
     name: "vllm:request_success_total",

@@ -4,7 +4,7 @@ import { type KeptOrder, KvRetentionIndex, type RetentionSignal } from "./kv-ret
 import type { NodeKvLedger } from "./node-kv-ledger.js";
 import { naturalOutputTokens } from "./output-text.js";
 import { type EngineProfile, type EngineProfileName, resolveProfile } from "./profiles.js";
-import { type FinishReason, Sequence, SequenceState } from "./sequence.js";
+import { type FinishReason, type RemoteKvPull, Sequence, SequenceState } from "./sequence.js";
 import { StepShape, stepDurationMs } from "./timing.js";
 import { promptBlockHashes, promptSeed } from "./token-hash.js";
 import { WaitingQueue } from "./waiting-queue.js";
@@ -21,6 +21,18 @@ import { WaitingQueue } from "./waiting-queue.js";
  *   abort(id)              client went away: drop the request and free its KV blocks
  *
  * Requests submitted or aborted while a step runs take effect from the next step.
+ *
+ * A request whose prompt was prefilled on another engine (a disaggregated call's decode,
+ * EngineRequest.remoteKv) is served as vLLM's scheduler serves one under a KV connector
+ * (vllm/v1/core/sched/scheduler.py, NixlConnector's get_num_new_matched_tokens and
+ * update_state_after_alloc): it waits in the queue, in its turn, until blocks for its
+ * whole prompt fit; they are then its own (referenced: no admission evicts them) and the
+ * pull starts (takeKvPulls says so; it lasts kvPullMs). Until the KV is in
+ * (WAITING_FOR_REMOTE_KVS) it is not scheduled and takes no batch slot; then, ahead of
+ * the queue (see schedule), it computes only the prompt's last token, which its logits
+ * need, and decodes. A step that admits nothing else returns undefined: nextWakeMs()
+ * says when to step again. A pull happens once: preempted later, the request
+ * recomputes here, as vLLM's does.
  */
 
 export interface EngineRequest {
@@ -48,6 +60,34 @@ export interface EngineRequest {
   priority?: number;
   /** The context this request's KV belongs to (issue 13's retention tag); see setRetention. */
   retentionTag?: string;
+  /** Its prompt was prefilled elsewhere and its KV is pulled from there (vLLM's do_remote_prefill); see the header. */
+  remoteKv?: RemoteKvRequest;
+}
+
+export interface RemoteKvRequest {
+  /**
+   * The caller ends the pull with kvPullDone (a real read, which can come short or fail);
+   * it is in once that is reported and kvPullMs has passed. Default: the whole prompt's
+   * KV is in kvPullMs after the pull starts.
+   */
+  reported?: boolean;
+}
+
+/** A pull the engine started (its blocks allocated at `atMs`): `tokens` of KV, in at `landsAtMs` (a reported one: and once reported). */
+export interface KvPull {
+  requestId: string;
+  tokens: number;
+  atMs: number;
+  landsAtMs: number;
+}
+
+/** A remote-KV request's waits and what it pulled. */
+export interface RemoteKvUsage {
+  /** Prompt tokens whose KV arrived (0: the pull failed and the prompt was computed here). */
+  pulledTokens: number;
+  /** Arrival → blocks allocated (the engine had no room), and → the KV in and the request schedulable (ms). */
+  roomWaitMs: number;
+  kvWaitMs: number;
 }
 
 export interface SubmittedRequest {
@@ -90,6 +130,10 @@ export type EngineEvent =
       usage: RequestUsage;
       timing: RequestTiming;
       preemptions: number;
+      /** Tokens it computed in prefill chunks, not decode steps: its prompt past the cache, and every recompute after a preemption. */
+      prefillTokens: number;
+      /** A remote-KV request's (EngineRequest.remoteKv). */
+      remoteKv?: RemoteKvUsage;
     };
 
 export type FinishedEvent = Extract<EngineEvent, { type: "finished" }>;
@@ -130,6 +174,15 @@ export interface EngineStats {
   evictedDroppedBlocks: number;
   evictedOrdinaryBlocks: number;
   evictedKeptBlocks: number;
+  /** Remote-KV requests (disaggregated decodes): pulls started, pulls that came short or failed, prompt tokens pulled. */
+  remoteKvPulls: number;
+  remoteKvShortPulls: number;
+  remoteKvPulledTokens: number;
+  /** Prompt tokens they computed past the last one (after a preemption, or a pull that came short): the handed-over KV recomputed. */
+  remoteKvRecomputedTokens: number;
+  /** Their time waiting for blocks, and for the KV once it had them (ms, summed). */
+  remoteKvRoomWaitMs: number;
+  remoteKvWaitMs: number;
 }
 
 export interface EngineModelOptions {
@@ -146,6 +199,8 @@ export interface EngineModelOptions {
   nodeLedger?: NodeKvLedger;
   /** How kept contexts are ordered for eviction among themselves (default furthest-return). */
   keptOrder?: KeptOrder;
+  /** How long pulling `tokens` tokens of a remote prefill's KV takes (ms; the engine link, kv-links.ts). Default: no time. */
+  kvPullMs?: (tokens: number) => number;
 }
 
 /** A request the engine refuses, with the offending field (vLLM answers 400). */
@@ -175,7 +230,13 @@ export class EngineModel {
   private readonly retention: KvRetentionIndex;
   private readonly hostTier: HostKvTier | undefined;
   private readonly nodeLedger: NodeKvLedger | undefined;
-  /** The latest time the caller gave (an eviction inside importKv has no time of its own). */
+  private readonly kvPullMs: (tokens: number) => number;
+  /** Remote-KV requests holding their blocks while the KV comes, and once it is in until scheduled (both counted as waiting). */
+  private readonly pulling: Sequence[] = [];
+  private readonly landed: Sequence[] = [];
+  /** Pulls started since takeKvPulls() last looked. */
+  private startedPulls: KvPull[] = [];
+  /** The latest time the caller gave (an eviction has no time of its own). */
   private clockMs = 0;
   /** Tokens reloaded from the host tier for the step being scheduled. */
   private stepLoadTokens = 0;
@@ -211,6 +272,12 @@ export class EngineModel {
     evictedDroppedBlocks: 0,
     evictedOrdinaryBlocks: 0,
     evictedKeptBlocks: 0,
+    remoteKvPulls: 0,
+    remoteKvShortPulls: 0,
+    remoteKvPulledTokens: 0,
+    remoteKvRecomputedTokens: 0,
+    remoteKvRoomWaitMs: 0,
+    remoteKvWaitMs: 0,
   };
 
   constructor(options: EngineModelOptions = {}) {
@@ -228,6 +295,7 @@ export class EngineModel {
     this.retention = new KvRetentionIndex(this.kv, options.keptOrder);
     this.hostTier = options.hostTier;
     this.nodeLedger = options.nodeLedger;
+    this.kvPullMs = options.kvPullMs ?? (() => 0);
     if (this.hostTier !== undefined && this.hostTier.blockSize !== this.blockSize) throw new RangeError("the host tier's block size must be the engine's");
     this.kv.onEviction((block, hash) => this.evicting(block, hash));
     const isWaiting = (s: Sequence) => s.state === SequenceState.waiting;
@@ -309,6 +377,9 @@ export class EngineModel {
       this.kv.findCachedPrefix(blockHashes, blockHashes.length, this.hitBlocks);
       this.retention.claim(seq.retention, this.hitBlocks);
     }
+    if (request.remoteKv !== undefined) {
+      seq.remoteKv = { reported: request.remoteKv.reported === true, phase: "room", startMs: 0, landsAtMs: 0, tokens: 0, arrivedTokens: undefined, roomWaitMs: 0, kvWaitMs: 0 };
+    }
     this.requests.set(id, seq);
     this.waiting.push(seq);
     this.waitingCount++;
@@ -320,21 +391,6 @@ export class EngineModel {
       finishReason: seq.finishReason,
       seed,
     };
-  }
-
-  /**
-   * A context's KV arriving from elsewhere (issue 13: a disaggregated call's prefill
-   * moved to this decode engine, or a context reloaded from the host tier): its full
-   * blocks become cached prefix blocks, so the request that follows computes only what
-   * is past them. Returns the tokens imported (blocks it did not hold yet); 0 when the
-   * cache has no room for them.
-   */
-  importKv(blockHashes: readonly number[], retentionTag?: string): number {
-    if (retentionTag === undefined) return this.kv.importCached(blockHashes) * this.blockSize;
-    const added: number[] = [];
-    const count = this.kv.importCached(blockHashes, added);
-    this.retention.tag(retentionTag, added);
-    return count * this.blockSize;
   }
 
   /**
@@ -394,6 +450,44 @@ export class EngineModel {
     this.kv.release(blocks);
   }
 
+  /**
+   * Pulls started since the last call (each once): a reported pull's caller starts its
+   * read now; anyone may time the pull's end.
+   */
+  takeKvPulls(): KvPull[] {
+    const pulls = this.startedPulls;
+    this.startedPulls = [];
+    return pulls;
+  }
+
+  /**
+   * A reported pull ended (EngineRequest.remoteKv.reported): the prompt's first `tokens`
+   * tokens of KV arrived valid (0: none, the KV was gone; vLLM's recompute policy then
+   * computes the rest here). False when no pull of that request waits for its report.
+   */
+  kvPullDone(id: string, tokens: number, nowMs: number): boolean {
+    this.clockMs = Math.max(this.clockMs, nowMs);
+    const pull = this.requests.get(id)?.remoteKv;
+    if (pull === undefined || !pull.reported || pull.phase !== "pulling" || pull.arrivedTokens !== undefined) return false;
+    if (!(tokens >= 0)) throw new RangeError("tokens must be >= 0");
+    pull.arrivedTokens = tokens;
+    return true;
+  }
+
+  /**
+   * When a step could run although startStep found nothing to run: the earliest end of a
+   * pull in progress (a reported one once reported); undefined when none is due.
+   */
+  nextWakeMs(): number | undefined {
+    let wake: number | undefined;
+    for (const seq of this.pulling) {
+      const pull = seq.remoteKv as RemoteKvPull;
+      if (pull.reported && pull.arrivedTokens === undefined) continue;
+      if (wake === undefined || pull.landsAtMs < wake) wake = pull.landsAtMs;
+    }
+    return wake;
+  }
+
   /** Drops a request (client disconnected) and frees its KV blocks. False if unknown or done. */
   abort(id: string): boolean {
     const seq = this.requests.get(id);
@@ -401,6 +495,11 @@ export class EngineModel {
     this.requests.delete(id);
     if (seq.state === SequenceState.waiting) {
       this.waitingCount--;
+    } else if (seq.state === SequenceState.pullingKv) {
+      this.waitingCount--;
+      const list = seq.remoteKv?.phase === "landed" ? this.landed : this.pulling;
+      list.splice(list.indexOf(seq), 1);
+      this.releaseBlocks(seq);
     } else if (seq.state === SequenceState.running) {
       const index = this.running.indexOf(seq);
       if (index >= 0) this.running.splice(index, 1);
@@ -436,6 +535,7 @@ export class EngineModel {
     this.retention.expire(nowMs);
     this.hostTier?.expire(nowMs);
     this.stepLoadTokens = 0;
+    if (this.pulling.length > 0) this.landPulls(nowMs);
     // A step that only preempted admits no waiting request (vLLM); retry once so
     // the freed blocks are used instead of reporting a false idle.
     if (!this.schedule() && this.scheduled.length === 0) this.schedule();
@@ -448,7 +548,10 @@ export class EngineModel {
       const n = seq.scheduledTokens;
       const isDecode = n === 1 && seq.outputCount > 0 && ahead === seq.numTokens - 1;
       if (isDecode) shape.addDecode(ahead + 1);
-      else shape.addPrefill(ahead, n);
+      else {
+        shape.addPrefill(ahead, n);
+        seq.prefillTokens += n;
+      }
     }
     // A reload from the host tier holds the step (see host-kv-tier.ts).
     const duration = stepDurationMs(this.profile, shape) + (this.stepLoadTokens > 0 && this.hostTier ? this.hostTier.loadMs(this.stepLoadTokens) : 0);
@@ -559,10 +662,40 @@ export class EngineModel {
 
     // vLLM admits no new request in a step that had to preempt.
     if (preempted) return false;
+    // Requests whose pulled KV is in go first: they hold their blocks already, and a queue
+    // head waiting for blocks they hold would wait forever (vLLM puts them back at the
+    // queue's head each step, but a request preempted since goes before them there).
+    const landed = this.landed;
+    let admitted = 0;
+    while (admitted < landed.length && budget > 0 && running.length < this.maxNumSeqs) {
+      const seq = landed[admitted] as Sequence;
+      // Compute what is left: normally the prompt's last token.
+      const n = Math.min(seq.numTokens - seq.numComputed, budget);
+      if (this.blocksNeeded(seq, seq.numComputed + n) > this.kv.numFree) break;
+      admitted++;
+      this.waitingCount--;
+      if (this.nodeLedger !== undefined) this.countRecomputed(seq, Math.ceil(seq.numComputed / bs));
+      if (seq.cachedTokens < 0) {
+        seq.cachedTokens = seq.numComputed;
+        this.counters.promptTokens += seq.promptLength;
+      }
+      seq.state = SequenceState.running;
+      running.push(seq);
+      this.allocate(seq, n);
+      seq.scheduledTokens = n;
+      scheduled.push(seq);
+      budget -= n;
+    }
+    if (admitted > 0) landed.splice(0, admitted);
     const hits = this.hitBlocks;
     while (budget > 0 && running.length < this.maxNumSeqs) {
       const seq = this.waiting.peek();
       if (seq === undefined) break;
+      if (seq.remoteKv !== undefined && seq.remoteKv.phase !== "landed") {
+        // Its KV comes from elsewhere: blocks for the whole prompt first, no compute (vLLM: load_kv_async).
+        if (!this.startPull(seq)) break;
+        continue;
+      }
       // At least one token must be computed to produce logits, so a fully cached
       // sequence still recomputes its last block.
       const maxHitBlocks = Math.floor((seq.numTokens - 1) / bs);
@@ -601,6 +734,89 @@ export class EngineModel {
       budget -= n;
     }
     return true;
+  }
+
+  /**
+   * Allocates blocks for a remote-KV request's whole prompt (its own cached prefix,
+   * referenced, and fresh blocks for the rest) and starts the pull; false when they do
+   * not fit. Stays counted as waiting; takes no token budget.
+   */
+  private startPull(seq: Sequence): boolean {
+    const bs = this.blockSize;
+    const pull = seq.remoteKv as RemoteKvPull;
+    const hits = this.hitBlocks;
+    const maxHitBlocks = Math.floor((seq.numTokens - 1) / bs);
+    seq.ensureBlockHashes(maxHitBlocks, bs);
+    const hitCount = this.kv.findCachedPrefix(seq.blockHashes, maxHitBlocks, hits);
+    const fresh = Math.ceil(seq.numTokens / bs) - hitCount;
+    if (fresh + this.kv.countUnreferenced(hits) > this.kv.numFree) return false;
+    this.waiting.pop();
+    this.counters.prefixCacheQueries += seq.numTokens;
+    this.counters.prefixCacheHits += hitCount * bs;
+    this.kv.reference(hits);
+    for (const b of hits) seq.blocks.push(b);
+    // Registered when the KV is in (vLLM: delay_cache_blocks), so no other request reads them before.
+    for (let k = 0; k < fresh; k++) seq.blocks.push(this.kv.allocate());
+    seq.registeredBlocks = hitCount;
+    seq.numComputed = hitCount * bs;
+    const at = this.stepStartMs;
+    pull.phase = "pulling";
+    pull.startMs = at;
+    pull.tokens = seq.numTokens - hitCount * bs;
+    pull.landsAtMs = at + this.kvPullMs(pull.tokens);
+    pull.roomWaitMs = at - seq.arrivalMs;
+    seq.state = SequenceState.pullingKv;
+    this.pulling.push(seq);
+    this.startedPulls.push({ requestId: seq.id, tokens: pull.tokens, atMs: at, landsAtMs: pull.landsAtMs });
+    this.counters.remoteKvPulls++;
+    this.counters.remoteKvRoomWaitMs += pull.roomWaitMs;
+    return true;
+  }
+
+  /** Pulls whose KV is in by `nowMs` make their requests schedulable (vLLM: _update_waiting_for_remote_kv). */
+  private landPulls(nowMs: number): void {
+    const pulling = this.pulling;
+    let w = 0;
+    for (let r = 0; r < pulling.length; r++) {
+      const seq = pulling[r] as Sequence;
+      const pull = seq.remoteKv as RemoteKvPull;
+      if (pull.landsAtMs > nowMs || (pull.reported && pull.arrivedTokens === undefined)) pulling[w++] = seq;
+      else this.land(seq, pull, nowMs);
+    }
+    pulling.length = w;
+  }
+
+  private land(seq: Sequence, pull: RemoteKvPull, nowMs: number): void {
+    const bs = this.blockSize;
+    const local = seq.numComputed;
+    const arrived = pull.reported ? (pull.arrivedTokens ?? 0) : seq.numTokens;
+    // What is valid, less the last token: computing it gives the logits (vLLM does the same).
+    const computed = Math.min(Math.max(local, arrived), seq.numTokens - 1);
+    const pulled = Math.max(0, computed - local);
+    pull.phase = "landed";
+    pull.kvWaitMs = nowMs - pull.startMs;
+    pull.arrivedTokens = pulled;
+    this.counters.remoteKvWaitMs += pull.kvWaitMs;
+    this.counters.remoteKvPulledTokens += pulled;
+    // Short: less than the prompt's whole blocks (a prefill engine holds no partial block to send).
+    if (computed < Math.min(seq.numTokens - 1, Math.floor(seq.numTokens / bs) * bs)) this.counters.remoteKvShortPulls++;
+    seq.numComputed = computed;
+    if (computed === 0) {
+      // Nothing arrived: free the blocks; it queues as any request and is computed here (its cache may serve some).
+      this.releaseBlocks(seq);
+      seq.registeredBlocks = 0;
+      seq.state = SequenceState.waiting;
+      this.waiting.push(seq);
+      return;
+    }
+    const full = Math.floor(computed / bs);
+    const ledger = this.nodeLedger;
+    for (let k = seq.registeredBlocks; k < full; k++) {
+      this.kv.register(seq.blocks[k] as number, seq.blockHashes[k] as number);
+      ledger?.record(seq.blockHashes[k] as number);
+    }
+    seq.registeredBlocks = Math.max(seq.registeredBlocks, full);
+    this.landed.push(seq);
   }
 
   /** Full prompt blocks past `from` that this admission computes although the node computed them before. */
@@ -666,6 +882,8 @@ export class EngineModel {
 
   private finish(seq: Sequence, at: number, events: EngineEvent[]): void {
     seq.state = SequenceState.finished;
+    const pull = seq.remoteKv;
+    if (pull !== undefined) this.counters.remoteKvRecomputedTokens += Math.max(0, seq.prefillTokens - 1);
     this.releaseBlocks(seq);
     this.retention.leave(seq.retention);
     this.requests.delete(seq.id);
@@ -686,6 +904,8 @@ export class EngineModel {
         e2eMs: at - seq.arrivalMs,
       },
       preemptions: seq.preemptions,
+      prefillTokens: seq.prefillTokens,
+      ...(pull === undefined ? {} : { remoteKv: { pulledTokens: pull.arrivedTokens ?? 0, roomWaitMs: pull.roomWaitMs, kvWaitMs: pull.kvWaitMs } }),
     });
   }
 

@@ -8,9 +8,9 @@ import { createEngineMetrics } from "./engine-metrics.js";
 import { EngineModel } from "./engine-model.js";
 import type { HostKvTier } from "./host-kv-tier.js";
 import { NodeKvLedger } from "./node-kv-ledger.js";
-import { isEngineProfileName, type EngineProfile, type EngineProfileName } from "./profiles.js";
+import { isEngineProfileName, type EngineProfile, type EngineProfileName, resolveProfile } from "./profiles.js";
 import { KvHandoffs } from "./kv-handoff.js";
-import { KV_LINKS } from "./kv-links.js";
+import { KV_LINKS, kvTransferMs } from "./kv-links.js";
 
 /*
  * One simulated vLLM engine on a real port: the pure EngineModel, stepped on the
@@ -70,8 +70,12 @@ const ENGINE_LEDGER_ENTRIES = 200_000;
 export async function startSimEngine(options: SimEngineOptions = {}): Promise<SimEngineHandle> {
   const host = options.host ?? "127.0.0.1";
   const modelName = options.model ?? DEFAULT_SIM_MODEL;
+  const profile = resolveProfile(options.profile);
+  // A disaggregated decode's pull takes the engine link's time (none for a profile without link figures).
+  const link = isEngineProfileName(profile.name) ? KV_LINKS[profile.name] : undefined;
   const model = new EngineModel({
-    profile: options.profile,
+    profile,
+    kvPullMs: (tokens) => (link === undefined ? 0 : kvTransferMs(link, tokens, "engine")),
     maxNumSeqs: options.maxNumSeqs,
     maxBatchedTokens: options.maxBatchedTokens,
     priorityScheduling: options.priorityScheduling,
@@ -85,12 +89,10 @@ export async function startSimEngine(options: SimEngineOptions = {}): Promise<Si
   });
   const faults = new FaultInjector();
   let address: { host: string; port: number } | undefined;
-  const profileName = model.profile.name;
   const handoffs = new KvHandoffs({
     model,
     engineId: options.engineId,
     timeScale: driver.timeScale,
-    link: isEngineProfileName(profileName) ? KV_LINKS[profileName] : undefined,
     address: () => address,
     registry: metrics.registry,
     ...(options.kvHoldTimeoutMs === undefined ? {} : { holdTimeoutMs: options.kvHoldTimeoutMs }),

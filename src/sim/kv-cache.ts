@@ -176,30 +176,6 @@ export class KvBlockPool {
     }
   }
 
-  /**
-   * KV copied in from elsewhere (a prefill engine's, or the host tier's): each hash not
-   * cached yet gets a block of its own, registered and left unreferenced, so the next
-   * request with that prefix finds it as a cache hit. Imports nothing unless every
-   * missing block fits in the free queue (an import that evicted its own first blocks
-   * would leave a gap no lookup passes). Returns the blocks added; their ids go to
-   * `added` when given.
-   */
-  importCached(hashes: readonly number[], added?: number[]): number {
-    const missing = hashes.filter((hash) => !this.cached.has(hash));
-    if (missing.length > this.numFree) return 0;
-    // All held until the import is done: a block released at once could be the next one's victim
-    // (when the rest of the free queue ranks above it, the import would evict itself).
-    const blocks: number[] = [];
-    for (const hash of missing) {
-      const b = this.allocate();
-      this.register(b, hash);
-      blocks.push(b);
-    }
-    added?.push(...blocks);
-    this.release(blocks);
-    return missing.length;
-  }
-
   /** The block allocate() would take next (undefined: none free), or the next of one rank's queue; O(1). */
   nextVictim(rank?: EvictionRank): number | undefined {
     const { heads } = this;

@@ -5,7 +5,6 @@ import { type KvTransferParams } from "../protocol/kv-transfer.js";
 import { openAIErrorResponse } from "../protocol/errors.js";
 import { randomToken } from "../protocol/ids.js";
 import type { EngineModel } from "./engine-model.js";
-import { type KvLinkProfile, kvTransferMs } from "./kv-links.js";
 import { promptBlockHashes } from "./token-hash.js";
 
 /*
@@ -18,13 +17,17 @@ import { promptBlockHashes } from "./token-hash.js";
  *   remote_host/remote_port: this engine), as request_finished returns them. They are
  *   unpinned when a decode engine reads them, or after VLLM_NIXL_ABORT_REQUEST_TIMEOUT
  *   (480 s of model time) as vLLM frees blocks no decode engine came for;
- * - a request with do_remote_prefill reads them from the engine its params name (NIXL's
- *   pull and its notification to the prefill engine are one HTTP request here, POST
- *   KV_READ_PATH on that engine), waits the transfer over the engine link for the
- *   profile (kv-links.ts), imports them as cached blocks (EngineModel.importKv), and so
- *   computes only past them (the last partial block) before it decodes. Blocks that are
- *   gone (timed out, never held, the engine unreachable) are recomputed: vLLM's
- *   kv_load_failure_policy "recompute" (vllm/config/kv_transfer.py).
+ * - a request with do_remote_prefill is a remote-KV request to the engine model
+ *   (EngineRequest.remoteKv, reported): it waits in the queue until blocks for its whole
+ *   prompt fit, as vLLM's scheduler holds it; then the pull runs (the transfer over the
+ *   engine link for the profile, kv-links.ts, timed by the model from that moment), and at
+ *   its end the decode engine reads the blocks from the engine its params name (NIXL's
+ *   read and its notification to the prefill engine are one HTTP request here, POST
+ *   KV_READ_PATH on that engine, which unpins them then, as vLLM's prefill frees them on
+ *   that notification) and tells the model how many tokens arrived; it computes only
+ *   past them (the last partial block: a prefill engine holds whole blocks) before it
+ *   decodes. Blocks that are gone (timed out, never held, the engine unreachable) are
+ *   recomputed: vLLM's kv_load_failure_policy "recompute" (vllm/config/kv_transfer.py).
  * Both are counted on /metrics: agentix_sim_kv_handoffs_total{side, outcome}.
  */
 
@@ -43,16 +46,12 @@ export interface KvHandoffOptions {
   engineId?: string | undefined;
   /** Model ms per real ms (the driver's); Infinity: no real wait. */
   timeScale: number;
-  /** The link the KV moves over; undefined (a profile with no link figures): no transfer time. */
-  link: KvLinkProfile | undefined;
   /** This engine's address, once it listens (the decode engine reads the KV from it). */
   address: () => { host: string; port: number } | undefined;
   registry: Registry;
   /** Model ms a prefill's KV is held for a decode engine; default vLLM's 480 s. */
   holdTimeoutMs?: number;
 }
-
-export type KvReceiveOutcome = "imported" | "recomputed";
 
 interface Held {
   blocks: number[];
@@ -108,20 +107,17 @@ export class KvHandoffs {
     return blocks.length * this.#options.model.profile.blockSize;
   }
 
-  /** The decode side: reads the prefill engine's KV, waits its transfer, imports it; with the KV gone, the prompt is computed here. */
-  async receive(params: KvTransferParams, promptTokens: readonly string[]): Promise<KvReceiveOutcome> {
-    const tokens = await readRemote(params);
-    if (tokens === undefined || tokens === 0) {
-      this.#counter.inc({ side: "decode", outcome: "recomputed" });
-      return "recomputed";
-    }
-    const { model, link, timeScale } = this.#options;
-    const waitMs = link === undefined ? 0 : kvTransferMs(link, tokens, "engine") / timeScale;
-    if (waitMs > 0 && Number.isFinite(waitMs)) await new Promise((resolve) => setTimeout(resolve, waitMs));
-    const hashes = promptBlockHashes(promptTokens, model.profile.blockSize);
-    model.importKv(hashes.slice(0, Math.floor(tokens / model.profile.blockSize)));
-    this.#counter.inc({ side: "decode", outcome: "imported" });
-    return "imported";
+  /**
+   * The decode side's pull, started when the engine had room for the prompt: after
+   * `transferRealMs` (the transfer, in real ms) it reads the prefill engine's KV, which
+   * unpins it there. The tokens that arrived: 0 when the KV is gone (the prompt is then
+   * computed here).
+   */
+  async pull(params: KvTransferParams, transferRealMs: number): Promise<number> {
+    if (transferRealMs > 0 && Number.isFinite(transferRealMs)) await new Promise((resolve) => setTimeout(resolve, transferRealMs));
+    const tokens = (await readRemote(params)) ?? 0;
+    this.#counter.inc({ side: "decode", outcome: tokens > 0 ? "imported" : "recomputed" });
+    return tokens;
   }
 
   /** KV held now (requests), for tests. */

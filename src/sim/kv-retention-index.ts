@@ -145,7 +145,7 @@ export class KvRetentionIndex {
   }
 
   /**
-   * Tags cached blocks that arrived without a request (imported KV, a host tier's copy):
+   * Tags cached blocks that arrived without a request (a host tier's copy):
    * O(blocks given). The context's other blocks stay where they are (opening it as a
    * request would move every one of them twice, O(context) per block stored).
    */

@@ -8,10 +8,30 @@ export const SequenceState = {
   running: 1,
   finished: 2,
   aborted: 3,
+  /** Blocks held for a remote prefill's KV, which is on its way (vLLM's WAITING_FOR_REMOTE_KVS). */
+  pullingKv: 4,
 } as const;
 export type SequenceState = (typeof SequenceState)[keyof typeof SequenceState];
 
 export type FinishReason = "stop" | "length";
+
+/** Where a remote prefill's KV stands for the request that decodes it here (EngineRequest.remoteKv). */
+export interface RemoteKvPull {
+  /** The caller reports the pull's end (EngineModel.kvPullDone); else it ends by the engine's clock with the whole prompt. */
+  readonly reported: boolean;
+  /** room: waiting for blocks for the whole prompt; pulling: blocks held, the KV on its way; landed: in (or failed), computed locally from then on. */
+  phase: "room" | "pulling" | "landed";
+  /** When the blocks were allocated and the pull started, and when its transfer ends (ms). */
+  startMs: number;
+  landsAtMs: number;
+  /** Prompt tokens asked for (the prompt past the engine's own cached prefix). */
+  tokens: number;
+  /** Prompt tokens whose KV arrived valid, from the first: undefined until a reported pull is reported. */
+  arrivedTokens: number | undefined;
+  /** Waiting for room (arrival → pull start) and for the KV (pull start → schedulable), ms. */
+  roomWaitMs: number;
+  kvWaitMs: number;
+}
 
 export interface SequenceInit {
   id: string;
@@ -59,8 +79,12 @@ export class Sequence {
   scheduledTokens = 0;
   firstTokenMs = -1;
   preemptions = 0;
+  /** Tokens computed in prefill chunks (not decode steps): the prompt past the cache, recomputes after preemption. */
+  prefillTokens = 0;
   /** The context its KV belongs to (a retention tag), if the caller named one. */
   retention: RetainedContext | undefined = undefined;
+  /** Its prompt's KV comes from the engine that prefilled it (a disaggregated call's decode). */
+  remoteKv: RemoteKvPull | undefined = undefined;
 
   constructor(init: SequenceInit) {
     this.id = init.id;

@@ -299,12 +299,15 @@ describe("invariants under random load", () => {
             priority: fc.integer({ min: 0, max: 3 }),
             at: fc.integer({ min: 0, max: 400 }),
             abortAfter: fc.option(fc.integer({ min: 0, max: 30 }), { freq: 5 }),
+            // A disaggregated decode: its KV pulled by the engine's clock, or reported by the caller with this many tokens.
+            remote: fc.oneof(fc.constant("none" as const), fc.constant("timed" as const), fc.integer({ min: 0, max: 320 })),
           }),
           { minLength: 1, maxLength: 25 },
         ),
         fc.boolean(),
         (specs, priorityScheduling) => {
-          const model = new EngineModel({ profile: smallProfile(30), maxBatchedTokens: 64, maxNumSeqs: 6, priorityScheduling });
+          const model = new EngineModel({ profile: smallProfile(30), maxBatchedTokens: 64, maxNumSeqs: 6, priorityScheduling, kvPullMs: (t) => t / 20 });
+          const reports = new Map<string, number>();
           const pending = specs.map((s, i) => ({ ...s, id: `r${i}` })).sort((a, b) => a.at - b.at);
           const planned = new Map<string, number>();
           const aborts = new Map<string, number>();
@@ -316,14 +319,23 @@ describe("invariants under random load", () => {
               const s = pending.shift();
               if (!s) break;
               const promptTokens = [...tokens(s.shareFrom * 16), ...tokens(s.prompt, 10_000 + s.at * 7, "u")];
-              const sub = model.submit({ id: s.id, promptTokens, outputTokens: s.out, priority: s.priority, maxTokens: 120 }, now);
+              const remoteKv = s.remote === "none" ? {} : { remoteKv: { reported: s.remote !== "timed" } };
+              if (typeof s.remote === "number") reports.set(s.id, s.remote);
+              const sub = model.submit({ id: s.id, promptTokens, outputTokens: s.out, priority: s.priority, maxTokens: 120, ...remoteKv }, now);
               planned.set(s.id, sub.completionTokens);
               if (s.abortAfter !== null) aborts.set(s.id, steps + s.abortAfter);
             }
             for (const [id, at] of aborts) if (at <= steps && model.abort(id)) planned.delete(id);
             const d = model.startStep(now);
+            for (const pull of model.takeKvPulls()) {
+              const arrived = reports.get(pull.requestId);
+              if (arrived !== undefined) model.kvPullDone(pull.requestId, arrived, now);
+            }
             if (d === undefined) {
-              now = pending[0]?.at ?? now;
+              const wake = model.nextWakeMs();
+              const next = Math.min(pending[0]?.at ?? Number.POSITIVE_INFINITY, wake ?? Number.POSITIVE_INFINITY);
+              if (Number.isFinite(next)) now = Math.max(now, next);
+              else if (!model.isIdle) throw new Error("stuck: work left and nothing to wake for");
               continue;
             }
             now += d;

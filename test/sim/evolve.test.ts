@@ -1,14 +1,14 @@
 import { describe, expect, it } from "vitest";
-import { simulateEvolvingPool } from "../../src/sim/evolve/pd-simulation.js";
+import { simulateEvolvingPool, summarise } from "../../src/sim/evolve/pd-simulation.js";
 import { AGENT_SHAPES, type EvolveProgram, shiftingWorkload } from "../../src/sim/evolve/workload.js";
 import { KV_LINKS, kvTransferMs } from "../../src/sim/kv-links.js";
 import { ENGINE_PROFILES } from "../../src/sim/profiles.js";
 
 /*
  * Issue 13: the evolving-pool simulator. A disaggregated call is prefilled on a prefill
- * engine, its KV moved to a decode engine (the link's cost) and imported there, so the
- * decode engine computes only the prompt's last partial block; role switches drain
- * first, so every call of every program finishes.
+ * engine, and a decode engine pulls its KV (the link's cost) once it has blocks for it,
+ * so it computes only the prompt's last token; role switches drain first, so every call
+ * of every program finishes.
  */
 
 const profile = "llama-3.1-8b-h100" as const;
@@ -22,9 +22,12 @@ describe("a disaggregated pool in the simulator", () => {
     const [first, second] = split.calls;
     expect(first!.transferMs).toBeCloseTo(kvTransferMs(KV_LINKS[profile], first!.promptTokens, "engine"), 9);
     expect(first!.transferMs).toBeGreaterThan(0);
-    // The prefill engine computed the whole first prompt; the decode engine only its last partial block.
+    // The prefill engine computed the whole first prompt; the decode engine none of it again (only the last token, for its logits).
     expect(first!.computedPromptTokens).toBeGreaterThanOrEqual(first!.promptTokens);
     expect(first!.computedPromptTokens).toBeLessThan(first!.promptTokens + blockSize);
+    expect(split.calls.map((c) => c.decodeRecomputedTokens)).toEqual([0, 0]);
+    expect(first!.decodeRoomWaitMs).toBe(0);
+    expect(first!.decodeKvWaitMs).toBeCloseTo(first!.transferMs, 9);
     // The second call's prefix was cached on the prefill engine: only its new tokens (and partial blocks) computed.
     expect(second!.computedPromptTokens).toBeLessThan(second!.promptTokens - first!.promptTokens + 3 * blockSize);
     expect(first!.firstTokenMs).toBeLessThan(first!.finishMs);
@@ -32,6 +35,20 @@ describe("a disaggregated pool in the simulator", () => {
     // The same program on one mixed engine: no transfer, the same prompts and outputs.
     const mixed = simulateEvolvingPool({ engines: 1, profile, programs: [program], policy: { kind: "mixed" } });
     expect(mixed.calls.map((c) => [c.promptTokens, c.outputTokens, c.transferMs])).toEqual(split.calls.map((c) => [c.promptTokens, c.outputTokens, 0]));
+  });
+
+  it("under decode KV pressure, a decode waits for room and pulls the KV instead of recomputing it; the prefill copy is let go", () => {
+    // 40 coding agents at once (24k-token contexts, 600-token answers) on 3 prefill engines and one decode engine (421k tokens of KV).
+    const programs: EvolveProgram[] = Array.from({ length: 40 }, (_, i) => ({ id: `coding-${i}`, kind: "coding", phase: 0, arrivalMs: i * 50, shape: { ...AGENT_SHAPES.coding, calls: 1, outputTokens: 600 } }));
+    const run = simulateEvolvingPool({ engines: 4, profile, programs, policy: { kind: "fixed", prefillEngines: 3 } });
+    // Every call finished, and the prefill engines' pinned copies were let go as the pulls ended.
+    expect(run.calls).toHaveLength(40);
+    expect(run.kvBlocksHeldAtEnd).toBe(0);
+    const summary = summarise(run);
+    const promptTokens = run.calls.reduce((sum, c) => sum + c.promptTokens, 0);
+    // Imported as evictable cached blocks, 0.56 M of these 0.96 M tokens were computed again on the decode engine.
+    expect(summary.decodeRecomputedTokens).toBeLessThan(promptTokens / 100);
+    expect(run.calls.filter((c) => c.decodeRoomWaitMs > 0).length).toBeGreaterThan(10);
   });
 
   it("loses no call while engines switch roles", () => {

@@ -161,22 +161,6 @@ describe("branch-aware eviction order", () => {
     expect(evictionOrder()).toEqual([3, 2, 1, 0, 5, 4]);
   });
 
-  it("an import never evicts its own blocks, even when everything else free is kept", () => {
-    const pool = new KvBlockPool(3);
-    const index = new KvRetentionIndex(pool);
-    pool.onEviction((block) => index.detach(block));
-    const held = [pool.allocate(), pool.allocate()];
-    held.forEach((b, i) => pool.register(b, 100 + i));
-    const context = index.open("a");
-    index.releasing(context, held);
-    pool.release(held);
-    index.leave(context);
-    index.apply("a", { action: "keep", keep_ms: 1_000 }, 0);
-    // One never-used block is ordinary: the import takes it, then the kept context's last block, never its own first one.
-    expect(pool.importCached([7, 8])).toBe(2);
-    expect([7, 8, 100, 101].map((hash) => pool.blockOf(hash) !== undefined)).toEqual([true, true, true, false]);
-  });
-
   it("a block an untagged request used is never dropped by a tag's drop", () => {
     const { pool, index, end } = heldPool(2);
     pool.reference([0]);

@@ -1,4 +1,4 @@
-import type { EngineEvent, EngineModel, FinishedEvent } from "../../src/sim/engine-model.js";
+import type { EngineEvent, EngineModel, FinishedEvent, KvPull } from "../../src/sim/engine-model.js";
 import type { EngineProfile } from "../../src/sim/profiles.js";
 import { LLAMA_31_8B_H100 } from "../../src/sim/profiles.js";
 
@@ -18,17 +18,26 @@ export interface Drained {
   endMs: number;
   /** Generated token indices per request, in emission order. */
   emitted: Map<string, number[]>;
+  /** KV pulls the engine started (remote-KV requests). */
+  pulls: KvPull[];
 }
 
-/** Runs steps back to back (virtual time) until the model is idle. */
+/** Runs steps back to back (virtual time) until the model is idle; with nothing to run, jumps to its next wake (a KV pull's end). */
 export function drain(model: EngineModel, startMs = 0, maxSteps = 1_000_000): Drained {
   const events: EngineEvent[] = [];
   const durations: number[] = [];
   const emitted = new Map<string, number[]>();
+  const pulls: KvPull[] = [];
   let now = startMs;
   for (let i = 0; i < maxSteps; i++) {
     const d = model.startStep(now);
-    if (d === undefined) return { events, durations, endMs: now, emitted };
+    pulls.push(...model.takeKvPulls());
+    if (d === undefined) {
+      const wake = model.nextWakeMs();
+      if (wake === undefined) return { events, durations, endMs: now, emitted, pulls };
+      now = Math.max(now, wake);
+      continue;
+    }
     durations.push(d);
     now += d;
     events.push(

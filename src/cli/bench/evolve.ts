@@ -173,13 +173,13 @@ export function formatEvolveReport(rows: readonly EvolveBenchRow[], options: Evo
   const lines = [
     `bench:evolve — ${options.engines} × llama-3.1-8b-h100, math → computer-use → coding, ${options.phaseSeconds} s a phase, rate ×${options.rate}, seed ${options.seed}`,
     "",
-    "| policy | calls | mean e2e | P95 e2e | P95 TTFT | output tok/s | switches | mean e2e by phase (math / computer-use / coding) |",
-    "|---|---|---|---|---|---|---|---|",
+    "| policy | calls | mean e2e | P95 e2e | P95 TTFT | output tok/s | decode-side recomputed | decode waits: room / KV (mean) | switches | mean e2e by phase (math / computer-use / coding) |",
+    "|---|---|---|---|---|---|---|---|---|---|",
   ];
   for (const row of rows) {
     const a = row.all;
     lines.push(
-      `| ${row.policy} | ${a.calls} | ${s(a.meanE2eMs)} | ${s(a.p95E2eMs)} | ${s(a.p95TtftMs)} | ${a.outputTokensPerSec.toFixed(0)} | ${a.switches} | ${row.phases.map((p) => s(p.meanE2eMs)).join(" / ")} |`,
+      `| ${row.policy} | ${a.calls} | ${s(a.meanE2eMs)} | ${s(a.p95E2eMs)} | ${s(a.p95TtftMs)} | ${a.outputTokensPerSec.toFixed(0)} | ${millions(a.decodeRecomputedTokens)} | ${decodeWaits(a)} | ${a.switches} | ${row.phases.map((p) => s(p.meanE2eMs)).join(" / ")} |`,
     );
   }
   const fixed = rows.filter((r) => r.policy.startsWith("fixed"));
@@ -201,21 +201,23 @@ export function formatEvolveReport(rows: readonly EvolveBenchRow[], options: Evo
 }
 
 const millions = (tokens: number) => `${(tokens / 1e6).toFixed(2)} M`;
+/** A split call's decode leg: waiting for blocks on its decode engine, then for the KV pull (mean ms; — without split calls). */
+const decodeWaits = (a: EvolveSummary) => (Number.isFinite(a.meanDecodeRoomWaitMs) ? `${a.meanDecodeRoomWaitMs.toFixed(0)} / ${a.meanDecodeKvWaitMs.toFixed(1)} ms` : "—");
 
 export function formatEvolveKvReport(rows: readonly EvolveKvRow[], options: EvolveBenchOptions): string {
   const start = startingSplit(options);
   const lines = [
     `KV beyond one GPU — agentix ratio (from ${start}:${options.engines - start}) unless a fixed split is named, math → computer-use → coding-long (${options.kvRate}/s: 15 s ± 60 % tools, compaction every 5 calls), ${options.phaseSeconds} s a phase, one node's host tier (1 TB: half a DGX H100's 2 TB, PCIe Gen5 64 GB/s)`,
     "",
-    "| variant | calls | mean e2e | P95 e2e | P95 TTFT | output tok/s | recomputed tokens | host hits (tokens) | GPU prefix hits (tokens) | over PCIe | keeps / normals / drops applied (hints sent) | keep factor | switches | wall |",
-    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    "| variant | calls | mean e2e | P95 e2e | P95 TTFT | output tok/s | recomputed tokens | decode-side recomputed | decode waits: room / KV (mean) | host hits (tokens) | GPU prefix hits (tokens) | pulled by decode engines (tokens) | over PCIe | keeps / normals / drops applied (hints sent) | keep factor | switches | wall |",
+    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
   ];
   for (const row of rows) {
     const a = row.all;
     const kv = a.kv;
     const factor = kv.keepFactor === undefined ? (kv.hintsSent > 0 ? "+2 s" : "—") : `×${kv.keepFactor.toFixed(2)}`;
     lines.push(
-      `| ${row.variant} | ${a.calls} | ${s(a.meanE2eMs)} | ${s(a.p95E2eMs)} | ${s(a.p95TtftMs)} | ${a.outputTokensPerSec.toFixed(0)} | ${millions(kv.recomputedTokens)} | ${millions(kv.hostHitTokens)} | ${millions(kv.gpuHitTokens)} | ${(kv.pcieBytes / 1e9).toFixed(0)} GB | ${kv.keepsApplied} / ${kv.normalsApplied} / ${kv.dropsApplied} (${kv.hintsSent}) | ${factor} | ${a.switches} | ${(row.wallMs / 1_000).toFixed(0)} s |`,
+      `| ${row.variant} | ${a.calls} | ${s(a.meanE2eMs)} | ${s(a.p95E2eMs)} | ${s(a.p95TtftMs)} | ${a.outputTokensPerSec.toFixed(0)} | ${millions(kv.recomputedTokens)} | ${millions(a.decodeRecomputedTokens)} | ${decodeWaits(a)} | ${millions(kv.hostHitTokens)} | ${millions(kv.gpuHitTokens)} | ${millions(kv.pulledTokens)} | ${(kv.pcieBytes / 1e9).toFixed(0)} GB | ${kv.keepsApplied} / ${kv.normalsApplied} / ${kv.dropsApplied} (${kv.hintsSent}) | ${factor} | ${a.switches} | ${(row.wallMs / 1_000).toFixed(0)} s |`,
     );
   }
   const base = rows[0];

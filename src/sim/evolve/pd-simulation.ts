@@ -4,7 +4,7 @@ import { RoleDemandMeter, type RoleWorkModel } from "../../core/roles/role-deman
 import type { RoleCapacity, RoleController, RoleEngineState, SplitRole } from "../../core/roles/roles.js";
 import { ThresholdRoleController, type ThresholdControllerSettings } from "../../core/roles/threshold-controller.js";
 import { EventQueue } from "../des/event-queue.js";
-import { EngineModel, type EngineEvent, type EngineStats } from "../engine-model.js";
+import { EngineModel, type EngineEvent, type EngineStats, type KvPull } from "../engine-model.js";
 import { hostKvTierFor, type HostKvWritePolicy } from "../host-kv-tier.js";
 import type { KeptOrder } from "../kv-retention-index.js";
 import { KV_LINKS, kvTransferMs } from "../kv-links.js";
@@ -20,10 +20,14 @@ import { type EvolveProgram, generationOf, promptOf, type TreeShape, toolMsAfter
  * KV cache) serving agent programs with fixed or evolving prefill/decode roles, in
  * virtual time (issue 13). A disaggregated call is prefilled on a prefill engine
  * (max_tokens 1: its first token, as vLLM's prefill instance answers under the KV
- * connector), its KV moved to a decode engine over the engine link
- * (kv-links.ts), imported there as cached blocks, and decoded; a mixed engine does
- * both. The role controllers are the core's (src/core/roles/); a switch drains the
- * engine's current work before it takes its new role, so no call is lost.
+ * connector), then decoded on a decode engine that pulls its KV over the engine link
+ * (kv-links.ts) as vLLM's NixlConnector does: the decode request waits in that engine's
+ * queue until blocks for its whole prompt fit, the pull starts then, and once the KV is
+ * in it computes only the prompt's last token (EngineModel, EngineRequest.remoteKv); the
+ * prefill engine keeps its copy pinned until the pull ends (vLLM's delay_free_blocks).
+ * A mixed engine does both. The role controllers are the core's (src/core/roles/); a
+ * switch drains the engine's current work before it takes its new role, so no call is
+ * lost.
  *
  * KV beyond one GPU (issue 13), when asked: the engines form one node sharing a host-memory
  * KV tier (host-kv-tier.ts), and branch-aware retention tags each call's KV with its
@@ -46,7 +50,7 @@ import { type EvolveProgram, generationOf, promptOf, type TreeShape, toolMsAfter
  *
  * Routing here is the simulator's own, for now: a program's prefill goes to the prefill
  * engine that prefilled its last call (its prefix is cached there) unless that one is
- * clearly busier, decode to the decode engine with the most free KV (the pool core's
+ * clearly busier, decode (at the hand-off) to the decode engine with the most free KV (the pool core's
  * placement, src/core/roles/decode-placement.ts, is not used here yet).
  */
 
@@ -101,8 +105,13 @@ export interface EvolveCallRecord {
   outputTokens: number;
   /** Prompt tokens the engines computed (not found cached). */
   computedPromptTokens: number;
-  /** KV moved from the prefill engine to the decode engine (ms; 0 on a mixed engine). */
+  /** KV moved from the prefill engine to the decode engine (ms, from the pull's start: the decode engine had room; 0 on a mixed engine). */
   transferMs: number;
+  /** The decode leg's wait for blocks on its engine (hand-off → pull start), and for the KV (pull start → schedulable), ms. */
+  decodeRoomWaitMs: number;
+  decodeKvWaitMs: number;
+  /** Prompt tokens the decode engine computed past the one it must (the last, for its logits): the handed-over KV recomputed (0 on a mixed engine). */
+  decodeRecomputedTokens: number;
 }
 
 export interface RoleSwitchRecord {
@@ -118,6 +127,8 @@ export interface RoleSwitchRecord {
 /** KV beyond one GPU, summed over the pool's engines. */
 export interface EvolveKvTotals {
   gpuHitTokens: number;
+  /** Prompt tokens decode engines pulled from prefill engines (a split call's handed-over KV; not prefix hits). */
+  pulledTokens: number;
   hostHitTokens: number;
   recomputedTokens: number;
   pcieBytes: number;
@@ -145,6 +156,8 @@ export interface EvolveResult {
   simMs: number;
   /** Prefill engines at each round (a fixed split's is constant). */
   prefillEnginesByRound: number[];
+  /** KV blocks the engines still held when the run ended: 0 unless it stopped at maxSimMs (a pinned copy never let go would show here). */
+  kvBlocksHeldAtEnd: number;
 }
 
 /** What a decode engine may fill: its KV, less the pool's admission headroom (90 %). */
@@ -164,6 +177,8 @@ interface SimEngine extends RoleEngineState {
   next: SplitRole | undefined;
   switchRecord: RoleSwitchRecord | undefined;
   generatedAtRound: number;
+  /** A wake is queued for then (a KV pull ends while the engine has nothing else to run). */
+  wakeAtMs: number | undefined;
 }
 
 interface CallRun {
@@ -175,6 +190,9 @@ interface CallRun {
   hashes: number[];
   newTokens: number;
   record: EvolveCallRecord;
+  /** Where it was prefilled, and the blocks pinned there until the decode engine's pull ends. */
+  prefillEngine: SimEngine | undefined;
+  held: number[] | undefined;
 }
 
 interface ProgramRun {
@@ -191,7 +209,8 @@ type SimEvent =
   | { kind: "arrival"; program: ProgramRun }
   | { kind: "issue"; program: ProgramRun; index: number }
   | { kind: "step"; engine: SimEngine }
-  | { kind: "transferred"; call: CallRun }
+  | { kind: "pulled"; call: CallRun }
+  | { kind: "wake"; engine: SimEngine }
   | { kind: "round" };
 
 const percentileOf = (values: readonly number[], p: number): number | undefined => {
@@ -227,11 +246,18 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
     role: !split ? "mixed" : i < prefillAtStart ? "prefill" : "decode",
     switching: false,
     load: 0,
-    model: new EngineModel({ profile: config.profile, hostTier, nodeLedger, ...(config.keptOrder === undefined ? {} : { keptOrder: config.keptOrder }) }),
+    model: new EngineModel({
+      profile: config.profile,
+      hostTier,
+      nodeLedger,
+      kvPullMs: (tokens) => kvTransferMs(link, tokens, "engine"),
+      ...(config.keptOrder === undefined ? {} : { keptOrder: config.keptOrder }),
+    }),
     stepping: false,
     next: undefined,
     switchRecord: undefined,
     generatedAtRound: 0,
+    wakeAtMs: undefined,
   }));
   const events = new EventQueue<SimEvent>();
   const calls = new Map<string, CallRun>();
@@ -240,7 +266,7 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
   let branchDropsApplied = 0;
   const threadEndedSignal = config.threadEndedSignal ?? true;
   const dropsOnly = config.retentionHints === "drops";
-  const result: EvolveResult = { kv: kvTotals([], 0, 0, undefined), calls: [], switches: [], programsFinished: 0, programsStarted: 0, simMs: 0, prefillEnginesByRound: [] };
+  const result: EvolveResult = { kv: kvTotals([], 0, 0, undefined), calls: [], switches: [], programsFinished: 0, programsStarted: 0, simMs: 0, prefillEnginesByRound: [], kvBlocksHeldAtEnd: 0 };
   // Demand measured as the pool measures it (the core's meter), on virtual time.
   const workModel = roleWorkModelOf(profile);
   const meter = new RoleDemandMeter(workModel, 0);
@@ -253,9 +279,27 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
   const kick = (engine: SimEngine) => {
     if (engine.stepping) return;
     const duration = engine.model.startStep(now);
-    if (duration === undefined) return;
+    for (const pull of engine.model.takeKvPulls()) pullStarted(pull);
+    if (duration === undefined) {
+      // Nothing to run now; a pull in progress says when there will be.
+      const next = engine.model.nextWakeMs();
+      const wake = next === undefined ? undefined : Math.max(now, next);
+      if (wake !== undefined && (engine.wakeAtMs === undefined || wake < engine.wakeAtMs)) {
+        engine.wakeAtMs = wake;
+        events.push(wake, { kind: "wake", engine });
+      }
+      return;
+    }
     engine.stepping = true;
     events.push(now + duration, { kind: "step", engine });
+  };
+
+  /** A decode engine had room for a split call's prompt and started pulling its KV: the transfer runs from now. */
+  const pullStarted = (pull: KvPull) => {
+    const call = calls.get(pull.requestId.split("/")[0] as string);
+    if (call === undefined) return;
+    call.record.transferMs = pull.landsAtMs - pull.atMs;
+    events.push(pull.landsAtMs, { kind: "pulled", call });
   };
 
   const usable = (role: SplitRole | "mixed") => engines.filter((e) => e.role === role && e.next === undefined);
@@ -272,8 +316,8 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
   let tpotEstimateMs = 50;
   /** A split call's prefill is done: the planner's rule keeps its copy on the prefill engine through the expected transfer and decode. */
   const keepThroughDecode = (call: CallRun, transferMs: number) => {
-    if (planner === undefined || call.program.lastEngine === undefined) return;
-    sendHints(planner.prefillHandedOff(call.context, call.program.lastEngine, transferMs + call.record.outputTokens * tpotEstimateMs, now));
+    if (planner === undefined || call.prefillEngine === undefined) return;
+    sendHints(planner.prefillHandedOff(call.context, call.prefillEngine.id, transferMs + call.record.outputTokens * tpotEstimateMs, now));
   };
 
   /** Returns the hints an engine applied (it held the context). */
@@ -289,7 +333,19 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
   };
 
   const submit = (engine: SimEngine, id: string, call: CallRun, maxTokens: number, leg: "whole" | "decode" = "whole") => {
-    engine.model.submit({ id, promptTokens: call.prompt, promptBlockHashes: call.hashes, maxTokens, ignoreEos: true, ...(call.tag === undefined ? {} : { retentionTag: call.tag }) }, now);
+    engine.model.submit(
+      {
+        id,
+        promptTokens: call.prompt,
+        promptBlockHashes: call.hashes,
+        maxTokens,
+        ignoreEos: true,
+        ...(call.tag === undefined ? {} : { retentionTag: call.tag }),
+        // The decode leg pulls the prefill's KV (timed by the engine link).
+        ...(leg === "decode" ? { remoteKv: {} } : {}),
+      },
+      now,
+    );
     // As the pool: a split call starts at its prefill (and ends there, for the planner); its decode engine then holds the context too.
     if (planner !== undefined && leg === "decode") planner.heldOn(call.context, engine.id);
     else if (planner !== undefined) sendHints(planner.callStarted(call.context, engine.id, now));
@@ -318,19 +374,35 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
       outputTokens: program.spec.shape.outputTokens,
       computedPromptTokens: 0,
       transferMs: 0,
+      decodeRecomputedTokens: 0,
+      decodeRoomWaitMs: 0,
+      decodeKvWaitMs: 0,
     };
-    const call: CallRun = { program, index, context, tag: planner === undefined ? undefined : contextTag(context), prompt, hashes: promptBlockHashes(prompt, profile.blockSize), newTokens, record };
+    const call: CallRun = {
+      program,
+      index,
+      context,
+      tag: planner === undefined ? undefined : contextTag(context),
+      prompt,
+      hashes: promptBlockHashes(prompt, profile.blockSize),
+      newTokens,
+      record,
+      prefillEngine: undefined,
+      held: undefined,
+    };
     const key = `${program.spec.id}#${index}`;
     calls.set(key, call);
     meter.prefillQueued(key, newTokens, prompt.length - newTokens);
     if (!split) {
       const engine = byAffinity(usable("mixed"), program, busy, 4);
       program.lastEngine = engine.id;
+      call.prefillEngine = engine;
       submit(engine, `${key}/m`, call, record.outputTokens);
       return;
     }
     const engine = byAffinity(usable("prefill"), program, (e) => e.model.numWaiting, 2);
     program.lastEngine = engine.id;
+    call.prefillEngine = engine;
     submit(engine, `${key}/p`, call, 1);
   };
 
@@ -402,20 +474,36 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
     if (event.type !== "finished") return;
     if (part !== "d") planner?.callEnded(call.context, now);
     if (part !== "d") call.record.computedPromptTokens += event.usage.promptTokens - event.usage.cachedTokens;
+    else {
+      call.record.decodeRecomputedTokens = Math.max(0, event.prefillTokens - 1);
+      call.record.decodeRoomWaitMs = event.remoteKv?.roomWaitMs ?? 0;
+      call.record.decodeKvWaitMs = event.remoteKv?.kvWaitMs ?? 0;
+    }
     if (part === "p") meter.prefillDone(key, call.record.firstTokenMs - call.record.arrivalMs, event.usage);
     if (part !== "p" && event.timing.tpotMs !== undefined) {
       meter.interToken(event.timing.tpotMs);
       tpotEstimateMs += 0.05 * (event.timing.tpotMs - tpotEstimateMs);
     }
     if (part === "p" && call.record.outputTokens > 1) {
-      const ms = kvTransferMs(link, call.prompt.length, "engine");
-      call.record.transferMs = ms;
-      keepThroughDecode(call, ms);
-      meter.decodeQueued(key, call.prompt.length);
-      events.push(now + ms, { kind: "transferred", call });
+      handOff(call, key);
       return;
     }
     callDone(call);
+  };
+
+  /**
+   * A split call's prefill is done: its prompt's blocks stay pinned on the prefill engine
+   * (in this step, before any admission could evict them) until the decode engine's pull
+   * ends; the decode request goes to the decode engine with the most free KV now, and
+   * waits there for room.
+   */
+  const handOff = (call: CallRun, key: string) => {
+    call.held = call.prefillEngine?.model.holdCachedPrefix(call.hashes);
+    // The planner's keep covers the transfer as if it started now (it cannot know the wait for room).
+    keepThroughDecode(call, kvTransferMs(link, call.prompt.length, "engine"));
+    meter.decodeQueued(key, call.prompt.length);
+    const engine = usable("decode").reduce((a, b) => (b.model.kvUsage < a.model.kvUsage || (b.model.kvUsage === a.model.kvUsage && busy(b) < busy(a)) ? b : a));
+    submit(engine, `${key}/d`, call, call.record.outputTokens - 1, "decode");
   };
 
   const finishSwitchIfDrained = (engine: SimEngine) => {
@@ -472,11 +560,23 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
       case "issue":
         issue(event.program, event.index);
         break;
-      case "transferred": {
-        const candidates = usable("decode");
-        const engine = candidates.reduce((a, b) => (b.model.kvUsage < a.model.kvUsage || (b.model.kvUsage === a.model.kvUsage && busy(b) < busy(a)) ? b : a));
-        engine.model.importKv(event.call.hashes, event.call.tag);
-        submit(engine, `${event.call.program.spec.id}#${event.call.index}/d`, event.call, event.call.record.outputTokens - 1, "decode");
+      case "pulled": {
+        // The decode engine's pull ended: the prefill engine lets its copy go (vLLM frees it on the decode side's notification).
+        const { call } = event;
+        const prefill = call.prefillEngine;
+        if (call.held !== undefined && prefill !== undefined) {
+          prefill.model.releaseHeld(call.held);
+          call.held = undefined;
+          kick(prefill);
+        }
+        break;
+      }
+      case "wake": {
+        const engine = event.engine;
+        if (engine.wakeAtMs !== now) break;
+        engine.wakeAtMs = undefined;
+        kick(engine);
+        finishSwitchIfDrained(engine);
         break;
       }
       case "step": {
@@ -495,6 +595,7 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
     }
   }
   result.simMs = now;
+  result.kvBlocksHeldAtEnd = engines.reduce((sum, e) => sum + profile.kvBlocks - e.model.stats().kvBlocksFree, 0);
   result.kv = kvTotals(
     engines.map((e) => e.model.stats()),
     hintsSent,
@@ -508,6 +609,7 @@ function kvTotals(stats: readonly EngineStats[], hintsSent: number, branchDropsA
   const sum = (read: (s: EngineStats) => number) => stats.reduce((total, s) => total + read(s), 0);
   return {
     gpuHitTokens: sum((s) => s.prefixCacheHits),
+    pulledTokens: sum((s) => s.remoteKvPulledTokens),
     hostHitTokens: sum((s) => s.hostHitTokens),
     recomputedTokens: sum((s) => s.recomputedTokens),
     pcieBytes: sum((s) => s.hostLoadBytes + s.hostStoreBytes),
@@ -541,24 +643,36 @@ export interface EvolveSummary {
   callsPerSec: number;
   outputTokensPerSec: number;
   computedPromptTokens: number;
+  /** Prompt tokens decode engines computed again although the prefill's KV was handed over (EvolveCallRecord.decodeRecomputedTokens). */
+  decodeRecomputedTokens: number;
+  /** Split calls' mean decode-leg waits: for blocks on the decode engine, and for the KV once it had them (ms; NaN without split calls). */
+  meanDecodeRoomWaitMs: number;
+  meanDecodeKvWaitMs: number;
   switches: number;
   /** The run's KV totals (whole run, every phase). */
   kv: EvolveKvTotals;
 }
 
+const meanOf = (values: readonly number[]): number => (values.length === 0 ? Number.NaN : values.reduce((a, b) => a + b, 0) / values.length);
+
 export function summarise(result: EvolveResult, phase?: number): EvolveSummary {
   const calls = result.calls.filter((c) => phase === undefined || c.phase === phase);
   const e2e = calls.map((c) => c.finishMs - c.arrivalMs);
+  // Calls with a decode leg (a one-token call ends at its prefill).
+  const split = calls.filter((c) => c.transferMs > 0);
   const ttft = calls.map((c) => c.firstTokenMs - c.arrivalMs);
   const seconds = Math.max(result.simMs, 1) / 1_000;
   return {
     calls: calls.length,
-    meanE2eMs: e2e.length === 0 ? Number.NaN : e2e.reduce((a, b) => a + b, 0) / e2e.length,
+    meanE2eMs: meanOf(e2e),
     p95E2eMs: percentileOf(e2e, 0.95) ?? Number.NaN,
     p95TtftMs: percentileOf(ttft, 0.95) ?? Number.NaN,
     callsPerSec: calls.length / seconds,
     outputTokensPerSec: calls.reduce((sum, c) => sum + c.outputTokens, 0) / seconds,
     computedPromptTokens: calls.reduce((sum, c) => sum + c.computedPromptTokens, 0),
+    decodeRecomputedTokens: calls.reduce((sum, c) => sum + c.decodeRecomputedTokens, 0),
+    meanDecodeRoomWaitMs: meanOf(split.map((c) => c.decodeRoomWaitMs)),
+    meanDecodeKvWaitMs: meanOf(split.map((c) => c.decodeKvWaitMs)),
     switches: result.switches.length,
     kv: result.kv,
   };
