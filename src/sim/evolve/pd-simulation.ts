@@ -1,7 +1,7 @@
 import { contextTag, type ContextRef, DEFAULT_RETENTION_SETTINGS, type EngineRetentionHint, RetentionPlanner, type RetentionSettings } from "../../core/kv/retention-planner.js";
 import { RatioRoleController, type RatioControllerSettings } from "../../core/roles/ratio-controller.js";
 import { RoleDemandMeter, type RoleWorkModel } from "../../core/roles/role-demand-meter.js";
-import type { RoleCapacity, RoleController, RoleEngineState, SplitRole } from "../../core/roles/roles.js";
+import type { RoleCapacity, RoleController, RoleEngineState, RoleSwitchMode, SplitRole } from "../../core/roles/roles.js";
 import { ThresholdRoleController, type ThresholdControllerSettings } from "../../core/roles/threshold-controller.js";
 import { EventQueue } from "../des/event-queue.js";
 import { EngineModel, type EngineEvent, type EngineStats } from "../engine-model.js";
@@ -22,8 +22,11 @@ import { type EvolveProgram, generationOf, promptOf, type TreeShape, toolMsAfter
  * (max_tokens 1: its first token, as vLLM's prefill instance answers under the KV
  * connector), its KV moved to a decode engine over the engine link
  * (kv-links.ts), imported there as cached blocks, and decoded; a mixed engine does
- * both. The role controllers are the core's (src/core/roles/); a switch drains the
- * engine's current work before it takes its new role, so no call is lost.
+ * both. The role controllers are the core's (src/core/roles/). A switch overlaps by
+ * default (the simulated engine honours kv_transfer_params on any request, as a vLLM
+ * engine started kv_both does): the engine takes its new role's work at once, none of
+ * its old role's, and its old role's calls finish in the same steps; with `roleSwitch:
+ * "drain"` it takes nothing new until it is empty. Either way no call is lost.
  *
  * KV beyond one GPU (issue 13), when asked: the engines form one node sharing a host-memory
  * KV tier (host-kv-tier.ts), and branch-aware retention tags each call's KV with its
@@ -63,6 +66,8 @@ export interface EvolveConfig {
   policy: EvolvePolicy;
   /** The controller's round (ms). */
   roundMs?: number;
+  /** How engines switch roles (default "overlap": the simulated engine serves both sides, as vLLM started kv_both). */
+  roleSwitch?: RoleSwitchMode;
   /** Stop here even if programs are left (ms of virtual time). */
   maxSimMs?: number;
   /** The engines share a node's host KV tier (capacity from the profile's datasheets, or `hostKvBlocks`). */
@@ -107,8 +112,9 @@ export interface EvolveCallRecord {
 
 export interface RoleSwitchRecord {
   atMs: number;
-  /** When the engine had drained and took its new role. */
+  /** When the switch was complete: the engine had drained and took its new role, or (overlap) its old role's last call finished. */
   doneMs: number | undefined;
+  mode: RoleSwitchMode;
   engineId: string;
   from: SplitRole;
   to: SplitRole;
@@ -162,6 +168,8 @@ interface SimEngine extends RoleEngineState {
   stepping: boolean;
   /** The role it is draining toward. */
   next: SplitRole | undefined;
+  /** Requests on it by leg (p: a split call's prefill, d: its decode, m: a whole call on a mixed engine): what an overlapping switch waits for. */
+  legs: Record<Leg, number>;
   switchRecord: RoleSwitchRecord | undefined;
   generatedAtRound: number;
 }
@@ -187,6 +195,11 @@ interface ProgramRun {
   branchesAnswered: number;
 }
 
+type Leg = "p" | "d" | "m";
+/** The engine role a request leg runs under. */
+const LEG_ROLE: Record<Leg, RoleEngineState["role"]> = { p: "prefill", d: "decode", m: "mixed" };
+const legOf = (requestId: string): Leg => requestId.slice(requestId.lastIndexOf("/") + 1) as Leg;
+
 type SimEvent =
   | { kind: "arrival"; program: ProgramRun }
   | { kind: "issue"; program: ProgramRun; index: number }
@@ -204,6 +217,7 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
   const profile = ENGINE_PROFILES[config.profile];
   const link = KV_LINKS[config.profile];
   const roundMs = config.roundMs ?? 10_000;
+  const switchMode: RoleSwitchMode = config.roleSwitch ?? "overlap";
   const maxSimMs = config.maxSimMs ?? Number.POSITIVE_INFINITY;
   const policy = config.policy;
   const split = policy.kind !== "mixed";
@@ -226,10 +240,12 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
     id: `engine-${i}`,
     role: !split ? "mixed" : i < prefillAtStart ? "prefill" : "decode",
     switching: false,
+    finishing: false,
     load: 0,
     model: new EngineModel({ profile: config.profile, hostTier, nodeLedger, ...(config.keptOrder === undefined ? {} : { keptOrder: config.keptOrder }) }),
     stepping: false,
     next: undefined,
+    legs: { p: 0, d: 0, m: 0 },
     switchRecord: undefined,
     generatedAtRound: 0,
   }));
@@ -290,6 +306,7 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
 
   const submit = (engine: SimEngine, id: string, call: CallRun, maxTokens: number, leg: "whole" | "decode" = "whole") => {
     engine.model.submit({ id, promptTokens: call.prompt, promptBlockHashes: call.hashes, maxTokens, ignoreEos: true, ...(call.tag === undefined ? {} : { retentionTag: call.tag }) }, now);
+    engine.legs[legOf(id)] += 1;
     // As the pool: a split call starts at its prefill (and ends there, for the planner); its decode engine then holds the context too.
     if (planner !== undefined && leg === "decode") planner.heldOn(call.context, engine.id);
     else if (planner !== undefined) sendHints(planner.callStarted(call.context, engine.id, now));
@@ -418,12 +435,20 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
     callDone(call);
   };
 
-  const finishSwitchIfDrained = (engine: SimEngine) => {
-    if (engine.next === undefined || !engine.model.isIdle || engine.stepping) return;
-    engine.role = engine.next;
-    engine.next = undefined;
-    engine.switching = false;
-    if (engine.switchRecord) engine.switchRecord.doneMs = now;
+  /** A draining engine that is empty takes its new role; an overlapping one whose old role's last request finished is done. */
+  const finishSwitchIfDone = (engine: SimEngine) => {
+    const record = engine.switchRecord;
+    if (record === undefined) return;
+    if (engine.finishing === true) {
+      if ((Object.keys(engine.legs) as Leg[]).some((leg) => LEG_ROLE[leg] === record.from && engine.legs[leg] > 0)) return;
+      engine.finishing = false;
+    } else {
+      if (engine.next === undefined || !engine.model.isIdle || engine.stepping) return;
+      engine.role = engine.next;
+      engine.next = undefined;
+      engine.switching = false;
+    }
+    record.doneMs = now;
     engine.switchRecord = undefined;
   };
 
@@ -446,13 +471,19 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
     const decision = controller?.decide(engines, demand, now);
     for (const roleSwitch of decision?.action === "switch" ? decision.switches : []) {
       const engine = engines.find((e) => e.id === roleSwitch.engineId);
-      if (engine === undefined) continue;
-      engine.next = roleSwitch.to;
-      engine.switching = true;
-      const record: RoleSwitchRecord = { atMs: now, doneMs: undefined, ...roleSwitch };
+      if (engine === undefined || engine.switchRecord !== undefined || engine.role !== roleSwitch.from) continue;
+      if (switchMode === "overlap") {
+        // It serves both sides: the new role's work from now on; the old role's requests finish in the same steps.
+        engine.role = roleSwitch.to;
+        engine.finishing = true;
+      } else {
+        engine.next = roleSwitch.to;
+        engine.switching = true;
+      }
+      const record: RoleSwitchRecord = { atMs: now, doneMs: undefined, mode: switchMode, ...roleSwitch };
       engine.switchRecord = record;
       result.switches.push(record);
-      finishSwitchIfDrained(engine);
+      finishSwitchIfDone(engine);
     }
     result.prefillEnginesByRound.push(engines.filter((e) => e.role === "prefill").length);
   };
@@ -482,9 +513,12 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
       case "step": {
         const engine = event.engine;
         engine.stepping = false;
-        for (const engineEvent of engine.model.finishStep()) onEngineEvent(engineEvent);
+        for (const engineEvent of engine.model.finishStep()) {
+          if (engineEvent.type === "finished") engine.legs[legOf(engineEvent.requestId)] -= 1;
+          onEngineEvent(engineEvent);
+        }
         kick(engine);
-        finishSwitchIfDrained(engine);
+        finishSwitchIfDone(engine);
         break;
       }
       case "round":
