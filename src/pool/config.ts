@@ -9,7 +9,7 @@ import { DEFAULT_DISPATCH_SETTINGS, DEFAULT_KV_CAPACITY_TOKENS } from "../core/s
 import { DEFAULT_SIGNING_KEY_ID, SigningKey, SigningSecret } from "../protocol/signing.js";
 import { decodeCostOf, ENGINE_PROFILES, isEngineProfileName } from "../sim/profiles.js";
 import { KV_LINKS } from "../sim/kv-links.js";
-import { ENGINE_ROLES, ROLE_SWITCH_MODES } from "../core/roles/roles.js";
+import { DEFAULT_ROLE_ROUND_MS, ENGINE_ROLES, ROLE_SWITCH_MODES } from "../core/roles/roles.js";
 import { adapterFor, ENGINE_KINDS, SPLIT_ENGINE_KINDS } from "./engines/index.js";
 import { NATIVE_APIS } from "./engine-request.js";
 import { type PlacementSettings, PlacementPolicyConfig, TaoConfig } from "./tao/config.js";
@@ -219,7 +219,7 @@ const RolesConfig = z
   .strictObject({
     controller: z.enum(["off", "ratio", "threshold"]).default("off"),
     /** How often the controller looks at the demand (ms). */
-    roundMs: z.int().min(100).max(600_000).default(10_000),
+    roundMs: z.int().min(100).max(600_000).default(DEFAULT_ROLE_ROUND_MS),
     /** No switch within this long of the last (ms); the controller's own default when unset. */
     cooldownMs: z.int().min(0).max(3_600_000).optional(),
   })

@@ -84,7 +84,7 @@ describe("pool config", () => {
 
   it("gives engines the mixed role unless told, and reads a disaggregated pool's roles", () => {
     expect(parsePoolConfig(minimal).engines[0]?.role).toBe("mixed");
-    expect(parsePoolConfig(minimal).roles).toEqual({ controller: "off", roundMs: 10_000 });
+    expect(parsePoolConfig(minimal).roles).toEqual({ controller: "off", roundMs: 2_500 });
     const split = parsePoolConfig({
       ...minimal,
       engines: [

@@ -86,6 +86,13 @@ export interface RoleController {
   decide(engines: readonly RoleEngineState[], demand: RoleDemand, now: number): RoleDecision;
 }
 
+/**
+ * How often a role controller looks at the demand, by default (the pool's roles.roundMs,
+ * the simulator's roundMs). Short, because a switch is cheap where engines overlap: the
+ * controller's sustain rounds and smoothing, not a long round, keep it from chasing noise.
+ */
+export const DEFAULT_ROLE_ROUND_MS = 2_500;
+
 /** The split engines by role (mixed ones are not the controller's). */
 export function splitOf(engines: readonly RoleEngineState[]): { prefill: RoleEngineState[]; decode: RoleEngineState[] } {
   return { prefill: engines.filter((e) => e.role === "prefill"), decode: engines.filter((e) => e.role === "decode") };

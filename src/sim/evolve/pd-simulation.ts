@@ -1,7 +1,7 @@
 import { contextTag, type ContextRef, DEFAULT_RETENTION_SETTINGS, type EngineRetentionHint, RetentionPlanner, type RetentionSettings } from "../../core/kv/retention-planner.js";
 import { RatioRoleController, type RatioControllerSettings } from "../../core/roles/ratio-controller.js";
 import { RoleDemandMeter, type RoleWorkModel } from "../../core/roles/role-demand-meter.js";
-import type { RoleCapacity, RoleController, RoleEngineState, RoleSwitchMode, SplitRole } from "../../core/roles/roles.js";
+import { DEFAULT_ROLE_ROUND_MS, type RoleCapacity, type RoleController, type RoleEngineState, type RoleSwitchMode, type SplitRole } from "../../core/roles/roles.js";
 import { ThresholdRoleController, type ThresholdControllerSettings } from "../../core/roles/threshold-controller.js";
 import { EventQueue } from "../des/event-queue.js";
 import { EngineModel, type EngineEvent, type EngineStats } from "../engine-model.js";
@@ -64,7 +64,7 @@ export interface EvolveConfig {
   profile: EngineProfileName;
   programs: readonly EvolveProgram[];
   policy: EvolvePolicy;
-  /** The controller's round (ms). */
+  /** The controller's round (ms; default the pool's, DEFAULT_ROLE_ROUND_MS). */
   roundMs?: number;
   /** How engines switch roles (default "overlap": the simulated engine serves both sides, as vLLM started kv_both). */
   roleSwitch?: RoleSwitchMode;
@@ -216,7 +216,7 @@ const percentileOf = (values: readonly number[], p: number): number | undefined 
 export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
   const profile = ENGINE_PROFILES[config.profile];
   const link = KV_LINKS[config.profile];
-  const roundMs = config.roundMs ?? 10_000;
+  const roundMs = config.roundMs ?? DEFAULT_ROLE_ROUND_MS;
   const switchMode: RoleSwitchMode = config.roleSwitch ?? "overlap";
   const maxSimMs = config.maxSimMs ?? Number.POSITIVE_INFINITY;
   const policy = config.policy;
