@@ -9,8 +9,8 @@ import { DEFAULT_TAO_SETTINGS, type TaoPlacementSettings, type TaoSettings } fro
 import { TaoPlacement, type TaoPlacementHooks, type TaoPlacementStats } from "./tao/tao-placement.js";
 import { type CallEnd, ToolSignals, type ToolSignalsHooks } from "./tao/tool-signals.js";
 import { chooseDecodeEngine, type DecodeCandidate, pickDecodeEngine } from "./roles/decode-placement.js";
-import { EngineRoleBook, type RoleSwitchDone } from "./roles/engine-roles.js";
-import type { EngineRole, RoleEngineState, RoleSwitch } from "./roles/roles.js";
+import { type CallsByRole, EngineRoleBook, type RoleSwitchDone } from "./roles/engine-roles.js";
+import type { EngineRole, RoleEngineState, RoleSwitch, RoleSwitchMode } from "./roles/roles.js";
 
 /*
  * One pool core: everything the pool decides about calls, and nothing it does with
@@ -33,7 +33,10 @@ import type { EngineRole, RoleEngineState, RoleSwitch } from "./roles/roles.js";
  *
  * - the engines' roles (roles/engine-roles.ts): a new call goes to an engine that
  *   prefills (prefill or mixed); a disaggregated call's decode is placed on a decode
- *   engine (placeDecode) and released by decodeEnded; a role switch drains the engine.
+ *   engine (placeDecode) and released by decodeEnded; a role switch either drains the
+ *   engine or (an engine that serves both sides) overlaps: each call is counted by the
+ *   role its engine had when it was given the call, so the book knows when the old
+ *   role's last call left.
  *
  * A call's life here: enqueue → (pump hands it to an engine) → attemptEnded, repeated
  * by a driver that retries (route / requeue), and callLeft once when the call leaves
@@ -53,6 +56,8 @@ export interface PoolCoreEngine {
   costModel?: DecodeCostModel | undefined;
   /** Default "mixed": prefills and decodes its own calls. */
   role?: EngineRole | undefined;
+  /** How it switches roles (roles/engine-roles.ts); default "drain". */
+  switchMode?: RoleSwitchMode | undefined;
 }
 
 export type PoolPlacement = { policy: "routing" } | { policy: "tao"; settings: TaoPlacementSettings };
@@ -104,6 +109,8 @@ const SIGNALS_PRUNE_INTERVAL_MS = 5_000;
 interface SentAttempt {
   engineId: string;
   call: QueuedCall;
+  /** The engine's role when it was given the call (what a role switch waits for). */
+  role: EngineRole;
 }
 
 export class PoolCore {
@@ -145,7 +152,7 @@ export class PoolCore {
       this.#byId.set(engine.id, state);
       if (engine.capacityTokens !== undefined) this.#configuredCapacity.add(engine.id);
     }
-    this.roles = new EngineRoleBook(options.engines.map((engine) => ({ id: engine.id, role: engine.role ?? "mixed" })));
+    this.roles = new EngineRoleBook(options.engines.map((engine) => ({ id: engine.id, role: engine.role ?? "mixed", switchMode: engine.switchMode })));
     this.kv = new Admission(
       options.settings.admission ?? DEFAULT_ADMISSION_SETTINGS,
       options.engines.map((engine) => ({ id: engine.id, capacityTokens: engine.capacityTokens, costModel: engine.costModel })),
@@ -251,7 +258,7 @@ export class PoolCore {
     this.kv.finished(sent.engineId, callId, end.outputTokens);
     this.#tao?.callEnded();
     this.queue.chargeTenant(sent.call.tenantId, end.serviceMs, now);
-    this.roles.callsDrained(sent.engineId, engine?.inFlight ?? 0, now);
+    this.#callsEnded(sent.engineId, now);
   }
 
   /**
@@ -300,7 +307,7 @@ export class PoolCore {
   #recordDecode(call: QueuedCall, engine: EngineState): string {
     engine.inFlight += 1;
     this.kv.sent(engine.id, call);
-    this.#decodes.set(call.callId, { engineId: engine.id, call });
+    this.#decodes.set(call.callId, { engineId: engine.id, call, role: this.roles.role(engine.id) ?? "mixed" });
     return engine.id;
   }
 
@@ -313,7 +320,7 @@ export class PoolCore {
     if (engine !== undefined) engine.inFlight = Math.max(0, engine.inFlight - 1);
     this.kv.finished(sent.engineId, callId, end.outputTokens);
     this.queue.chargeTenant(sent.call.tenantId, end.serviceMs, now);
-    this.roles.callsDrained(sent.engineId, engine?.inFlight ?? 0, now);
+    this.#callsEnded(sent.engineId, now);
   }
 
   /**
@@ -323,7 +330,7 @@ export class PoolCore {
    * call's attempt. Undefined when none takes it now.
    */
   routeRecompute(call: QueuedCall, excluded: ReadonlySet<string>): Dispatch | undefined {
-    const open = this.engines.filter((engine) => !excluded.has(engine.id) && !this.roles.switching(engine.id));
+    const open = this.engines.filter((engine) => !excluded.has(engine.id) && !this.roles.draining(engine.id));
     const mixed = open.filter((engine) => this.roles.role(engine.id) === "mixed");
     const decode = open.filter((engine) => this.roles.role(engine.id) === "decode");
     const choice =
@@ -340,10 +347,23 @@ export class PoolCore {
     return this.#decodes.get(callId)?.engineId;
   }
 
-  /** Starts draining an engine toward another role (the role controller's switch); false when it cannot switch now. */
+  /** Starts an engine's switch to another role (the role controller's), in the engine's mode; false when it cannot switch now. */
   startRoleSwitch(roleSwitch: RoleSwitch, now: number): boolean {
-    const engine = this.#byId.get(roleSwitch.engineId);
-    return engine !== undefined && this.roles.startSwitch(roleSwitch, engine.inFlight, now);
+    return this.#byId.has(roleSwitch.engineId) && this.roles.startSwitch(roleSwitch, this.callsOn(roleSwitch.engineId), now);
+  }
+
+  /** The calls on an engine now, by the role it had when it was given each (its attempts and decodes). */
+  callsOn(engineId: string): CallsByRole {
+    const calls: Partial<Record<EngineRole, number>> = {};
+    for (const map of [this.#sent, this.#decodes]) {
+      for (const sent of map.values()) if (sent.engineId === engineId) calls[sent.role] = (calls[sent.role] ?? 0) + 1;
+    }
+    return calls;
+  }
+
+  /** A call left the engine: a switch under way there may be complete. */
+  #callsEnded(engineId: string, now: number): void {
+    if (this.roles.switching(engineId)) this.roles.callsEnded(engineId, this.callsOn(engineId), now);
   }
 
   /** The engines as a role controller reads them (load: calls on each). */
@@ -351,7 +371,7 @@ export class PoolCore {
     return this.roles.states((id) => this.#byId.get(id)?.inFlight ?? 0);
   }
 
-  /** Role switches that finished (the engine drained) since the last call. */
+  /** Role switches that completed (drained, or the old role's last call left) since the last call. */
   takeFinishedRoleSwitches(): RoleSwitchDone[] {
     return this.roles.takeFinished();
   }
@@ -441,7 +461,7 @@ export class PoolCore {
   }
 
   #record(dispatch: Dispatch, chargeAccount: boolean): void {
-    this.#sent.set(dispatch.call.callId, { engineId: dispatch.engineId, call: dispatch.call });
+    this.#sent.set(dispatch.call.callId, { engineId: dispatch.engineId, call: dispatch.call, role: this.roles.role(dispatch.engineId) ?? "mixed" });
     if (chargeAccount) this.kv.sent(dispatch.engineId, dispatch.call);
   }
 }

@@ -107,7 +107,14 @@ export function createPoolApp(deps: PoolAppDeps): Hono<ForwardedEnv> {
   app.get("/roles", requireOperator, (c) =>
     c.json({
       controller: config.roles.controller,
-      engines: dispatcher.engineRoles().map((engine) => ({ id: engine.id, role: engine.role, switching_to: engine.switchingTo ?? null, in_flight: engine.inFlight })),
+      engines: dispatcher.engineRoles().map((engine) => ({
+        id: engine.id,
+        role: engine.role,
+        switching_to: engine.switchingTo ?? null,
+        finishing_from: engine.finishingFrom ?? null,
+        switch_mode: engine.switchMode,
+        in_flight: engine.inFlight,
+      })),
     }),
   );
 

@@ -9,7 +9,7 @@ import { DEFAULT_DISPATCH_SETTINGS, DEFAULT_KV_CAPACITY_TOKENS } from "../core/s
 import { DEFAULT_SIGNING_KEY_ID, SigningKey, SigningSecret } from "../protocol/signing.js";
 import { decodeCostOf, ENGINE_PROFILES, isEngineProfileName } from "../sim/profiles.js";
 import { KV_LINKS } from "../sim/kv-links.js";
-import { ENGINE_ROLES } from "../core/roles/roles.js";
+import { DEFAULT_ROLE_ROUND_MS, ENGINE_ROLES, ROLE_SWITCH_MODES } from "../core/roles/roles.js";
 import { adapterFor, ENGINE_KINDS, SPLIT_ENGINE_KINDS } from "./engines/index.js";
 import { NATIVE_APIS } from "./engine-request.js";
 import { type PlacementSettings, PlacementPolicyConfig, TaoConfig } from "./tao/config.js";
@@ -106,6 +106,14 @@ export const EngineConfig = z
     role: z.enum(ENGINE_ROLES).default("mixed"),
     /** SGLang's --disaggregation-bootstrap-port of a prefill engine (SGLang's default 8998). */
     bootstrapPort: z.int().min(1).max(65_535).default(8998),
+    /**
+     * How it switches roles (issue 13): "overlap" (vLLM's default: an engine started
+     * kv_both serves either side, so it takes its new role at once while its old role's
+     * calls finish) or "drain" (nothing new until its calls are done: a vLLM engine
+     * started kv_producer or kv_consumer, and SGLang, whose --disaggregation-mode is fixed
+     * at start). Unset: its kind's default.
+     */
+    roleSwitch: z.enum(ROLE_SWITCH_MODES).optional(),
   })
   .refine((engine) => engine.profile === undefined || engine.decodeCost === undefined, {
     error: "give an engine a profile or a decodeCost, not both",
@@ -114,6 +122,10 @@ export const EngineConfig = z
     error: `only ${SPLIT_ENGINE_KINDS.join(" and ")} engines can take a prefill or decode role`,
     path: ["role"],
   })
+  .refine((engine) => engine.roleSwitch !== "overlap" || adapterFor(engine.kind).roleSwitch === "overlap", {
+    error: "roleSwitch overlap needs an engine that serves both sides (vLLM started kv_both); an SGLang PD server's side is fixed at start: drain",
+    path: ["roleSwitch"],
+  })
   .transform((engine) => {
     const adapter = adapterFor(engine.kind);
     const { profile, decodeCost, ...rest } = engine;
@@ -121,6 +133,7 @@ export const EngineConfig = z
     return {
       ...rest,
       healthPath: engine.healthPath ?? adapter.healthPath,
+      roleSwitch: engine.roleSwitch ?? adapter.roleSwitch,
       metricsPath: engine.metricsPath === undefined ? adapter.metricsPath : (engine.metricsPath ?? undefined),
       decodeCost: decodeCost ?? (named === undefined ? undefined : decodeCostOf(named)),
       /** A named profile states the capacity too, unless configured. */
@@ -206,7 +219,7 @@ const RolesConfig = z
   .strictObject({
     controller: z.enum(["off", "ratio", "threshold"]).default("off"),
     /** How often the controller looks at the demand (ms). */
-    roundMs: z.int().min(100).max(600_000).default(10_000),
+    roundMs: z.int().min(100).max(600_000).default(DEFAULT_ROLE_ROUND_MS),
     /** No switch within this long of the last (ms); the controller's own default when unset. */
     cooldownMs: z.int().min(0).max(3_600_000).optional(),
   })

@@ -86,7 +86,12 @@ export interface DispatcherOptions {
 export interface EngineRoleView {
   id: string;
   role: string;
+  /** The role it drains toward (a drain under way). */
   switchingTo: string | undefined;
+  /** The old role whose calls it still finishes (an overlapping switch under way). */
+  finishingFrom: string | undefined;
+  /** How it switches: overlap or drain. */
+  switchMode: string;
   inFlight: number;
 }
 
@@ -147,6 +152,7 @@ export class Dispatcher implements RoleSwitchTarget {
         capacityTokens: engine.kvCapacityTokens,
         costModel: engine.decodeCost,
         role: engine.role,
+        switchMode: engine.roleSwitch,
       })),
       placement: this.#placement.policy === "tao" ? { policy: "tao", settings: tao } : { policy: "routing" },
       signals: tao.tao,
@@ -431,11 +437,22 @@ export class Dispatcher implements RoleSwitchTarget {
     return { decodeKvTokens, prefillQueue, decodeKvUsage: decodeEngines === 0 ? 0 : decodeKvUsage / decodeEngines };
   }
 
-  /** Starts a role switch: the engine drains (nothing new of either role), then flips; false when it cannot switch now. */
+  /**
+   * Starts a role switch in the engine's mode: overlap (it takes the new role's work now,
+   * its old role's calls finish where they are) or drain (nothing new of either role,
+   * then it flips); false when it cannot switch now.
+   */
   startRoleSwitch(roleSwitch: RoleSwitch): boolean {
-    if (this.#closed || !this.#core.startRoleSwitch(roleSwitch, this.#options.clock.now())) return false;
-    this.#options.metrics.roleSwitchesStarted.inc({ from: roleSwitch.from, to: roleSwitch.to });
-    console.info(`agentix pool: engine ${roleSwitch.engineId} switching ${roleSwitch.from} -> ${roleSwitch.to}: draining ${this.#core.engine(roleSwitch.engineId)?.inFlight ?? 0} call(s) (${roleSwitch.reason})`);
+    const core = this.#core;
+    const calls = core.callsOn(roleSwitch.engineId);
+    if (this.#closed || !core.startRoleSwitch(roleSwitch, this.#options.clock.now())) return false;
+    const mode = core.roles.switchMode(roleSwitch.engineId) ?? "drain";
+    this.#options.metrics.roleSwitchesStarted.inc({ from: roleSwitch.from, to: roleSwitch.to, mode });
+    const what =
+      mode === "overlap"
+        ? `takes ${roleSwitch.to} work now, ${calls[roleSwitch.from] ?? 0} ${roleSwitch.from} call(s) finish there`
+        : `draining ${core.engine(roleSwitch.engineId)?.inFlight ?? 0} call(s)`;
+    console.info(`agentix pool: engine ${roleSwitch.engineId} switching ${roleSwitch.from} -> ${roleSwitch.to} (${mode}): ${what} (${roleSwitch.reason})`);
     this.#noteRoleSwitches();
     // A switch that finished at once may have opened room (a new decode or prefill engine).
     this.pump();
@@ -444,7 +461,7 @@ export class Dispatcher implements RoleSwitchTarget {
 
   /** Every engine's role now (the operator endpoint). */
   engineRoles(): EngineRoleView[] {
-    return this.#core.roles.snapshot().map(({ id, role, switchingTo }) => ({ id, role, switchingTo, inFlight: this.#core.engine(id)?.inFlight ?? 0 }));
+    return this.#core.roles.snapshot().map(({ id, role, switchingTo, finishingFrom, mode }) => ({ id, role, switchingTo, finishingFrom, switchMode: mode, inFlight: this.#core.engine(id)?.inFlight ?? 0 }));
   }
 
   engineSnapshots(): EngineSnapshot[] {
@@ -627,11 +644,12 @@ export class Dispatcher implements RoleSwitchTarget {
     return body;
   }
 
-  /** Role switches whose engine drained since the last look: logged once each and counted. */
+  /** Role switches completed since the last look (the engine drained, or its old role's last call left): logged once each and counted. */
   #noteRoleSwitches(): void {
     for (const done of this.#core.takeFinishedRoleSwitches()) {
-      this.#options.metrics.roleSwitches.inc({ from: done.from, to: done.to });
-      console.info(`agentix pool: engine ${done.engineId} switched ${done.from} -> ${done.to} (drained; ${done.reason})`);
+      this.#options.metrics.roleSwitches.inc({ from: done.from, to: done.to, mode: done.mode });
+      const how = done.mode === "overlap" ? `its last ${done.from} call left` : "drained";
+      console.info(`agentix pool: engine ${done.engineId} switched ${done.from} -> ${done.to} (${done.mode}: ${how}; ${done.reason})`);
     }
   }
 

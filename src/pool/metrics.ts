@@ -318,15 +318,15 @@ export class PoolMetrics {
 
   readonly roleSwitches = new Counter({
     name: "agentix_role_switches_total",
-    help: "Engine role switches completed (the engine drained and took its new role).",
-    labelNames: ["from", "to"] as const,
+    help: "Engine role switches completed: a draining engine drained and took its new role; an overlapping one (it took the new role at once) saw its old role's last call leave.",
+    labelNames: ["from", "to", "mode"] as const,
     registers: [this.registry],
   });
 
   readonly roleSwitchesStarted = new Counter({
     name: "agentix_pool_role_switches_started_total",
-    help: "Engine role switches the controller started (draining), by direction.",
-    labelNames: ["from", "to"] as const,
+    help: "Engine role switches the controller started, by direction and mode (overlap: the new role at once; drain: nothing new until the engine is empty).",
+    labelNames: ["from", "to", "mode"] as const,
     registers: [this.registry],
   });
 

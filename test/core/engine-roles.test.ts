@@ -2,15 +2,15 @@ import { describe, expect, it } from "vitest";
 import { PoolCore } from "../../src/core/pool-core.js";
 import { EngineRoleBook, validateEngineRoles } from "../../src/core/roles/engine-roles.js";
 import { DECODE_HOLD_MAX_MS, pickDecodeEngine } from "../../src/core/roles/decode-placement.js";
-import type { EngineRole } from "../../src/core/roles/roles.js";
+import type { EngineRole, RoleSwitchMode } from "../../src/core/roles/roles.js";
 import { DEFAULT_DISPATCH_SETTINGS } from "../../src/core/settings.js";
 import { makeCall, TEST_QUEUE_SETTINGS } from "./calls.js";
 
-/* Roles in the pool core (issue 13): where a new call and a disaggregated call's decode go, and a switch that drains first. */
+/* Roles in the pool core (issue 13): where a new call and a disaggregated call's decode go, and switches that drain first or overlap. */
 
 const SETTINGS = { ...DEFAULT_DISPATCH_SETTINGS, queue: TEST_QUEUE_SETTINGS };
 
-function core(engines: { id: string; role?: EngineRole; capacityTokens?: number; maxInFlight?: number }[]) {
+function core(engines: { id: string; role?: EngineRole; capacityTokens?: number; maxInFlight?: number; switchMode?: RoleSwitchMode }[]) {
   return new PoolCore({ settings: SETTINGS, engines: engines.map((e) => ({ maxInFlight: 8, capacityTokens: 100_000, ...e })) });
 }
 
@@ -129,7 +129,7 @@ describe("engine roles in the pool core", () => {
     expect(pool.placeDecode(makeCall(), new Set(["D"]))).toBeUndefined();
     expect(pool.takeFinishedRoleSwitches()).toEqual([]);
     pool.attemptEnded(first.callId, { serviceMs: 5 }, 10);
-    expect(pool.takeFinishedRoleSwitches()).toEqual([{ engineId: busy, from: "prefill", to: "decode", reason: "test", atMs: 10 }]);
+    expect(pool.takeFinishedRoleSwitches()).toEqual([{ engineId: busy, from: "prefill", to: "decode", reason: "test", mode: "drain", atMs: 10 }]);
     expect(pool.roles.role(busy)).toBe("decode");
     expect(pool.placeDecode(makeCall({ promptTokens: 1 }), new Set(["D"]))).toBe(busy);
   });
@@ -140,5 +140,73 @@ describe("engine roles in the pool core", () => {
     expect(pool.startRoleSwitch({ engineId: "D1", from: "decode", to: "prefill", reason: "x" }, 3)).toBe(true);
     expect(pool.takeFinishedRoleSwitches()).toMatchObject([{ engineId: "D1", to: "prefill", atMs: 3 }]);
     expect(pool.roles.role("D1")).toBe("prefill");
+  });
+});
+
+describe("overlapping role switches (an engine that serves both sides)", () => {
+  it("gives a prefill engine switched to decode decodes at once and no new prefill; its prefill in flight finishes and completes the switch", () => {
+    const pool = core([{ id: "P1", role: "prefill", switchMode: "overlap" }, { id: "P2", role: "prefill" }, { id: "D", role: "decode" }]);
+    const first = makeCall();
+    pool.enqueue(first, 0);
+    // P1 is listed first: the one call goes there.
+    expect(pool.pump(0).dispatches.map((d) => d.engineId)).toEqual(["P1"]);
+    expect(pool.startRoleSwitch({ engineId: "P1", from: "prefill", to: "decode", reason: "test" }, 1)).toBe(true);
+    // It counts as a decode engine from now on, not draining, and cannot be moved again while its prefill runs.
+    expect(pool.roleStates().find((s) => s.id === "P1")).toMatchObject({ role: "decode", switching: false, finishing: true, load: 1 });
+    expect(pool.startRoleSwitch({ engineId: "P1", from: "decode", to: "prefill", reason: "back" }, 1)).toBe(false);
+    // New-role work right after the switch: a decode goes to it (D excluded: it refused the handoff).
+    const decoded = makeCall({ promptTokens: 2_000 });
+    expect(pool.placeDecode(decoded, new Set(["D"]))).toBe("P1");
+    // None of the old role's: new calls are prefilled on P2 only.
+    const later = Array.from({ length: 3 }, () => makeCall());
+    for (const call of later) pool.enqueue(call, 2);
+    expect(pool.pump(2).dispatches.map((d) => d.engineId)).toEqual(["P2", "P2", "P2"]);
+    expect(pool.takeFinishedRoleSwitches()).toEqual([]);
+    // The prefill in flight finishes where it is: its slot comes back once, and the switch is complete (the decode on it does not hold it up).
+    pool.attemptEnded(first.callId, { serviceMs: 5 }, 10);
+    pool.attemptEnded(first.callId, { serviceMs: 5 }, 11);
+    expect(pool.takeFinishedRoleSwitches()).toEqual([{ engineId: "P1", from: "prefill", to: "decode", reason: "test", mode: "overlap", atMs: 10 }]);
+    expect(pool.engine("P1")?.inFlight).toBe(1);
+    expect(pool.roleStates().find((s) => s.id === "P1")).toMatchObject({ role: "decode", switching: false, finishing: false });
+    pool.decodeEnded(decoded.callId, { serviceMs: 5, outputTokens: 10 }, 20);
+    expect(pool.engine("P1")?.inFlight).toBe(0);
+    expect(pool.takeFinishedRoleSwitches()).toEqual([]);
+  });
+
+  it("gives a decode engine switched to prefill new calls at once while its decodes run on; none is lost", () => {
+    const pool = core([{ id: "P", role: "prefill" }, { id: "D1", role: "decode", switchMode: "overlap" }, { id: "D2", role: "decode" }]);
+    const decodes = Array.from({ length: 3 }, () => makeCall({ promptTokens: 1_000 }));
+    for (const call of decodes) expect(pool.placeDecode(call, new Set(["D2"]))).toBe("D1");
+    expect(pool.startRoleSwitch({ engineId: "D1", from: "decode", to: "prefill", reason: "test" }, 5)).toBe(true);
+    expect(pool.roles.role("D1")).toBe("prefill");
+    // New calls go to both prefilling engines at once (the old book gave D1 nothing until its decodes were done).
+    const calls = Array.from({ length: 4 }, () => makeCall());
+    for (const call of calls) pool.enqueue(call, 6);
+    expect(new Set(pool.pump(6).dispatches.map((d) => d.engineId))).toEqual(new Set(["P", "D1"]));
+    // No decode goes to it any more; its old decodes are still where they were.
+    expect(pool.placeDecode(makeCall(), new Set(["D2"]))).toBeUndefined();
+    expect(decodes.map((c) => pool.decodingOn(c.callId))).toEqual(["D1", "D1", "D1"]);
+    // The switch is complete when the last old decode left, not before, and a new call ending does not complete it.
+    pool.decodeEnded(decodes[0]!.callId, { serviceMs: 1 }, 7);
+    pool.decodeEnded(decodes[1]!.callId, { serviceMs: 1 }, 8);
+    expect(pool.takeFinishedRoleSwitches()).toEqual([]);
+    pool.decodeEnded(decodes[2]!.callId, { serviceMs: 1 }, 9);
+    expect(pool.takeFinishedRoleSwitches()).toMatchObject([{ engineId: "D1", from: "decode", to: "prefill", mode: "overlap", atMs: 9 }]);
+    // Every call is still accounted for: the new ones on D1 hold its slots.
+    expect(pool.engine("D1")?.inFlight).toBe(pool.callsOn("D1").prefill);
+    expect(pool.callsOn("D1").decode ?? 0).toBe(0);
+  });
+
+  it("completes an overlapping switch of an idle engine at once, and keeps the last engine of a side", () => {
+    const pool = core([{ id: "P", role: "prefill", switchMode: "overlap" }, { id: "D1", role: "decode", switchMode: "overlap" }, { id: "D2", role: "decode", switchMode: "overlap" }]);
+    expect(pool.startRoleSwitch({ engineId: "P", from: "prefill", to: "decode", reason: "x" }, 1)).toBe(false);
+    expect(pool.startRoleSwitch({ engineId: "D1", from: "decode", to: "prefill", reason: "x" }, 2)).toBe(true);
+    expect(pool.takeFinishedRoleSwitches()).toMatchObject([{ engineId: "D1", mode: "overlap", atMs: 2 }]);
+    // D2 is now the last decode engine.
+    expect(pool.startRoleSwitch({ engineId: "D2", from: "decode", to: "prefill", reason: "x" }, 3)).toBe(false);
+  });
+
+  it("refuses a switch mode it does not know", () => {
+    expect(() => new EngineRoleBook([{ id: "P", role: "prefill" }, { id: "D", role: "decode", switchMode: "restart" as RoleSwitchMode }])).toThrow(/switch mode/);
   });
 });

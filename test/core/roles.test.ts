@@ -1,12 +1,15 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import {
+  DEFAULT_RATIO_CONTROLLER,
+  DEFAULT_ROLE_ROUND_MS,
   type RoleCapacity,
   type RoleController,
   type RoleDemand,
   RoleDemandMeter,
   type RoleEngineState,
   type RoleSwitch,
+  type RoleSwitchMode,
   type RoleWorkModel,
   RatioRoleController,
   ThresholdRoleController,
@@ -14,9 +17,10 @@ import {
 
 /*
  * Issue 13: the role controllers' decisions on synthetic demand curves. A tiny driver
- * plays a pool of split engines: each round (every 10 s) it hands the controller the
- * demand of that moment, starts the switch it asks for, and lets a switching engine
- * drain for 5 s before it takes its new role.
+ * plays a pool of split engines: each round (every 10 s unless told) it hands the
+ * controller the demand of that moment and starts the switches it asks for. A draining
+ * engine takes its new role 5 s later; an overlapping one takes it at once and finishes
+ * its old role's calls for 5 s more (not to be moved again meanwhile).
  */
 
 /** One decode engine holds 400k tokens of KV. */
@@ -43,19 +47,26 @@ interface Played {
   prefillEngines: number[];
 }
 
-function play(controller: RoleController, start: { prefill: number; decode: number }, rounds: number, demandAt: (round: number) => RoleDemand): Played {
+interface PlayOptions {
+  roundMs?: number;
+  mode?: RoleSwitchMode;
+}
+
+function play(controller: RoleController, start: { prefill: number; decode: number }, rounds: number, demandAt: (round: number) => RoleDemand, options: PlayOptions = {}): Played {
+  const roundMs = options.roundMs ?? ROUND_MS;
   const engines: (RoleEngineState & { readyAt?: number; next?: "prefill" | "decode" })[] = [
     ...Array.from({ length: start.prefill }, (_, i) => ({ id: `p${i}`, role: "prefill" as const, switching: false, load: i })),
     ...Array.from({ length: start.decode }, (_, i) => ({ id: `d${i}`, role: "decode" as const, switching: false, load: i })),
   ];
   const played: Played = { switches: [], prefillEngines: [] };
   for (let round = 0; round < rounds; round++) {
-    const now = round * ROUND_MS;
+    const now = round * roundMs;
     for (const engine of engines) {
       if (engine.switching && engine.readyAt !== undefined && now >= engine.readyAt && engine.next) {
         engine.role = engine.next;
         engine.switching = false;
       }
+      if (engine.finishing === true && engine.readyAt !== undefined && now >= engine.readyAt) engine.finishing = false;
     }
     const decision = controller.decide(engines, demandAt(round), now);
     for (const roleSwitch of decision.action === "switch" ? decision.switches : []) {
@@ -63,9 +74,15 @@ function play(controller: RoleController, start: { prefill: number; decode: numb
       if (!engine) throw new Error(`controller named an unknown engine ${roleSwitch.engineId}`);
       expect(engine.role).toBe(roleSwitch.from);
       expect(engine.switching).toBe(false);
-      engine.switching = true;
+      expect(engine.finishing === true).toBe(false);
       engine.readyAt = now + DRAIN_MS;
-      engine.next = roleSwitch.to;
+      if (options.mode === "overlap") {
+        engine.role = roleSwitch.to;
+        engine.finishing = true;
+      } else {
+        engine.switching = true;
+        engine.next = roleSwitch.to;
+      }
       played.switches.push({ ...roleSwitch, at: now });
     }
     played.prefillEngines.push(engines.filter((e) => e.role === "prefill" && !e.switching).length);
@@ -87,7 +104,7 @@ describe("the ratio controller", () => {
     expect(played.prefillEngines.findIndex((n, round) => round >= 60 && n === 6) - 60).toBeLessThanOrEqual(12);
     expect(new Set(shiftSwitches.map((s) => s.at)).size).toBeLessThanOrEqual(3);
     const decisions = [...new Set(played.switches.map((s) => s.at))];
-    expect(decisions.slice(1).every((at, i) => at - decisions[i]! >= 30_000)).toBe(true);
+    expect(decisions.slice(1).every((at, i) => at - decisions[i]! >= DEFAULT_RATIO_CONTROLLER.cooldownMs)).toBe(true);
     // Nothing moved before the shift: the starting split already fit.
     expect(played.switches.filter((s) => s.at < 60 * ROUND_MS)).toHaveLength(0);
   });
@@ -140,6 +157,68 @@ describe("the ratio controller", () => {
     expect(all.prefillEngines.at(-1)).toBe(3);
     // d0 carries load 0, d1 load 1: the first to move is d0.
     expect(all.switches[0]?.engineId).toBe("d0");
+  });
+});
+
+describe("the ratio controller with overlapping switches at the pool's round (2.5 s)", () => {
+  const fast = { roundMs: DEFAULT_ROLE_ROUND_MS, mode: "overlap" } as const;
+  const roundsIn = (ms: number) => Math.round(ms / DEFAULT_ROLE_ROUND_MS);
+  /** The settings before switches overlapped, at their 10 s round with drains. */
+  const BEFORE = { sustainRounds: 3, cooldownMs: 30_000 };
+
+  it("follows a shift from decode-heavy to prefill-heavy work within 40 s (the old settings took over a minute), no decisions closer than the cooldown", () => {
+    const shiftAt = roundsIn(600_000);
+    const played = play(new RatioRoleController(CAPACITY), { prefill: 2, decode: 6 }, roundsIn(1_200_000), (round) => (round < shiftAt ? demand(1.5, 6) : demand(6, 1.5)), fast);
+    expect(played.switches.filter((s) => s.at < 600_000)).toHaveLength(0);
+    const reached = played.prefillEngines.findIndex((n, round) => round >= shiftAt && n === 6);
+    expect((reached - shiftAt) * DEFAULT_ROLE_ROUND_MS).toBeLessThanOrEqual(40_000);
+    // The first move within its sustain rounds (10 s) of the shift.
+    expect(played.switches[0]!.at - 600_000).toBeLessThanOrEqual(DEFAULT_RATIO_CONTROLLER.sustainRounds * DEFAULT_ROLE_ROUND_MS);
+    expect(played.prefillEngines.at(-1)).toBe(6);
+    const decisions = [...new Set(played.switches.map((s) => s.at))];
+    expect(decisions.slice(1).every((at, i) => at - decisions[i]! >= DEFAULT_RATIO_CONTROLLER.cooldownMs)).toBe(true);
+    expect(played.switches.every((s) => s.to === "prefill")).toBe(true);
+
+    const before = play(new RatioRoleController(CAPACITY, BEFORE), { prefill: 2, decode: 6 }, 120, (round) => (round < 60 ? demand(1.5, 6) : demand(6, 1.5)));
+    expect((before.prefillEngines.findIndex((n, round) => round >= 60 && n === 6) - 60) * ROUND_MS).toBeGreaterThan(60_000);
+  });
+
+  it("does not flap at 2.5 s rounds: demand that wanders ±25 % around a split it fits moves nothing, for any wander", () => {
+    fc.assert(
+      fc.property(fc.array(fc.tuple(fc.double({ min: -0.25, max: 0.25, noNaN: true }), fc.double({ min: -0.25, max: 0.25, noNaN: true })), { minLength: 720, maxLength: 720 }), (noise) => {
+        const played = play(
+          new RatioRoleController(CAPACITY),
+          { prefill: 3, decode: 5 },
+          noise.length,
+          (round) => {
+            const [p, d] = noise[round]!;
+            return demand(3 * 0.8 * (1 + p), 5 * 0.8 * (1 + d));
+          },
+          fast,
+        );
+        expect(played.switches).toHaveLength(0);
+      }),
+      { numRuns: 50 },
+    );
+  });
+
+  it("rides out a burst shorter than its sustain rounds: a 7.5 s prefill spike every 5 minutes moves no engine", () => {
+    const period = roundsIn(300_000);
+    const played = play(new RatioRoleController(CAPACITY), { prefill: 2, decode: 6 }, roundsIn(1_800_000), (round) => (round % period < 3 ? demand(8, 4) : demand(1.5, 5)), fast);
+    expect(played.switches).toHaveLength(0);
+  });
+
+  it("follows demand that swings every minute, turning back at most once a swing and never within its cooldown", () => {
+    // Prefill-heavy and decode-heavy minutes in turn, for 20 minutes: the split follows each swing.
+    const minute = roundsIn(60_000);
+    const played = play(new RatioRoleController(CAPACITY), { prefill: 4, decode: 4 }, roundsIn(1_200_000), (round) => (Math.floor(round / minute) % 2 === 0 ? demand(5.5, 1.5) : demand(1.5, 5.5)), fast);
+    const decisions = [...new Map(played.switches.map((s) => [s.at, s.to])).entries()];
+    expect(decisions.slice(1).every(([at], i) => at - decisions[i]![0] >= DEFAULT_RATIO_CONTROLLER.cooldownMs)).toBe(true);
+    const turns = decisions.slice(1).filter(([, to], i) => to !== decisions[i]![1]);
+    expect(turns.length).toBeGreaterThanOrEqual(15);
+    expect(turns.length).toBeLessThanOrEqual(19);
+    // A turn comes only after the swing it follows has lasted the sustain rounds.
+    expect(turns.every(([at]) => (at % 60_000) >= DEFAULT_RATIO_CONTROLLER.sustainRounds * DEFAULT_ROLE_ROUND_MS - DEFAULT_ROLE_ROUND_MS)).toBe(true);
   });
 });
 

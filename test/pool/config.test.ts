@@ -84,7 +84,7 @@ describe("pool config", () => {
 
   it("gives engines the mixed role unless told, and reads a disaggregated pool's roles", () => {
     expect(parsePoolConfig(minimal).engines[0]?.role).toBe("mixed");
-    expect(parsePoolConfig(minimal).roles).toEqual({ controller: "off", roundMs: 10_000 });
+    expect(parsePoolConfig(minimal).roles).toEqual({ controller: "off", roundMs: 2_500 });
     const split = parsePoolConfig({
       ...minimal,
       engines: [
@@ -95,6 +95,17 @@ describe("pool config", () => {
     });
     expect(split.engines.map((e) => e.role)).toEqual(["prefill", "decode"]);
     expect(split.roles.controller).toBe("ratio");
+  });
+
+  it("switches a vLLM engine's role with overlap and an SGLang engine's with a drain unless told", () => {
+    const pair = (kind: "vllm" | "sglang", roleSwitch?: "drain") => [
+      { id: "p", url: "http://x", kind, role: "prefill", ...(roleSwitch === undefined ? {} : { roleSwitch }) },
+      { id: "d", url: "http://y", kind, role: "decode" },
+    ];
+    expect(parsePoolConfig({ ...minimal, engines: pair("vllm") }).engines.map((e) => e.roleSwitch)).toEqual(["overlap", "overlap"]);
+    expect(parsePoolConfig({ ...minimal, engines: pair("sglang") }).engines.map((e) => e.roleSwitch)).toEqual(["drain", "drain"]);
+    // A vLLM engine started kv_producer or kv_consumer serves one side: it drains.
+    expect(parsePoolConfig({ ...minimal, engines: pair("vllm", "drain") }).engines.map((e) => e.roleSwitch)).toEqual(["drain", "overlap"]);
   });
 
   it.each([
@@ -133,6 +144,11 @@ describe("pool config", () => {
     ["a split across kinds", { ...minimal, engines: [{ id: "p", url: "http://x", role: "prefill" }, { id: "d", url: "http://y", kind: "sglang", role: "decode" }] }, /must be of one kind/],
     ["an unknown role", { ...minimal, engines: [{ id: "p", url: "http://x", role: "encode" }] }, /role/],
     ["an unknown role controller", { ...minimal, roles: { controller: "pid" } }, /controller/],
+    [
+      "an overlapping switch on an SGLang PD engine",
+      { ...minimal, engines: [{ id: "p", url: "http://x", kind: "sglang", role: "prefill", roleSwitch: "overlap" }, { id: "d", url: "http://y", kind: "sglang", role: "decode" }] },
+      /side is fixed at start: drain/,
+    ],
     ["a role controller without split engines", { ...minimal, roles: { controller: "ratio" } }, /give the pool prefill and decode engines/],
     [
       "a role controller without a cost model",

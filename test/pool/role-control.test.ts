@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { RatioRoleController, RoleDemandMeter, type RoleEngineState, type RoleSwitch, type RoleWorkModel } from "../../src/core/roles/index.js";
+import { DEFAULT_RATIO_CONTROLLER, RatioRoleController, RoleDemandMeter, type RoleEngineState, type RoleSwitch, type RoleWorkModel } from "../../src/core/roles/index.js";
 import { RoleControlLoop, type RoleSwitchTarget } from "../../src/pool/role-control.js";
 
 const MODEL: RoleWorkModel = { decodeBaseMs: 10, perTokenMs: 0.1, perContextTokenMs: 0.001, perSequenceMs: 0.05, batchSequences: 100 };
@@ -42,7 +42,8 @@ describe("RoleControlLoop", () => {
       roundMs: ROUND_MS,
       onRound: ({ started }) => rounds.push(started.length),
     });
-    for (let round = 0; round < 4; round++) {
+    const sustain = DEFAULT_RATIO_CONTROLLER.sustainRounds;
+    for (let round = 0; round <= sustain; round++) {
       // Two engines' worth of prefill each round (20,000 engine-ms over 10 s), almost no decode.
       for (let i = 0; i < 20; i++) meter.prefillQueued(`r${round}c${i}`, 10_000, 0);
       for (let i = 0; i < 20; i++) meter.prefillDone(`r${round}c${i}`, 500);
@@ -50,12 +51,12 @@ describe("RoleControlLoop", () => {
       now += ROUND_MS;
       loop.round();
     }
-    // Rounds 1–2 build the streak, round 3 switches; the least-loaded decode engine goes first.
-    expect(rounds.slice(0, 2)).toEqual([0, 0]);
-    expect(rounds[2]).toBeGreaterThan(0);
+    // The first rounds build the streak, the sustain-th switches; the least-loaded decode engine goes first.
+    expect(rounds.slice(0, sustain - 1)).toEqual(Array.from({ length: sustain - 1 }, () => 0));
+    expect(rounds[sustain - 1]).toBeGreaterThan(0);
     expect(asked[0]).toMatchObject({ engineId: "e2", from: "decode", to: "prefill" });
-    // The engine is switching now: the controller starts nothing more meanwhile.
-    expect(rounds[3]).toBe(0);
+    // The engine is draining now: the controller starts nothing more meanwhile.
+    expect(rounds[sustain]).toBe(0);
   });
 
   it("reports a switch the pool could not start as not started", () => {

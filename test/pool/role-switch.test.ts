@@ -5,7 +5,11 @@ import type { PoolConfigInput } from "../../src/pool/config.js";
 import { DEFAULT_SIM_MODEL, type SimEngineHandle, startSimEngine } from "../../src/sim/engine-server.js";
 import { chatBody, metricValue, operatorGet, signedCall, testConfig, waitFor } from "./helpers.js";
 
-/* Live role switches in the pool (issue 13): an engine drains its role's calls, then flips; no call is lost. */
+/*
+ * Live role switches in the pool (issue 13): a draining engine finishes its calls, then
+ * flips; an overlapping one (vLLM kind: it serves both sides) takes its new role's work at
+ * once while its old role's calls stream on. No call is lost either way.
+ */
 
 const open: { engines: SimEngineHandle[]; pools: PoolHandle[] } = { engines: [], pools: [] };
 afterEach(async () => {
@@ -56,7 +60,7 @@ describe("live role switches", () => {
     const [p1, p2, d1] = await engines(["sim-p1", "sim-p2", "sim-d1"], 5);
     const p = await pool({
       engines: [
-        { id: "p1", url: p1!.url, role: "prefill", profile: "llama-3.1-8b-h100" },
+        { id: "p1", url: p1!.url, role: "prefill", profile: "llama-3.1-8b-h100", roleSwitch: "drain" },
         { id: "p2", url: p2!.url, role: "prefill", profile: "llama-3.1-8b-h100" },
         { id: "d1", url: d1!.url, role: "decode", profile: "llama-3.1-8b-h100" },
       ],
@@ -75,15 +79,18 @@ describe("live role switches", () => {
     expect(await simMetric(p1!, 'agentix_sim_kv_handoffs_total{side="prefill",outcome="held"}')).toBeLessThanOrEqual(heldBefore + draining);
 
     await waitFor(() => p.dispatcher.engineRoles().find((e) => e.id === "p1")?.role === "decode", "p1 flipped to decode");
-    const roles = (await (await operatorGet(p.url, "/roles")).json()) as { controller: string; engines: { id: string; role: string; switching_to: string | null }[] };
+    const roles = (await (await operatorGet(p.url, "/roles")).json()) as {
+      controller: string;
+      engines: { id: string; role: string; switching_to: string | null; finishing_from: string | null; switch_mode: string }[];
+    };
     expect(roles.controller).toBe("off");
-    expect(roles.engines.map((e) => [e.id, e.role, e.switching_to])).toEqual([
-      ["p1", "decode", null],
-      ["p2", "prefill", null],
-      ["d1", "decode", null],
+    expect(roles.engines.map((e) => [e.id, e.role, e.switching_to, e.finishing_from, e.switch_mode])).toEqual([
+      ["p1", "decode", null, null, "drain"],
+      ["p2", "prefill", null, null, "overlap"],
+      ["d1", "decode", null, null, "overlap"],
     ]);
     const metrics = await (await operatorGet(p.url, "/metrics")).text();
-    expect(metricValue(metrics, 'agentix_role_switches_total{from="prefill",to="decode"}')).toBe(1);
+    expect(metricValue(metrics, 'agentix_role_switches_total{from="prefill",to="decode",mode="drain"}')).toBe(1);
     expect(metricValue(metrics, 'agentix_pool_engine_role{engine="p1",role="decode",switching_to=""}')).toBe(1);
 
     // As a decode engine it now takes decodes: with d1 busy, some of a second batch decode on p1.
@@ -91,6 +98,47 @@ describe("live role switches", () => {
     expect(more.every((r) => r.status === 200 && r.done)).toBe(true);
     expect(await simMetric(p1!, 'agentix_sim_kv_handoffs_total{side="decode",outcome="imported"}')).toBeGreaterThan(0);
   });
+
+  it("overlaps a decode engine switched to prefill mid-stream: new calls are prefilled on it while its decodes stream on, and no call is lost", async () => {
+    const [p1, d1, d2] = await engines(["sim-p1", "sim-d1", "sim-d2"], 1);
+    const p = await pool({
+      engines: [
+        // p1 takes two calls at a time, so new calls need the engine switched to prefill.
+        { id: "p1", url: p1!.url, role: "prefill", profile: "llama-3.1-8b-h100", maxInFlight: 2 },
+        { id: "d1", url: d1!.url, role: "decode", profile: "llama-3.1-8b-h100" },
+        { id: "d2", url: d2!.url, role: "decode", profile: "llama-3.1-8b-h100" },
+      ],
+    });
+    const d1Role = () => p.dispatcher.engineRoles().find((e) => e.id === "d1")!;
+    const prefillsOnD1 = () => simMetric(d1!, 'agentix_sim_kv_handoffs_total{side="prefill",outcome="held"}');
+    // Long answers: their decodes stream for seconds.
+    const first = Array.from({ length: 8 }, () => streamedCall(p, 300));
+    await waitFor(() => d1Role().inFlight >= 2, "decodes streaming on d1", 10_000);
+    const decodesAtSwitch = d1Role().inFlight;
+    expect(p.dispatcher.startRoleSwitch({ engineId: "d1", from: "decode", to: "prefill", reason: "test" })).toBe(true);
+    // It prefills from now on, and still finishes its decodes.
+    expect(d1Role()).toMatchObject({ role: "prefill", switchingTo: undefined, finishingFrom: "decode", switchMode: "overlap" });
+    const second = Array.from({ length: 8 }, () => streamedCall(p, 20));
+    // New calls are prefilled on d1 while its old decodes still stream there (a drain would give it nothing until they ended).
+    let finishingWhenPrefilled: string | undefined = "not prefilled";
+    await waitFor(async () => {
+      const finishing = d1Role().finishingFrom;
+      if ((await prefillsOnD1()) === 0) return false;
+      finishingWhenPrefilled = finishing;
+      return true;
+    }, "a prefill on d1", 10_000);
+    expect(finishingWhenPrefilled).toBe("decode");
+    expect(decodesAtSwitch).toBeGreaterThan(0);
+
+    const results = await Promise.all([...first, ...second]);
+    expect(results.slice(0, 8).every((r) => r.status === 200 && r.done && r.words === 300)).toBe(true);
+    expect(results.slice(8).every((r) => r.status === 200 && r.done && r.words === 20)).toBe(true);
+    await waitFor(() => d1Role().finishingFrom === undefined, "d1's old decodes done");
+    const metrics = await (await operatorGet(p.url, "/metrics")).text();
+    expect(metricValue(metrics, 'agentix_pool_role_switches_started_total{from="decode",to="prefill",mode="overlap"}')).toBe(1);
+    expect(metricValue(metrics, 'agentix_role_switches_total{from="decode",to="prefill",mode="overlap"}')).toBe(1);
+    expect(d1Role()).toMatchObject({ role: "prefill", finishingFrom: undefined, inFlight: 0 });
+  }, 30_000);
 
   it("prices the prefill work the role controller sees by what the prefill engine reported cached", async () => {
     const [p1, d1] = await engines(["sim-p1", "sim-d1"], 5);
@@ -122,7 +170,7 @@ describe("live role switches", () => {
     const results = await Promise.all(Array.from({ length: 14 }, () => streamedCall(p, 8)));
     expect(results.every((r) => r.status === 200 && r.done && r.words === 8)).toBe(true);
     const metrics = await (await operatorGet(p.url, "/metrics")).text();
-    expect(metricValue(metrics, 'agentix_role_switches_total{from="decode",to="prefill"}')).toBe(1);
+    expect(metricValue(metrics, 'agentix_role_switches_total{from="decode",to="prefill",mode="overlap"}')).toBe(1);
     expect(p.dispatcher.engineRoles().filter((e) => e.role === "prefill")).toHaveLength(2);
   });
 });

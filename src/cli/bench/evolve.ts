@@ -1,5 +1,6 @@
 import { parseArgs } from "node:util";
 import type { RetentionSettings } from "../../core/kv/retention-planner.js";
+import type { RatioControllerSettings } from "../../core/roles/ratio-controller.js";
 import { type EvolveConfig, type EvolvePolicy, simulateEvolvingPool, summarise, type EvolveSummary } from "../../sim/evolve/pd-simulation.js";
 import type { HostKvWritePolicy } from "../../sim/host-kv-tier.js";
 import { AGENT_SHAPES, shiftingWorkload, type WorkloadPhase } from "../../sim/evolve/workload.js";
@@ -10,8 +11,12 @@ import { DEFAULT_BRANCH_RATES } from "./evolve-branches.js";
  * phase each) on one pool of simulated H100 engines, under: mixed engines (today's
  * pool), every fixed prefill:decode split, the Dynamo-planner-like threshold
  * controller and the Agentix ratio controller (both starting from the split a
- * decode-heavy start favours, a quarter prefill). Evolving Infra's published figures
- * are printed beside ours.
+ * decode-heavy start favours, a quarter prefill), on engines that switch roles with
+ * overlap (they serve both sides: the new role at once, the old role's calls finish
+ * where they are); then, on the same programs, both controllers as they were before
+ * (switches that drain, 10 s rounds, the ratio controller's 3 sustain rounds and 30 s
+ * cooldown), and the ratio controller's old settings with overlapping switches, which
+ * separates the two changes. Evolving Infra's published figures are printed beside ours.
  *
  * Then KV beyond one GPU (issue 13): the ratio controller on a mix whose coding phase
  * is long-tool, compacting coding agents ("coding-long": their live contexts outgrow
@@ -93,18 +98,30 @@ function benchPhases(options: EvolveBenchOptions, third?: WorkloadPhase): Worklo
 
 const startingSplit = (options: EvolveBenchOptions) => Math.max(1, Math.round(options.engines / 4));
 
+/** The controllers' round and the ratio controller's settings before switches overlapped (commit 7d25bf8's defaults). */
+const ROUND_BEFORE_MS = 10_000;
+const RATIO_BEFORE: Partial<RatioControllerSettings> = Object.freeze({ sustainRounds: 3, cooldownMs: 30_000, smoothing: 0.3, hysteresis: 0.15 });
+
+/** A row of the policy table: its policy and, where it differs from the simulator's defaults, how engines switch and the round. */
+type PolicyRun = [string, EvolvePolicy, Pick<EvolveConfig, "roleSwitch" | "roundMs">?];
+
 export function runEvolveBench(options: EvolveBenchOptions): EvolveBenchRow[] {
   const phases = benchPhases(options);
   const programs = shiftingWorkload(phases, options.seed);
   const start = startingSplit(options);
-  const policies: [string, EvolvePolicy][] = [
+  const from = `from ${start}:${options.engines - start}`;
+  const before = { roleSwitch: "drain", roundMs: ROUND_BEFORE_MS } as const;
+  const policies: PolicyRun[] = [
     ["mixed", { kind: "mixed" }],
-    ...Array.from({ length: options.engines - 1 }, (_, i): [string, EvolvePolicy] => [`fixed ${i + 1}:${options.engines - i - 1}`, { kind: "fixed", prefillEngines: i + 1 }]),
-    [`threshold (from ${start}:${options.engines - start})`, { kind: "threshold", prefillEngines: start }],
-    [`agentix ratio (from ${start}:${options.engines - start})`, { kind: "ratio", prefillEngines: start }],
+    ...Array.from({ length: options.engines - 1 }, (_, i): PolicyRun => [`fixed ${i + 1}:${options.engines - i - 1}`, { kind: "fixed", prefillEngines: i + 1 }]),
+    [`threshold (${from})`, { kind: "threshold", prefillEngines: start }],
+    [`agentix ratio (${from})`, { kind: "ratio", prefillEngines: start }],
+    [`threshold, before (${from}; drain, 10 s rounds)`, { kind: "threshold", prefillEngines: start }, before],
+    [`agentix ratio, before (${from}; drain, 10 s rounds, sustain 3, cooldown 30 s)`, { kind: "ratio", prefillEngines: start, settings: RATIO_BEFORE }, before],
+    [`agentix ratio, overlap with the old settings (${from}; 10 s rounds, sustain 3, cooldown 30 s)`, { kind: "ratio", prefillEngines: start, settings: RATIO_BEFORE }, { roundMs: ROUND_BEFORE_MS }],
   ];
-  return policies.map(([policy, spec]) => {
-    const result = simulateEvolvingPool({ engines: options.engines, profile: "llama-3.1-8b-h100", programs, policy: spec });
+  return policies.map(([policy, spec, switching]) => {
+    const result = simulateEvolvingPool({ engines: options.engines, profile: "llama-3.1-8b-h100", programs, policy: spec, ...switching });
     return { policy, all: summarise(result), phases: phases.map((_, index) => summarise(result, index)) };
   });
 }

@@ -28,11 +28,20 @@ import {
  * move, and a side that misses its latency target (P95 TTFT for prefill, mean ITL for
  * decode) gives none: when both are short the split holds rather than swing between
  * them (without the donor rule, the queue that built on the side just robbed came back
- * as its pressure and the split swung between 3 and 6 prefill engines of 8). Demand is smoothed over rounds (EWMA) and a move must also be asked for by each
- * of the last `sustainRounds` rounds' own demand; one decision's switches run at a
- * time, none starts within the cooldown of the last, and nothing moves while the
- * busier side runs below `minLoadToAct` of its engines, so a transient burst does not
- * move an engine and the split does not flap. Pure: the caller passes the time.
+ * as its pressure and the split swung between 3 and 6 prefill engines of 8). Demand is
+ * smoothed over rounds (EWMA) and a move must also be asked for by each of the last
+ * `sustainRounds` rounds' own demand; no switch starts while an engine drains or within
+ * the cooldown of the last, and nothing moves while the busier side runs below
+ * `minLoadToAct` of its engines, so a transient burst does not move an engine and the
+ * split does not flap. An engine still finishing its old role's calls after an
+ * overlapping switch counts in its new role and is not moved again until they are done.
+ *
+ * The defaults are for the default 2.5 s round (roles.ts DEFAULT_ROLE_ROUND_MS) and
+ * switches that overlap: 4 sustain rounds (10 s) and a 15 s cooldown. With switches
+ * that drained, 10 s rounds, 3 sustain rounds and a 30 s cooldown put every reaction
+ * 30–60 s after a shift in the mix; with overlap a switch costs no idle engine, so the
+ * controller can afford to act sooner (README, "Evolving pools"). Pure: the caller
+ * passes the time.
  */
 
 export interface RatioControllerSettings {
@@ -63,10 +72,10 @@ export interface RatioControllerSettings {
 export const DEFAULT_RATIO_CONTROLLER: RatioControllerSettings = Object.freeze({
   smoothing: 0.3,
   hysteresis: 0.15,
-  sustainRounds: 3,
+  sustainRounds: 4,
   minLoadToAct: 0.7,
   targetLoad: 0.8,
-  cooldownMs: 30_000,
+  cooldownMs: 15_000,
   maxMovesPerDecision: 3,
   backlogHorizonMs: 2_000,
   minPrefillEngines: 1,

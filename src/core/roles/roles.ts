@@ -3,8 +3,11 @@
  * own calls (today's behaviour); in a disaggregated pool a call is prefilled on a
  * `prefill` engine, its KV moved to a `decode` engine, and decoded there. The split
  * between the two follows the workload: a role controller (ratio-controller.ts, or the
- * threshold baseline) moves one engine at a time from one role to the other; the engine
- * drains its current role's work first, so a switch loses no call.
+ * threshold baseline) moves engines from one role to the other. How an engine switches
+ * depends on what it can serve (engine-roles.ts): one that serves both sides (a vLLM
+ * engine started kv_both, the simulated engine) takes its new role at once while its
+ * old role's calls finish where they are ("overlap"); one whose side is fixed when it
+ * starts (SGLang's PD mode) drains first ("drain"). Either way no call is lost.
  */
 
 export const ENGINE_ROLES = ["prefill", "decode", "mixed"] as const;
@@ -13,12 +16,25 @@ export type EngineRole = (typeof ENGINE_ROLES)[number];
 /** The roles a controller moves engines between. */
 export type SplitRole = Exclude<EngineRole, "mixed">;
 
+/**
+ * How an engine switches roles: "overlap" takes the new role's work from the switch on
+ * while the old role's calls in flight finish in the same batches; "drain" takes
+ * nothing new of either role until every call on it finished, then takes the new role.
+ */
+export const ROLE_SWITCH_MODES = ["overlap", "drain"] as const;
+export type RoleSwitchMode = (typeof ROLE_SWITCH_MODES)[number];
+
 /** An engine as a role controller sees it. */
 export interface RoleEngineState {
   id: string;
   role: EngineRole;
-  /** Switching to another role (draining): the controller starts no other switch meanwhile. */
+  /** Draining toward another role (it serves neither): the controller starts no other switch meanwhile. */
   switching: boolean;
+  /**
+   * Took its new role at once (overlap) and still finishes calls of its old one: it
+   * counts in its new role, and is not moved again until they are done (absent: false).
+   */
+  finishing?: boolean;
   /** Calls on the engine now (what a switch has to drain). */
   load: number;
 }
@@ -70,12 +86,19 @@ export interface RoleController {
   decide(engines: readonly RoleEngineState[], demand: RoleDemand, now: number): RoleDecision;
 }
 
+/**
+ * How often a role controller looks at the demand, by default (the pool's roles.roundMs,
+ * the simulator's roundMs). Short, because a switch is cheap where engines overlap: the
+ * controller's sustain rounds and smoothing, not a long round, keep it from chasing noise.
+ */
+export const DEFAULT_ROLE_ROUND_MS = 2_500;
+
 /** The split engines by role (mixed ones are not the controller's). */
 export function splitOf(engines: readonly RoleEngineState[]): { prefill: RoleEngineState[]; decode: RoleEngineState[] } {
   return { prefill: engines.filter((e) => e.role === "prefill"), decode: engines.filter((e) => e.role === "decode") };
 }
 
-/** The donor side's `count` engines that drain soonest: least load, then ID, so the choice is deterministic. */
+/** The donor side's `count` engines that drain soonest: least load, then ID, so the choice is deterministic; none still in a switch. */
 export function enginesToMove(candidates: readonly RoleEngineState[], count = 1): RoleEngineState[] {
-  return [...candidates].sort((a, b) => a.load - b.load || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)).slice(0, count);
+  return candidates.filter((e) => !e.switching && e.finishing !== true).sort((a, b) => a.load - b.load || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)).slice(0, count);
 }

@@ -1,4 +1,5 @@
 import type { CallApi } from "../engine-request.js";
+import type { RoleSwitchMode } from "../../core/roles/roles.js";
 import type { Sample } from "../prometheus-text.js";
 import type { SplitMode } from "./split.js";
 
@@ -48,6 +49,11 @@ export interface EngineAdapter {
   readonly continuousUsage: boolean;
   /** How the engine splits a call between a prefill and a decode engine (split.ts); undefined: it cannot. */
   readonly split: SplitMode | undefined;
+  /**
+   * How a split engine of this kind switches roles by default (core/roles/engine-roles.ts):
+   * "overlap" when one engine serves both sides, "drain" when its side is fixed at start.
+   */
+  readonly roleSwitch: RoleSwitchMode;
   /** The JSON body sent to the engine for this client body. */
   buildBody(clientBody: Readonly<Record<string, unknown>>, options: UpstreamOptions): Record<string, unknown>;
 }

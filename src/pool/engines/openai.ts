@@ -6,6 +6,8 @@ export const openaiAdapter: EngineAdapter = {
   priorityFor: () => undefined,
   metricNames: { waiting: [], kvUsage: [] },
   split: undefined,
+  // Never split (no role but mixed): nothing to switch.
+  roleSwitch: "drain",
   continuousUsage: false,
   healthPath: "/v1/models",
   metricsPath: undefined,

@@ -14,6 +14,8 @@ export const sglangAdapter: EngineAdapter = {
     kvUsage: ["sglang:token_usage"],
   },
   split: "bootstrap",
+  // --disaggregation-mode picks the scheduler's event loop once, at start: the other side needs a restart, after a drain.
+  roleSwitch: "drain",
   continuousUsage: true,
   healthPath: "/health",
   // Present only with --enable-metrics; a missing endpoint reads as zero load.

@@ -11,6 +11,8 @@ export const vllmAdapter: EngineAdapter = {
     kvUsage: ["vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"],
   },
   split: "kv-transfer-params",
+  // Started kv_both (as vLLM's NixlConnector examples and our README run it), its KV connector acts on each request's kv_transfer_params: either side, at once.
+  roleSwitch: "overlap",
   continuousUsage: true,
   healthPath: "/health",
   metricsPath: "/metrics",

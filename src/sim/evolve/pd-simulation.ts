@@ -1,7 +1,7 @@
 import { contextTag, type ContextRef, DEFAULT_RETENTION_SETTINGS, type EngineRetentionHint, RetentionPlanner, type RetentionSettings } from "../../core/kv/retention-planner.js";
 import { RatioRoleController, type RatioControllerSettings } from "../../core/roles/ratio-controller.js";
 import { RoleDemandMeter, type RoleWorkModel } from "../../core/roles/role-demand-meter.js";
-import type { RoleCapacity, RoleController, RoleEngineState, SplitRole } from "../../core/roles/roles.js";
+import { DEFAULT_ROLE_ROUND_MS, type RoleCapacity, type RoleController, type RoleEngineState, type RoleSwitchMode, type SplitRole } from "../../core/roles/roles.js";
 import { ThresholdRoleController, type ThresholdControllerSettings } from "../../core/roles/threshold-controller.js";
 import { EventQueue } from "../des/event-queue.js";
 import { EngineModel, type EngineEvent, type EngineStats, type KvPull } from "../engine-model.js";
@@ -25,9 +25,12 @@ import { type EvolveProgram, generationOf, promptOf, type TreeShape, toolMsAfter
  * queue until blocks for its whole prompt fit, the pull starts then, and once the KV is
  * in it computes only the prompt's last token (EngineModel, EngineRequest.remoteKv); the
  * prefill engine keeps its copy pinned until the pull ends (vLLM's delay_free_blocks).
- * A mixed engine does both. The role controllers are the core's (src/core/roles/); a
- * switch drains the engine's current work before it takes its new role, so no call is
- * lost.
+ * A mixed engine does both. The role controllers are the core's (src/core/roles/). A
+ * switch overlaps by default (the simulated engine honours kv_transfer_params on any
+ * request, as a vLLM engine started kv_both does): the engine takes its new role's work
+ * at once, none of its old role's, and its old role's calls finish in the same steps;
+ * with `roleSwitch: "drain"` it takes nothing new until it is empty. Either way no call
+ * is lost.
  *
  * KV beyond one GPU (issue 13), when asked: the engines form one node sharing a host-memory
  * KV tier (host-kv-tier.ts), and branch-aware retention tags each call's KV with its
@@ -65,8 +68,10 @@ export interface EvolveConfig {
   profile: EngineProfileName;
   programs: readonly EvolveProgram[];
   policy: EvolvePolicy;
-  /** The controller's round (ms). */
+  /** The controller's round (ms; default the pool's, DEFAULT_ROLE_ROUND_MS). */
   roundMs?: number;
+  /** How engines switch roles (default "overlap": the simulated engine serves both sides, as vLLM started kv_both). */
+  roleSwitch?: RoleSwitchMode;
   /** Stop here even if programs are left (ms of virtual time). */
   maxSimMs?: number;
   /** The engines share a node's host KV tier (capacity from the profile's datasheets, or `hostKvBlocks`). */
@@ -116,8 +121,9 @@ export interface EvolveCallRecord {
 
 export interface RoleSwitchRecord {
   atMs: number;
-  /** When the engine had drained and took its new role. */
+  /** When the switch was complete: the engine had drained and took its new role, or (overlap) its old role's last call finished. */
   doneMs: number | undefined;
+  mode: RoleSwitchMode;
   engineId: string;
   from: SplitRole;
   to: SplitRole;
@@ -175,6 +181,8 @@ interface SimEngine extends RoleEngineState {
   stepping: boolean;
   /** The role it is draining toward. */
   next: SplitRole | undefined;
+  /** Requests on it by leg (p: a split call's prefill, d: its decode, m: a whole call on a mixed engine): what an overlapping switch waits for. */
+  legs: Record<Leg, number>;
   switchRecord: RoleSwitchRecord | undefined;
   generatedAtRound: number;
   /** A wake is queued for then (a KV pull ends while the engine has nothing else to run). */
@@ -205,6 +213,11 @@ interface ProgramRun {
   branchesAnswered: number;
 }
 
+type Leg = "p" | "d" | "m";
+/** The engine role a request leg runs under. */
+const LEG_ROLE: Record<Leg, RoleEngineState["role"]> = { p: "prefill", d: "decode", m: "mixed" };
+const legOf = (requestId: string): Leg => requestId.slice(requestId.lastIndexOf("/") + 1) as Leg;
+
 type SimEvent =
   | { kind: "arrival"; program: ProgramRun }
   | { kind: "issue"; program: ProgramRun; index: number }
@@ -222,7 +235,8 @@ const percentileOf = (values: readonly number[], p: number): number | undefined 
 export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
   const profile = ENGINE_PROFILES[config.profile];
   const link = KV_LINKS[config.profile];
-  const roundMs = config.roundMs ?? 10_000;
+  const roundMs = config.roundMs ?? DEFAULT_ROLE_ROUND_MS;
+  const switchMode: RoleSwitchMode = config.roleSwitch ?? "overlap";
   const maxSimMs = config.maxSimMs ?? Number.POSITIVE_INFINITY;
   const policy = config.policy;
   const split = policy.kind !== "mixed";
@@ -245,6 +259,7 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
     id: `engine-${i}`,
     role: !split ? "mixed" : i < prefillAtStart ? "prefill" : "decode",
     switching: false,
+    finishing: false,
     load: 0,
     model: new EngineModel({
       profile: config.profile,
@@ -255,6 +270,7 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
     }),
     stepping: false,
     next: undefined,
+    legs: { p: 0, d: 0, m: 0 },
     switchRecord: undefined,
     generatedAtRound: 0,
     wakeAtMs: undefined,
@@ -346,6 +362,7 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
       },
       now,
     );
+    engine.legs[legOf(id)] += 1;
     // As the pool: a split call starts at its prefill (and ends there, for the planner); its decode engine then holds the context too.
     if (planner !== undefined && leg === "decode") planner.heldOn(call.context, engine.id);
     else if (planner !== undefined) sendHints(planner.callStarted(call.context, engine.id, now));
@@ -506,12 +523,20 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
     submit(engine, `${key}/d`, call, call.record.outputTokens - 1, "decode");
   };
 
-  const finishSwitchIfDrained = (engine: SimEngine) => {
-    if (engine.next === undefined || !engine.model.isIdle || engine.stepping) return;
-    engine.role = engine.next;
-    engine.next = undefined;
-    engine.switching = false;
-    if (engine.switchRecord) engine.switchRecord.doneMs = now;
+  /** A draining engine that is empty takes its new role; an overlapping one whose old role's last request finished is done. */
+  const finishSwitchIfDone = (engine: SimEngine) => {
+    const record = engine.switchRecord;
+    if (record === undefined) return;
+    if (engine.finishing === true) {
+      if ((Object.keys(engine.legs) as Leg[]).some((leg) => LEG_ROLE[leg] === record.from && engine.legs[leg] > 0)) return;
+      engine.finishing = false;
+    } else {
+      if (engine.next === undefined || !engine.model.isIdle || engine.stepping) return;
+      engine.role = engine.next;
+      engine.next = undefined;
+      engine.switching = false;
+    }
+    record.doneMs = now;
     engine.switchRecord = undefined;
   };
 
@@ -534,13 +559,19 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
     const decision = controller?.decide(engines, demand, now);
     for (const roleSwitch of decision?.action === "switch" ? decision.switches : []) {
       const engine = engines.find((e) => e.id === roleSwitch.engineId);
-      if (engine === undefined) continue;
-      engine.next = roleSwitch.to;
-      engine.switching = true;
-      const record: RoleSwitchRecord = { atMs: now, doneMs: undefined, ...roleSwitch };
+      if (engine === undefined || engine.switchRecord !== undefined || engine.role !== roleSwitch.from) continue;
+      if (switchMode === "overlap") {
+        // It serves both sides: the new role's work from now on; the old role's requests finish in the same steps.
+        engine.role = roleSwitch.to;
+        engine.finishing = true;
+      } else {
+        engine.next = roleSwitch.to;
+        engine.switching = true;
+      }
+      const record: RoleSwitchRecord = { atMs: now, doneMs: undefined, mode: switchMode, ...roleSwitch };
       engine.switchRecord = record;
       result.switches.push(record);
-      finishSwitchIfDrained(engine);
+      finishSwitchIfDone(engine);
     }
     result.prefillEnginesByRound.push(engines.filter((e) => e.role === "prefill").length);
   };
@@ -576,15 +607,18 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
         if (engine.wakeAtMs !== now) break;
         engine.wakeAtMs = undefined;
         kick(engine);
-        finishSwitchIfDrained(engine);
+        finishSwitchIfDone(engine);
         break;
       }
       case "step": {
         const engine = event.engine;
         engine.stepping = false;
-        for (const engineEvent of engine.model.finishStep()) onEngineEvent(engineEvent);
+        for (const engineEvent of engine.model.finishStep()) {
+          if (engineEvent.type === "finished") engine.legs[legOf(engineEvent.requestId)] -= 1;
+          onEngineEvent(engineEvent);
+        }
         kick(engine);
-        finishSwitchIfDrained(engine);
+        finishSwitchIfDone(engine);
         break;
       }
       case "round":
