@@ -675,15 +675,7 @@ export class EngineModel {
       admitted++;
       this.waitingCount--;
       if (this.nodeLedger !== undefined) this.countRecomputed(seq, Math.ceil(seq.numComputed / bs));
-      if (seq.cachedTokens < 0) {
-        seq.cachedTokens = seq.numComputed;
-        this.counters.promptTokens += seq.promptLength;
-      }
-      seq.state = SequenceState.running;
-      running.push(seq);
-      this.allocate(seq, n);
-      seq.scheduledTokens = n;
-      scheduled.push(seq);
+      this.startRunning(seq, n);
       budget -= n;
     }
     if (admitted > 0) landed.splice(0, admitted);
@@ -718,22 +710,27 @@ export class EngineModel {
         this.stepLoadTokens += loaded * bs;
       }
       if (this.nodeLedger !== undefined) this.countRecomputed(seq, hitCount + loaded);
-      if (seq.cachedTokens < 0) {
-        seq.cachedTokens = computed;
-        this.counters.promptTokens += seq.promptLength;
-      }
       this.kv.reference(hits);
       for (const b of hits) seq.blocks.push(b);
       seq.registeredBlocks = hitCount;
       seq.numComputed = computed;
-      seq.state = SequenceState.running;
-      running.push(seq);
-      this.allocate(seq, n);
-      seq.scheduledTokens = n;
-      scheduled.push(seq);
+      this.startRunning(seq, n);
       budget -= n;
     }
     return true;
+  }
+
+  /** An admitted sequence joins the batch with `n` tokens to compute; its first admission fixes what it found cached. */
+  private startRunning(seq: Sequence, n: number): void {
+    if (seq.cachedTokens < 0) {
+      seq.cachedTokens = seq.numComputed;
+      this.counters.promptTokens += seq.promptLength;
+    }
+    seq.state = SequenceState.running;
+    this.running.push(seq);
+    this.allocate(seq, n);
+    seq.scheduledTokens = n;
+    this.scheduled.push(seq);
   }
 
   /**
