@@ -806,13 +806,7 @@ export class EngineModel {
       this.waiting.push(seq);
       return;
     }
-    const full = Math.floor(computed / bs);
-    const ledger = this.nodeLedger;
-    for (let k = seq.registeredBlocks; k < full; k++) {
-      this.kv.register(seq.blocks[k] as number, seq.blockHashes[k] as number);
-      ledger?.record(seq.blockHashes[k] as number);
-    }
-    seq.registeredBlocks = Math.max(seq.registeredBlocks, full);
+    this.registerFullBlocks(seq, Math.floor(computed / bs));
     this.landed.push(seq);
   }
 
@@ -835,16 +829,19 @@ export class EngineModel {
     const bs = this.blockSize;
     const total = seq.numComputed + n;
     for (let need = this.blocksNeeded(seq, total); need > 0; need--) seq.blocks.push(this.kv.allocate());
-    const full = Math.floor(total / bs);
-    if (full > seq.registeredBlocks) {
-      seq.ensureBlockHashes(full, bs);
-      const ledger = this.nodeLedger;
-      for (let k = seq.registeredBlocks; k < full; k++) {
-        this.kv.register(seq.blocks[k] as number, seq.blockHashes[k] as number);
-        ledger?.record(seq.blockHashes[k] as number);
-      }
-      seq.registeredBlocks = full;
+    this.registerFullBlocks(seq, Math.floor(total / bs));
+  }
+
+  /** Registers the blocks `seq` has filled up to `full` as cached prefix blocks (and in the node's ledger). */
+  private registerFullBlocks(seq: Sequence, full: number): void {
+    if (full <= seq.registeredBlocks) return;
+    seq.ensureBlockHashes(full, this.blockSize);
+    const ledger = this.nodeLedger;
+    for (let k = seq.registeredBlocks; k < full; k++) {
+      this.kv.register(seq.blocks[k] as number, seq.blockHashes[k] as number);
+      ledger?.record(seq.blockHashes[k] as number);
     }
+    seq.registeredBlocks = full;
   }
 
   /** Priority policy: the lowest-priority, latest request; FCFS: the last admitted. */
