@@ -1,5 +1,5 @@
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, renameSync, rmSync, statSync, symlinkSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readlinkSync, renameSync, rmSync, statSync, symlinkSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 
@@ -9,6 +9,25 @@ import path from "node:path";
  * archive, no worktree, no checkout touched) into the temp directory with this tree's
  * node_modules linked in, and kept there for the next run of the same commit.
  */
+
+/**
+ * Points a kept tree's node_modules at `root`'s: the tree may have been extracted by
+ * another checkout of the same repository (a clean clone since deleted), whose
+ * node_modules the link still names. Replaced by rename, so a concurrent run never
+ * sees the tree without one.
+ */
+function linkNodeModules(tree: string, root: string): void {
+  const wanted = path.join(root, "node_modules");
+  const link = path.join(tree, "node_modules");
+  try {
+    if (readlinkSync(link) === wanted) return;
+  } catch {
+    // Missing or not a link: made below.
+  }
+  const fresh = `${link}.${process.pid}-${Date.now()}`;
+  symlinkSync(wanted, fresh);
+  renameSync(fresh, link);
+}
 
 function isDirectory(candidate: string): boolean {
   try {
@@ -29,7 +48,10 @@ export function sourceTreeOf(spec: string, root: string): string {
     throw new Error(`${spec} is neither a directory nor a git revision of ${root}`);
   }
   const tree = path.join(os.tmpdir(), `agentix-tree-${commit.slice(0, 12)}`);
-  if (existsSync(path.join(tree, "package.json"))) return tree;
+  if (existsSync(path.join(tree, "package.json"))) {
+    linkNodeModules(tree, root);
+    return tree;
+  }
   // Extracted beside, then renamed: a run stopped halfway leaves no half tree under the final name.
   const partial = mkdtempSync(`${tree}.partial-`);
   try {
@@ -41,7 +63,10 @@ export function sourceTreeOf(spec: string, root: string): string {
   } catch (error) {
     rmSync(partial, { recursive: true, force: true });
     // Another run extracted the same commit meanwhile.
-    if (existsSync(path.join(tree, "package.json"))) return tree;
+    if (existsSync(path.join(tree, "package.json"))) {
+      linkNodeModules(tree, root);
+      return tree;
+    }
     throw error;
   }
   return tree;

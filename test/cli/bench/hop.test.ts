@@ -1,5 +1,5 @@
 import { execFileSync } from "node:child_process";
-import { existsSync, readlinkSync } from "node:fs";
+import { existsSync, readlinkSync, rmSync, symlinkSync } from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { breakDownWindows } from "../../../src/cli/bench/hop-profile.js";
@@ -108,5 +108,15 @@ describe("sourceTreeOf", () => {
     expect(existsSync(path.join(tree, "src/cli/bench/proxy-server-child.ts"))).toBe(true);
     expect(readlinkSync(path.join(tree, "node_modules"))).toBe(path.join(projectRoot, "node_modules"));
     expect(() => sourceTreeOf("no-such-revision-or-dir", projectRoot)).toThrow(/neither a directory nor a git revision/);
+  });
+
+  it("re-points a kept tree's node_modules that another checkout of the repository linked to its own", () => {
+    const head = execFileSync("git", ["-C", projectRoot, "rev-parse", "HEAD"], { encoding: "utf8" }).trim();
+    const tree = sourceTreeOf(head, projectRoot);
+    const link = path.join(tree, "node_modules");
+    rmSync(link);
+    symlinkSync("/nonexistent-clone/node_modules", link);
+    expect(sourceTreeOf(head, projectRoot)).toBe(tree);
+    expect(readlinkSync(link)).toBe(path.join(projectRoot, "node_modules"));
   });
 });
