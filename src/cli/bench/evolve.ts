@@ -100,7 +100,9 @@ const startingSplit = (options: EvolveBenchOptions) => Math.max(1, Math.round(op
 
 /** The controllers' round and the ratio controller's settings before switches overlapped (commit 7d25bf8's defaults). */
 const ROUND_BEFORE_MS = 10_000;
-const RATIO_BEFORE: Partial<RatioControllerSettings> = Object.freeze({ sustainRounds: 3, cooldownMs: 30_000, smoothing: 0.3, hysteresis: 0.15 });
+const RATIO_BEFORE: Partial<RatioControllerSettings> = Object.freeze({ sustainRounds: 3, cooldownMs: 30_000, smoothing: 0.3, hysteresis: 0.15, minLoadToAct: 0.7, reverseCooldownMs: 0 });
+/** The ratio controller's floor and margin before this round: nothing moved below 0.7 of the busier side's engines, a 15 % margin, no longer wait to move back. */
+const RATIO_IDLE_FLOOR_BEFORE: Partial<RatioControllerSettings> = Object.freeze({ minLoadToAct: 0.7, hysteresis: 0.15, reverseCooldownMs: 0 });
 
 /** A row of the policy table: its policy and, where it differs from the simulator's defaults, how engines switch and the round. */
 type PolicyRun = [string, EvolvePolicy, Pick<EvolveConfig, "roleSwitch" | "roundMs">?];
@@ -116,6 +118,7 @@ export function runEvolveBench(options: EvolveBenchOptions): EvolveBenchRow[] {
     ...Array.from({ length: options.engines - 1 }, (_, i): PolicyRun => [`fixed ${i + 1}:${options.engines - i - 1}`, { kind: "fixed", prefillEngines: i + 1 }]),
     [`threshold (${from})`, { kind: "threshold", prefillEngines: start }],
     [`agentix ratio (${from})`, { kind: "ratio", prefillEngines: start }],
+    [`agentix ratio, idle floor 0.7, 15 % margin (${from})`, { kind: "ratio", prefillEngines: start, settings: RATIO_IDLE_FLOOR_BEFORE }],
     [`threshold, before (${from}; drain, 10 s rounds)`, { kind: "threshold", prefillEngines: start }, before],
     [`agentix ratio, before (${from}; drain, 10 s rounds, sustain 3, cooldown 30 s)`, { kind: "ratio", prefillEngines: start, settings: RATIO_BEFORE }, before],
     [`agentix ratio, overlap with the old settings (${from}; 10 s rounds, sustain 3, cooldown 30 s)`, { kind: "ratio", prefillEngines: start, settings: RATIO_BEFORE }, { roundMs: ROUND_BEFORE_MS }],
