@@ -27,12 +27,13 @@ import { DEFAULT_BRANCH_RATES } from "./evolve-branches.js";
  * the policy table's best fixed split) with LRU and with retention. All on the same programs.
  */
 
-export const EVOLVE_BENCH_USAGE = `usage: npm run bench:evolve -- [--engines 8] [--rate 0.5] [--phase-seconds 240] [--seed 7] [--kv-rate 2] [--branch-rates 0.04,0.06,0.08,0.1] [--branch-decision-seconds 3] [--only policies|kv|branches]
+export const EVOLVE_BENCH_USAGE = `usage: npm run bench:evolve -- [--engines 8] [--rate 0.5] [--phase-seconds 240] [--seed 7] [--kv-rate 2] [--branch-rates 0.04,0.06,0.08,0.1] [--branch-decision-seconds 3] [--only policies|kv|branches|capacity]
   --rate scales every phase's programs per second (math 4, computer-use 6, coding 1 at 1.0)
   --kv-rate: coding-long programs per second in the KV variants' third phase
   --branch-rates: tree-search programs per second, one table block each (the abandoned-branch signal; one engine)
   --branch-decision-seconds: the tree search's wait between a round's last answer and the next round's fork
-  --only: just the policy table, the KV variants, or the abandoned-branch table (default all three)`;
+  --only: just the policy table, the KV variants, the abandoned-branch table, or the throughput after the shift
+          (capacity: each policy's highest sustained computer-use rate, by bisection; not in the default run)`;
 
 export interface EvolveBenchOptions {
   engines: number;
@@ -42,7 +43,7 @@ export interface EvolveBenchOptions {
   kvRate: number;
   branchRates: number[];
   branchDecisionSeconds: number;
-  only: "policies" | "kv" | "branches" | undefined;
+  only: "policies" | "kv" | "branches" | "capacity" | undefined;
 }
 
 export function parseEvolveBenchArgs(argv: readonly string[]): EvolveBenchOptions | undefined {
@@ -62,7 +63,7 @@ export function parseEvolveBenchArgs(argv: readonly string[]): EvolveBenchOption
   });
   if (values.help) return undefined;
   const only = values.only;
-  if (only !== undefined && only !== "policies" && only !== "kv" && only !== "branches") throw new RangeError("--only: policies, kv or branches");
+  if (only !== undefined && only !== "policies" && only !== "kv" && only !== "branches" && only !== "capacity") throw new RangeError("--only: policies, kv, branches or capacity");
   const options: EvolveBenchOptions = {
     engines: Number(values.engines),
     rate: Number(values.rate),
@@ -96,7 +97,7 @@ function benchPhases(options: EvolveBenchOptions, third?: WorkloadPhase): Worklo
   ];
 }
 
-const startingSplit = (options: EvolveBenchOptions) => Math.max(1, Math.round(options.engines / 4));
+export const startingSplit = (options: EvolveBenchOptions) => Math.max(1, Math.round(options.engines / 4));
 
 /** The controllers' round and the ratio controller's settings before switches overlapped (commit 7d25bf8's defaults). */
 const ROUND_BEFORE_MS = 10_000;
