@@ -1,7 +1,8 @@
 import { contextTag, type ContextRef, DEFAULT_RETENTION_SETTINGS, type EngineRetentionHint, RetentionPlanner, type RetentionSettings } from "../../core/kv/retention-planner.js";
+import { type CallsByRole, EngineRoleBook } from "../../core/roles/engine-roles.js";
 import { RatioRoleController, type RatioControllerSettings } from "../../core/roles/ratio-controller.js";
 import { RoleDemandMeter, type RoleWorkModel } from "../../core/roles/role-demand-meter.js";
-import { DEFAULT_ROLE_ROUND_MS, type RoleCapacity, type RoleController, type RoleEngineState, type RoleSwitchMode, type SplitRole } from "../../core/roles/roles.js";
+import { DEFAULT_ROLE_ROUND_MS, type EngineRole, type RoleCapacity, type RoleController, type RoleSwitchMode, type SplitRole } from "../../core/roles/roles.js";
 import { ThresholdRoleController, type ThresholdControllerSettings } from "../../core/roles/threshold-controller.js";
 import { EventQueue } from "../des/event-queue.js";
 import { EngineModel, type EngineEvent, type EngineStats, type KvPull } from "../engine-model.js";
@@ -176,14 +177,12 @@ export function roleWorkModelOf(profile: EngineProfile): RoleWorkModel {
   return { ...decodeCostOf(profile), batchSequences: profile.maxNumSeqs };
 }
 
-interface SimEngine extends RoleEngineState {
+interface SimEngine {
+  id: string;
   model: EngineModel;
   stepping: boolean;
-  /** The role it is draining toward. */
-  next: SplitRole | undefined;
-  /** Requests on it by leg (p: a split call's prefill, d: its decode, m: a whole call on a mixed engine): what an overlapping switch waits for. */
-  legs: Record<Leg, number>;
-  switchRecord: RoleSwitchRecord | undefined;
+  /** Requests on it by the role it had (in the core's EngineRoleBook) when it was given each, as the pool counts them: what a switch waits for. */
+  calls: Partial<Record<EngineRole, number>>;
   generatedAtRound: number;
   /** A wake is queued for then (a KV pull ends while the engine has nothing else to run). */
   wakeAtMs: number | undefined;
@@ -213,10 +212,6 @@ interface ProgramRun {
   branchesAnswered: number;
 }
 
-type Leg = "p" | "d" | "m";
-/** The engine role a request leg runs under. */
-const LEG_ROLE: Record<Leg, RoleEngineState["role"]> = { p: "prefill", d: "decode", m: "mixed" };
-const legOf = (requestId: string): Leg => requestId.slice(requestId.lastIndexOf("/") + 1) as Leg;
 
 type SimEvent =
   | { kind: "arrival"; program: ProgramRun }
@@ -257,10 +252,6 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
   const predictionError = config.predictionError ?? 0.3;
   const engines: SimEngine[] = Array.from({ length: config.engines }, (_, i) => ({
     id: `engine-${i}`,
-    role: !split ? "mixed" : i < prefillAtStart ? "prefill" : "decode",
-    switching: false,
-    finishing: false,
-    load: 0,
     model: new EngineModel({
       profile: config.profile,
       hostTier,
@@ -269,15 +260,19 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
       ...(config.keptOrder === undefined ? {} : { keptOrder: config.keptOrder }),
     }),
     stepping: false,
-    next: undefined,
-    legs: { p: 0, d: 0, m: 0 },
-    switchRecord: undefined,
+    calls: {},
     generatedAtRound: 0,
     wakeAtMs: undefined,
   }));
   const events = new EventQueue<SimEvent>();
   const calls = new Map<string, CallRun>();
   const engineById = new Map(engines.map((e) => [e.id, e]));
+  // Roles and switches are the pool core's book: the same rules the pool places calls and switches engines by.
+  const book = new EngineRoleBook(engines.map((e, i) => ({ id: e.id, role: !split ? "mixed" : i < prefillAtStart ? "prefill" : "decode", switchMode })));
+  /** The role each request's engine had when it was given the request (CallsByRole's key). */
+  const givenRole = new Map<string, EngineRole>();
+  /** Each engine's switch under way, recorded when it started; the book says when it is complete. */
+  const openSwitches = new Map<string, RoleSwitchRecord>();
   let hintsSent = 0;
   let branchDropsApplied = 0;
   const threadEndedSignal = config.threadEndedSignal ?? true;
@@ -318,7 +313,8 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
     events.push(pull.landsAtMs, { kind: "pulled", call });
   };
 
-  const usable = (role: SplitRole | "mixed") => engines.filter((e) => e.role === role && e.next === undefined);
+  /** Engines the book lets take a new call (its prefill, or the whole call on a mixed engine). */
+  const takingNewCalls = () => engines.filter((e) => book.takesNewCalls(e.id));
   const busy = (e: SimEngine) => e.model.numRunning + e.model.numWaiting;
 
   /** The engine of the program's last call while it is not much busier than the least busy; else the least busy. */
@@ -362,7 +358,9 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
       },
       now,
     );
-    engine.legs[legOf(id)] += 1;
+    const role = book.role(engine.id) ?? "mixed";
+    givenRole.set(id, role);
+    engine.calls[role] = (engine.calls[role] ?? 0) + 1;
     // As the pool: a split call starts at its prefill (and ends there, for the planner); its decode engine then holds the context too.
     if (planner !== undefined && leg === "decode") planner.heldOn(call.context, engine.id);
     else if (planner !== undefined) sendHints(planner.callStarted(call.context, engine.id, now));
@@ -411,13 +409,13 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
     calls.set(key, call);
     meter.prefillQueued(key, newTokens, prompt.length - newTokens);
     if (!split) {
-      const engine = byAffinity(usable("mixed"), program, busy, 4);
+      const engine = byAffinity(takingNewCalls(), program, busy, 4);
       program.lastEngine = engine.id;
       call.prefillEngine = engine;
       submit(engine, `${key}/m`, call, record.outputTokens);
       return;
     }
-    const engine = byAffinity(usable("prefill"), program, (e) => e.model.numWaiting, 2);
+    const engine = byAffinity(takingNewCalls(), program, (e) => e.model.numWaiting, 2);
     program.lastEngine = engine.id;
     call.prefillEngine = engine;
     submit(engine, `${key}/p`, call, 1);
@@ -519,61 +517,60 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
     // The planner's keep covers the transfer as if it started now (it cannot know the wait for room).
     keepThroughDecode(call, kvTransferMs(link, call.prompt.length, "engine"));
     meter.decodeQueued(key, call.prompt.length);
-    const engine = usable("decode").reduce((a, b) => (b.model.kvUsage < a.model.kvUsage || (b.model.kvUsage === a.model.kvUsage && busy(b) < busy(a)) ? b : a));
+    const engine = engines.filter((e) => book.takesDecodes(e.id)).reduce((a, b) => (b.model.kvUsage < a.model.kvUsage || (b.model.kvUsage === a.model.kvUsage && busy(b) < busy(a)) ? b : a));
     submit(engine, `${key}/d`, call, call.record.outputTokens - 1, "decode");
   };
 
-  /** A draining engine that is empty takes its new role; an overlapping one whose old role's last request finished is done. */
-  const finishSwitchIfDone = (engine: SimEngine) => {
-    const record = engine.switchRecord;
-    if (record === undefined) return;
-    if (engine.finishing === true) {
-      if ((Object.keys(engine.legs) as Leg[]).some((leg) => LEG_ROLE[leg] === record.from && engine.legs[leg] > 0)) return;
-      engine.finishing = false;
-    } else {
-      if (engine.next === undefined || !engine.model.isIdle || engine.stepping) return;
-      engine.role = engine.next;
-      engine.next = undefined;
-      engine.switching = false;
+  /** A request left the engine: the book hears the calls left on it (a switch under way may be complete). */
+  const requestEnded = (engine: SimEngine, requestId: string) => {
+    const role = givenRole.get(requestId);
+    if (role === undefined) return;
+    givenRole.delete(requestId);
+    engine.calls[role] = (engine.calls[role] ?? 0) - 1;
+    if (book.switching(engine.id)) book.callsEnded(engine.id, engine.calls, now);
+    noteFinishedSwitches();
+  };
+
+  /** The book's completed switches close their records. */
+  const noteFinishedSwitches = () => {
+    for (const done of book.takeFinished()) {
+      const record = openSwitches.get(done.engineId);
+      if (record === undefined) continue;
+      record.doneMs = done.atMs;
+      openSwitches.delete(done.engineId);
     }
-    record.doneMs = now;
-    engine.switchRecord = undefined;
   };
 
   const controlRound = () => {
-    const prefill = engines.filter((e) => e.role === "prefill");
-    const decode = engines.filter((e) => e.role === "decode");
+    const prefill = engines.filter((e) => book.role(e.id) === "prefill");
+    const decode = engines.filter((e) => book.role(e.id) === "decode");
     for (const engine of engines) {
       const total = engine.model.stats().generationTokens;
       const running = engine.model.numRunning;
       // Tokens made since the last round, at the engine's mean context now.
-      if (engine.role === "decode" && running > 0) meter.decoded(total - engine.generatedAtRound, kvTokensOf(engine) / running);
+      if (book.role(engine.id) === "decode" && running > 0) meter.decoded(total - engine.generatedAtRound, kvTokensOf(engine) / running);
       engine.generatedAtRound = total;
-      engine.load = busy(engine);
     }
     const demand = meter.read(now, {
       decodeKvTokens: decode.reduce((sum, e) => sum + kvTokensOf(e), 0),
       prefillQueue: prefill.reduce((sum, e) => sum + e.model.numWaiting, 0),
       decodeKvUsage: decode.length === 0 ? 0 : decode.reduce((sum, e) => sum + e.model.kvUsage, 0) / decode.length,
     });
-    const decision = controller?.decide(engines, demand, now);
+    const decision = controller?.decide(
+      book.states((id) => busy(engineById.get(id) as SimEngine)),
+      demand,
+      now,
+    );
     for (const roleSwitch of decision?.action === "switch" ? decision.switches : []) {
-      const engine = engines.find((e) => e.id === roleSwitch.engineId);
-      if (engine === undefined || engine.switchRecord !== undefined || engine.role !== roleSwitch.from) continue;
-      if (switchMode === "overlap") {
-        // It serves both sides: the new role's work from now on; the old role's requests finish in the same steps.
-        engine.role = roleSwitch.to;
-        engine.finishing = true;
-      } else {
-        engine.next = roleSwitch.to;
-        engine.switching = true;
-      }
-      const record: RoleSwitchRecord = { atMs: now, doneMs: undefined, mode: switchMode, ...roleSwitch };
-      engine.switchRecord = record;
+      const engine = engineById.get(roleSwitch.engineId);
+      // Overlap: it serves both sides, its new role's work from now on while its old role's requests finish in the same steps; drain: nothing new until it is empty.
+      if (engine === undefined || !book.startSwitch(roleSwitch, engine.calls, now)) continue;
+      const record: RoleSwitchRecord = { atMs: now, doneMs: undefined, mode: book.switchMode(engine.id) ?? switchMode, ...roleSwitch };
+      openSwitches.set(engine.id, record);
       result.switches.push(record);
-      finishSwitchIfDone(engine);
+      noteFinishedSwitches();
     }
-    result.prefillEnginesByRound.push(engines.filter((e) => e.role === "prefill").length);
+    result.prefillEnginesByRound.push(engines.filter((e) => book.role(e.id) === "prefill").length);
   };
 
   for (let next = events.pop(); next !== undefined; next = events.pop()) {
@@ -607,18 +604,17 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
         if (engine.wakeAtMs !== now) break;
         engine.wakeAtMs = undefined;
         kick(engine);
-        finishSwitchIfDone(engine);
         break;
       }
       case "step": {
         const engine = event.engine;
         engine.stepping = false;
         for (const engineEvent of engine.model.finishStep()) {
-          if (engineEvent.type === "finished") engine.legs[legOf(engineEvent.requestId)] -= 1;
+          // As the pool: the engine's count drops (a switch may complete) before the call goes on (its decode placed).
+          if (engineEvent.type === "finished") requestEnded(engine, engineEvent.requestId);
           onEngineEvent(engineEvent);
         }
         kick(engine);
-        finishSwitchIfDone(engine);
         break;
       }
       case "round":
