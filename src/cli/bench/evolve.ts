@@ -190,7 +190,7 @@ export function formatEvolveReport(rows: readonly EvolveBenchRow[], options: Evo
   const lines = [
     `bench:evolve — ${options.engines} × llama-3.1-8b-h100, math → computer-use → coding, ${options.phaseSeconds} s a phase, rate ×${options.rate}, seed ${options.seed}`,
     "",
-    "| policy | calls | mean e2e | P95 e2e | P95 TTFT | output tok/s | decode-side recomputed | decode waits: room / KV (mean) | switches | mean e2e by phase (math / computer-use / coding) |",
+    "| policy | calls | mean e2e | P95 e2e | P95 TTFT | output tok/s | decode-side recomputed | decode waits: room / KV (mean); decodes held | switches | mean e2e by phase (math / computer-use / coding) |",
     "|---|---|---|---|---|---|---|---|---|---|",
   ];
   for (const row of rows) {
@@ -219,14 +219,17 @@ export function formatEvolveReport(rows: readonly EvolveBenchRow[], options: Evo
 
 const millions = (tokens: number) => `${(tokens / 1e6).toFixed(2)} M`;
 /** A split call's decode leg: waiting for blocks on its decode engine, then for the KV pull (mean ms; — without split calls). */
-const decodeWaits = (a: EvolveSummary) => (Number.isFinite(a.meanDecodeRoomWaitMs) ? `${a.meanDecodeRoomWaitMs.toFixed(0)} / ${a.meanDecodeKvWaitMs.toFixed(1)} ms` : "—");
+const decodeWaits = (a: EvolveSummary) =>
+  Number.isFinite(a.meanDecodeRoomWaitMs)
+    ? `${a.meanDecodeRoomWaitMs.toFixed(0)} / ${a.meanDecodeKvWaitMs.toFixed(1)} ms; ${a.decodeHolds} held${a.decodeHolds > 0 ? ` (mean ${a.meanDecodeHeldMs.toFixed(0)} ms)` : ""}`
+    : "—";
 
 export function formatEvolveKvReport(rows: readonly EvolveKvRow[], options: EvolveBenchOptions): string {
   const start = startingSplit(options);
   const lines = [
     `KV beyond one GPU — agentix ratio (from ${start}:${options.engines - start}) unless a fixed split is named, math → computer-use → coding-long (${options.kvRate}/s: 15 s ± 60 % tools, compaction every 5 calls), ${options.phaseSeconds} s a phase, one node's host tier (1 TB: half a DGX H100's 2 TB, PCIe Gen5 64 GB/s)`,
     "",
-    "| variant | calls | mean e2e | P95 e2e | P95 TTFT | output tok/s | recomputed tokens | decode-side recomputed | decode waits: room / KV (mean) | host hits (tokens) | GPU prefix hits (tokens) | pulled by decode engines (tokens) | over PCIe | keeps / normals / drops applied (hints sent) | keep factor | switches | wall |",
+    "| variant | calls | mean e2e | P95 e2e | P95 TTFT | output tok/s | recomputed tokens | decode-side recomputed | decode waits: room / KV (mean); decodes held | host hits (tokens) | GPU prefix hits (tokens) | pulled by decode engines (tokens) | over PCIe | keeps / normals / drops applied (hints sent) | keep factor | switches | wall |",
     "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
   ];
   for (const row of rows) {

@@ -1,5 +1,9 @@
+import { Admission, type AdmissionCandidate, type HoldReason } from "../../core/admission.js";
+import type { EngineState } from "../../core/engines.js";
 import { contextTag, type ContextRef, DEFAULT_RETENTION_SETTINGS, type EngineRetentionHint, RetentionPlanner, type RetentionSettings } from "../../core/kv/retention-planner.js";
-import { type CallsByRole, EngineRoleBook } from "../../core/roles/engine-roles.js";
+import { admittedDecodeCandidates, chooseDecodeEngine, DECODE_HOLD_MAX_MS } from "../../core/roles/decode-placement.js";
+import { EngineRoleBook } from "../../core/roles/engine-roles.js";
+import { DEFAULT_ADMISSION_SETTINGS } from "../../core/settings.js";
 import { RatioRoleController, type RatioControllerSettings } from "../../core/roles/ratio-controller.js";
 import { RoleDemandMeter, type RoleWorkModel } from "../../core/roles/role-demand-meter.js";
 import { DEFAULT_ROLE_ROUND_MS, type EngineRole, type RoleCapacity, type RoleController, type RoleSwitchMode, type SplitRole } from "../../core/roles/roles.js";
@@ -10,6 +14,7 @@ import { hostKvTierFor, type HostKvWritePolicy } from "../host-kv-tier.js";
 import type { KeptOrder } from "../kv-retention-index.js";
 import { KV_LINKS, kvTransferMs } from "../kv-links.js";
 import { NodeKvLedger } from "../node-kv-ledger.js";
+import { POOL_DEFAULTS, POOL_ENGINE_DEFAULTS } from "../pool-defaults.js";
 import { decodeCostOf, type EngineProfile, type EngineProfileName, ENGINE_PROFILES } from "../profiles.js";
 import { promptBlockHashes } from "../token-hash.js";
 import { deriveSeed, hashString, Rng } from "../workload/prng.js";
@@ -52,10 +57,21 @@ import { type EvolveProgram, generationOf, promptOf, type TreeShape, toolMsAfter
  * call's prefill work as it is issued, its first token, the KV handed to decode, and
  * each decode engine's tokens per round at its mean context.
  *
- * Routing here is the simulator's own, for now: a program's prefill goes to the prefill
- * engine that prefilled its last call (its prefix is cached there) unless that one is
- * clearly busier, decode (at the hand-off) to the decode engine with the most free KV (the pool core's
- * placement, src/core/roles/decode-placement.ts, is not used here yet).
+ * Roles and switches are the pool core's EngineRoleBook (core/roles/engine-roles.ts):
+ * which engines take new calls and which decodes, when a switch is complete (each request
+ * counted by the role its engine had when it was given it, as the pool counts its calls).
+ *
+ * A decode is placed as the pool core places it (core/roles/decode-placement.ts, as
+ * PoolCore.admitDecode): at the prefill's end, among the engines that take decodes, one
+ * the pool's admission admits (count cap, the engine's scraped backlog, KV room on the
+ * pool's account, core/admission.ts, which counts every request sent and not yet ended,
+ * so decodes placed and still waiting for blocks count), the most KV room first; none
+ * admitting, the decode is held (its prompt pinned on the prefill engine) and asked
+ * again when a decode engine ends a request, at each metrics scrape (the pool's
+ * metricsIntervalMs) and each controller round, and past DECODE_HOLD_MAX_MS it goes to
+ * the least loaded. The demand meter hears the decode when it is placed (as the pool's).
+ * A program's prefill is still routed by the simulator's own rule: to the prefill engine
+ * that prefilled its last call (its prefix is cached there) unless that one is clearly busier.
  */
 
 export type EvolvePolicy =
@@ -116,6 +132,9 @@ export interface EvolveCallRecord {
   /** The decode leg's wait for blocks on its engine (hand-off → pull start), and for the KV (pull start → schedulable), ms. */
   decodeRoomWaitMs: number;
   decodeKvWaitMs: number;
+  /** The decode's hold before an engine admitted it (prefill's end → placement, ms; 0 if admitted at once), and why it was first held. */
+  decodeHeldMs: number;
+  decodeHoldReason: HoldReason | undefined;
   /** Prompt tokens the decode engine computed past the one it must (the last, for its logits): the handed-over KV recomputed (0 on a mixed engine). */
   decodeRecomputedTokens: number;
 }
@@ -180,6 +199,8 @@ export function roleWorkModelOf(profile: EngineProfile): RoleWorkModel {
 interface SimEngine {
   id: string;
   model: EngineModel;
+  /** The engine as the pool sees it: calls in flight (the simulator's count), and its waiting queue and KV use as last scraped. */
+  state: EngineState;
   stepping: boolean;
   /** Requests on it by the role it had (in the core's EngineRoleBook) when it was given each, as the pool counts them: what a switch waits for. */
   calls: Partial<Record<EngineRole, number>>;
@@ -219,7 +240,9 @@ type SimEvent =
   | { kind: "step"; engine: SimEngine }
   | { kind: "pulled"; call: CallRun }
   | { kind: "wake"; engine: SimEngine }
-  | { kind: "round" };
+  | { kind: "round" }
+  | { kind: "scrape" }
+  | { kind: "holdBound" };
 
 const percentileOf = (values: readonly number[], p: number): number | undefined => {
   if (values.length === 0) return undefined;
@@ -260,6 +283,7 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
       ...(config.keptOrder === undefined ? {} : { keptOrder: config.keptOrder }),
     }),
     stepping: false,
+    state: { id: `engine-${i}`, healthy: true, inFlight: 0, maxInFlight: POOL_ENGINE_DEFAULTS.maxInFlight, waiting: 0, kvUsage: 0 },
     calls: {},
     generatedAtRound: 0,
     wakeAtMs: undefined,
@@ -273,6 +297,13 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
   const givenRole = new Map<string, EngineRole>();
   /** Each engine's switch under way, recorded when it started; the book says when it is complete. */
   const openSwitches = new Map<string, RoleSwitchRecord>();
+  // The pool's KV account of what it sent each engine (every leg, as the pool charges its prefill attempts and decodes), and its admission rule (the pool's defaults).
+  const dispatch = POOL_DEFAULTS.scheduling;
+  const kvCapacityTokens = profile.kvBlocks * profile.blockSize;
+  const account = new Admission(dispatch.admission ?? DEFAULT_ADMISSION_SETTINGS, engines.map((e) => ({ id: e.id, capacityTokens: kvCapacityTokens })));
+  const gate = dispatch.admission === undefined ? undefined : account;
+  /** Prefilled calls no decode engine admitted yet, oldest first, with when they were first held. */
+  const heldDecodes = new Map<string, { call: CallRun; sinceMs: number }>();
   let hintsSent = 0;
   let branchDropsApplied = 0;
   const threadEndedSignal = config.threadEndedSignal ?? true;
@@ -286,6 +317,8 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
 
   for (const spec of config.programs) events.push(spec.arrivalMs, { kind: "arrival", program: { spec, prompt: undefined, lastEngine: undefined, branchPrompts: new Map(), roundContext: undefined, branchesAnswered: 0 } });
   if (controller !== undefined) events.push(roundMs, { kind: "round" });
+  // The pool reads its engines' metrics every metricsIntervalMs (its config's default).
+  if (split) events.push(POOL_DEFAULTS.metricsIntervalMs, { kind: "scrape" });
 
   const kick = (engine: SimEngine) => {
     if (engine.stepping) return;
@@ -361,6 +394,8 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
     const role = book.role(engine.id) ?? "mixed";
     givenRole.set(id, role);
     engine.calls[role] = (engine.calls[role] ?? 0) + 1;
+    engine.state.inFlight += 1;
+    account.sent(engine.id, accountEntry(id, call, maxTokens));
     // As the pool: a split call starts at its prefill (and ends there, for the planner); its decode engine then holds the context too.
     if (planner !== undefined && leg === "decode") planner.heldOn(call.context, engine.id);
     else if (planner !== undefined) sendHints(planner.callStarted(call.context, engine.id, now));
@@ -392,6 +427,8 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
       decodeRecomputedTokens: 0,
       decodeRoomWaitMs: 0,
       decodeKvWaitMs: 0,
+      decodeHeldMs: 0,
+      decodeHoldReason: undefined,
     };
     const call: CallRun = {
       program,
@@ -509,24 +546,79 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
   /**
    * A split call's prefill is done: its prompt's blocks stay pinned on the prefill engine
    * (in this step, before any admission could evict them) until the decode engine's pull
-   * ends; the decode request goes to the decode engine with the most free KV now, and
-   * waits there for room.
+   * ends, and its decode is placed as the pool places it (placeDecode), or held.
    */
   const handOff = (call: CallRun, key: string) => {
     call.held = call.prefillEngine?.model.holdCachedPrefix(call.hashes);
+    if (placeDecode(call, key, 0)) return;
+    heldDecodes.set(key, { call, sinceMs: now });
+    // Past the bound it is placed whatever the engines say: a wake then, in case nothing else happens.
+    events.push(now + DECODE_HOLD_MAX_MS, { kind: "holdBound" });
+  };
+
+  /**
+   * The pool core's decode placement (core/roles/decode-placement.ts, as PoolCore.admitDecode):
+   * among the engines the book lets take decodes, one that admits the decode by the pool's
+   * rule (count cap, scraped backlog, KV room on the account, which counts decodes placed
+   * and still waiting for blocks), the most KV room first; none admitting, it is held
+   * (false) until `heldMs` reaches DECODE_HOLD_MAX_MS. Placed, the decode request goes to
+   * that engine, where it waits for blocks for its whole prompt, then pulls the KV.
+   */
+  const placeDecode = (call: CallRun, key: string, heldMs: number): boolean => {
+    const requestId = `${key}/d`;
+    const maxTokens = call.record.outputTokens - 1;
+    const states = engines.filter((e) => book.takesDecodes(e.id)).map((e) => e.state);
+    const candidates = admittedDecodeCandidates(states, accountEntry(requestId, call, maxTokens), account, () => kvCapacityTokens, gate, dispatch.saturation);
+    const choice = chooseDecodeEngine(candidates, heldMs);
+    if (choice.kind === "none") throw new Error(`no decode engine takes ${requestId}`);
+    if (choice.kind === "hold") {
+      call.record.decodeHoldReason ??= choice.reason;
+      return false;
+    }
+    const engine = engineById.get(choice.engine.id) as SimEngine;
+    call.record.decodeHeldMs = heldMs;
     // The planner's keep covers the transfer as if it started now (it cannot know the wait for room).
     keepThroughDecode(call, kvTransferMs(link, call.prompt.length, "engine"));
     meter.decodeQueued(key, call.prompt.length);
-    const engine = engines.filter((e) => book.takesDecodes(e.id)).reduce((a, b) => (b.model.kvUsage < a.model.kvUsage || (b.model.kvUsage === a.model.kvUsage && busy(b) < busy(a)) ? b : a));
-    submit(engine, `${key}/d`, call, call.record.outputTokens - 1, "decode");
+    submit(engine, requestId, call, maxTokens, "decode");
+    return true;
   };
 
-  /** A request left the engine: the book hears the calls left on it (a switch under way may be complete). */
-  const requestEnded = (engine: SimEngine, requestId: string) => {
+  /** Held decodes are asked again, oldest first (room may have appeared, or the bound passed). */
+  const placeHeldDecodes = () => {
+    for (const [key, held] of [...heldDecodes]) if (placeDecode(held.call, key, now - held.sinceMs)) heldDecodes.delete(key);
+  };
+
+  /** A metrics reading of every engine, as the pool scrapes them: waiting queue and KV use, and the account's correction. */
+  const scrape = () => {
+    for (const engine of engines) {
+      engine.state.waiting = engine.model.numWaiting;
+      engine.state.kvUsage = engine.model.kvUsage;
+      account.scraped(engine.id, engine.model.kvUsage);
+    }
+  };
+
+  /** What the pool's account knows of a request: its call's program and prompt, and its max_tokens. */
+  const accountEntry = (requestId: string, call: CallRun, maxTokens: number): AdmissionCandidate => ({
+    callId: requestId,
+    programId: call.program.spec.id,
+    promptTokens: call.prompt.length,
+    maxTokens,
+  });
+
+  /**
+   * A request left the engine: its slot and KV leave the account (a decode's output
+   * teaches the account's averages; a prefill's, one token, does not, as in the pool),
+   * and the book hears the calls left on it (a switch under way may be complete).
+   */
+  const requestEnded = (engine: SimEngine, event: Extract<EngineEvent, { type: "finished" }>) => {
+    const requestId = event.requestId;
     const role = givenRole.get(requestId);
     if (role === undefined) return;
     givenRole.delete(requestId);
     engine.calls[role] = (engine.calls[role] ?? 0) - 1;
+    engine.state.inFlight -= 1;
+    account.finished(engine.id, requestId, requestId.endsWith("/p") ? undefined : event.usage.completionTokens);
     if (book.switching(engine.id)) book.callsEnded(engine.id, engine.calls, now);
     noteFinishedSwitches();
   };
@@ -609,16 +701,30 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
       case "step": {
         const engine = event.engine;
         engine.stepping = false;
+        let ended = false;
         for (const engineEvent of engine.model.finishStep()) {
+          ended ||= engineEvent.type === "finished";
           // As the pool: the engine's count drops (a switch may complete) before the call goes on (its decode placed).
-          if (engineEvent.type === "finished") requestEnded(engine, engineEvent.requestId);
+          if (engineEvent.type === "finished") requestEnded(engine, engineEvent);
           onEngineEvent(engineEvent);
         }
         kick(engine);
+        // A decode engine's slot and KV came back: a held decode may be admitted now.
+        if (ended && heldDecodes.size > 0 && book.takesDecodes(engine.id)) placeHeldDecodes();
         break;
       }
+      case "scrape":
+        scrape();
+        placeHeldDecodes();
+        if (result.programsFinished < config.programs.length) events.push(now + POOL_DEFAULTS.metricsIntervalMs, { kind: "scrape" });
+        break;
+      case "holdBound":
+        placeHeldDecodes();
+        break;
       case "round":
         controlRound();
+        // A switch may have given decodes an engine.
+        placeHeldDecodes();
         // Rounds run while anything is left to do.
         if (result.programsFinished < config.programs.length) events.push(now + roundMs, { kind: "round" });
         break;
@@ -678,6 +784,9 @@ export interface EvolveSummary {
   /** Split calls' mean decode-leg waits: for blocks on the decode engine, and for the KV once it had them (ms; NaN without split calls). */
   meanDecodeRoomWaitMs: number;
   meanDecodeKvWaitMs: number;
+  /** Split calls whose decode no decode engine admitted at the prefill's end (held, as the pool holds it), and their mean hold (ms; NaN without holds). */
+  decodeHolds: number;
+  meanDecodeHeldMs: number;
   switches: number;
   /** The run's KV totals (whole run, every phase). */
   kv: EvolveKvTotals;
@@ -690,6 +799,7 @@ export function summarise(result: EvolveResult, phase?: number): EvolveSummary {
   const e2e = calls.map((c) => c.finishMs - c.arrivalMs);
   // Calls with a decode leg (a one-token call ends at its prefill).
   const split = calls.filter((c) => c.transferMs > 0);
+  const held = calls.filter((c) => c.decodeHoldReason !== undefined);
   const ttft = calls.map((c) => c.firstTokenMs - c.arrivalMs);
   const seconds = Math.max(result.simMs, 1) / 1_000;
   return {
@@ -703,6 +813,8 @@ export function summarise(result: EvolveResult, phase?: number): EvolveSummary {
     decodeRecomputedTokens: calls.reduce((sum, c) => sum + c.decodeRecomputedTokens, 0),
     meanDecodeRoomWaitMs: meanOf(split.map((c) => c.decodeRoomWaitMs)),
     meanDecodeKvWaitMs: meanOf(split.map((c) => c.decodeKvWaitMs)),
+    decodeHolds: held.length,
+    meanDecodeHeldMs: meanOf(held.map((c) => c.decodeHeldMs)),
     switches: result.switches.length,
     kv: result.kv,
   };
