@@ -127,6 +127,9 @@ export interface EvolveCallRecord {
   outputTokens: number;
   /** Prompt tokens the engines computed (not found cached). */
   computedPromptTokens: number;
+  /** The engine that prefilled it (a mixed engine: the one that ran it), and the one its decode was given to (undefined: no decode leg). */
+  prefillEngineId: string;
+  decodeEngineId: string | undefined;
   /** KV moved from the prefill engine to the decode engine (ms, from the pull's start: the decode engine had room; 0 on a mixed engine). */
   transferMs: number;
   /** The decode leg's wait for blocks on its engine (hand-off → pull start), and for the KV (pull start → schedulable), ms. */
@@ -423,6 +426,8 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
       promptTokens: prompt.length,
       outputTokens: program.spec.shape.outputTokens,
       computedPromptTokens: 0,
+      prefillEngineId: "",
+      decodeEngineId: undefined,
       transferMs: 0,
       decodeRecomputedTokens: 0,
       decodeRoomWaitMs: 0,
@@ -449,12 +454,14 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
       const engine = byAffinity(takingNewCalls(), program, busy, 4);
       program.lastEngine = engine.id;
       call.prefillEngine = engine;
+      record.prefillEngineId = engine.id;
       submit(engine, `${key}/m`, call, record.outputTokens);
       return;
     }
     const engine = byAffinity(takingNewCalls(), program, (e) => e.model.numWaiting, 2);
     program.lastEngine = engine.id;
     call.prefillEngine = engine;
+    record.prefillEngineId = engine.id;
     submit(engine, `${key}/p`, call, 1);
   };
 
@@ -577,6 +584,7 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
     }
     const engine = engineById.get(choice.engine.id) as SimEngine;
     call.record.decodeHeldMs = heldMs;
+    call.record.decodeEngineId = engine.id;
     // The planner's keep covers the transfer as if it started now (it cannot know the wait for room).
     keepThroughDecode(call, kvTransferMs(link, call.prompt.length, "engine"));
     meter.decodeQueued(key, call.prompt.length);
