@@ -89,6 +89,10 @@ export interface EvolveConfig {
   roundMs?: number;
   /** How engines switch roles (default "overlap": the simulated engine serves both sides, as vLLM started kv_both). */
   roleSwitch?: RoleSwitchMode;
+  /** The pool's count cap per engine (calls in flight; default the pool config's maxInFlight): decode placement holds a decode at it. */
+  maxInFlight?: number;
+  /** How long a decode no engine admits is held before the least loaded takes it (ms; default the pool's DECODE_HOLD_MAX_MS; 0: never held, the ablation). */
+  decodeHoldMaxMs?: number;
   /** Stop here even if programs are left (ms of virtual time). */
   maxSimMs?: number;
   /** The engines share a node's host KV tier (capacity from the profile's datasheets, or `hostKvBlocks`). */
@@ -265,6 +269,8 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
   if (split && (prefillAtStart < 1 || prefillAtStart > config.engines - 1)) {
     throw new RangeError(`a split pool of ${config.engines} engines needs 1–${config.engines - 1} prefill engines, got ${prefillAtStart}`);
   }
+  if (config.decodeHoldMaxMs !== undefined && !(config.decodeHoldMaxMs >= 0)) throw new RangeError(`decodeHoldMaxMs must be >= 0, got ${config.decodeHoldMaxMs}`);
+  if (config.maxInFlight !== undefined && !(Number.isInteger(config.maxInFlight) && config.maxInFlight >= 1)) throw new RangeError(`maxInFlight must be an integer >= 1, got ${config.maxInFlight}`);
   const controller: RoleController | undefined =
     policy.kind === "ratio"
       ? new RatioRoleController(roleCapacityOf(profile), policy.settings)
@@ -286,7 +292,7 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
       ...(config.keptOrder === undefined ? {} : { keptOrder: config.keptOrder }),
     }),
     stepping: false,
-    state: { id: `engine-${i}`, healthy: true, inFlight: 0, maxInFlight: POOL_ENGINE_DEFAULTS.maxInFlight, waiting: 0, kvUsage: 0 },
+    state: { id: `engine-${i}`, healthy: true, inFlight: 0, maxInFlight: config.maxInFlight ?? POOL_ENGINE_DEFAULTS.maxInFlight, waiting: 0, kvUsage: 0 },
     calls: {},
     generatedAtRound: 0,
     wakeAtMs: undefined,
@@ -307,6 +313,7 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
   const gate = dispatch.admission === undefined ? undefined : account;
   /** Prefilled calls no decode engine admitted yet, oldest first, with when they were first held. */
   const heldDecodes = new Map<string, { call: CallRun; sinceMs: number }>();
+  const decodeHoldMaxMs = config.decodeHoldMaxMs ?? DECODE_HOLD_MAX_MS;
   let hintsSent = 0;
   let branchDropsApplied = 0;
   const threadEndedSignal = config.threadEndedSignal ?? true;
@@ -560,7 +567,7 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
     if (placeDecode(call, key, 0)) return;
     heldDecodes.set(key, { call, sinceMs: now });
     // Past the bound it is placed whatever the engines say: a wake then, in case nothing else happens.
-    events.push(now + DECODE_HOLD_MAX_MS, { kind: "holdBound" });
+    events.push(now + decodeHoldMaxMs, { kind: "holdBound" });
   };
 
   /**
@@ -576,7 +583,7 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
     const maxTokens = call.record.outputTokens - 1;
     const states = engines.filter((e) => book.takesDecodes(e.id)).map((e) => e.state);
     const candidates = admittedDecodeCandidates(states, accountEntry(requestId, call, maxTokens), account, () => kvCapacityTokens, gate, dispatch.saturation);
-    const choice = chooseDecodeEngine(candidates, heldMs);
+    const choice = chooseDecodeEngine(candidates, heldMs, decodeHoldMaxMs);
     if (choice.kind === "none") throw new Error(`no decode engine takes ${requestId}`);
     if (choice.kind === "hold") {
       call.record.decodeHoldReason ??= choice.reason;
