@@ -132,6 +132,7 @@ describe("decode placement in the evolve simulator is the pool core's", () => {
     expect(placedMs(second)).toBeLessThan(placedMs(first) + first.decodeRoomWaitMs);
     expect(second.decodeEngineId).not.toBe(first.decodeEngineId);
     expect(summarise(run).decodeHolds).toBe(2);
+    expect(summarise(run).decodeHoldsByReason).toEqual({ kv: 2 });
     expect(run.kvBlocksHeldAtEnd).toBe(0);
     expect(run.calls.map((call) => call.decodeRecomputedTokens)).toEqual(run.calls.map(() => 0));
   });

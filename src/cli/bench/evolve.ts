@@ -234,9 +234,14 @@ const decodeRulesNote = ({ decodeRules }: EvolveBenchOptions) =>
   (decodeRules.maxInFlight === undefined ? "" : `, count cap ${decodeRules.maxInFlight} per engine`) +
   (decodeRules.decodeHoldMaxMs === undefined ? "" : `, decodes held up to ${decodeRules.decodeHoldMaxMs / 1_000} s`);
 
+const holdReasons = (a: EvolveSummary) =>
+  Object.entries(a.decodeHoldsByReason)
+    .map(([reason, n]) => `${reason} ${n}`)
+    .join(", ");
+
 const decodeWaits = (a: EvolveSummary) =>
   Number.isFinite(a.meanDecodeRoomWaitMs)
-    ? `${a.meanDecodeRoomWaitMs.toFixed(0)} / ${a.meanDecodeKvWaitMs.toFixed(1)} ms; ${a.decodeHolds} held${a.decodeHolds > 0 ? ` (mean ${a.meanDecodeHeldMs.toFixed(0)} ms)` : ""}`
+    ? `${a.meanDecodeRoomWaitMs.toFixed(0)} / ${a.meanDecodeKvWaitMs.toFixed(1)} ms; ${a.decodeHolds} held${a.decodeHolds > 0 ? ` (mean ${a.meanDecodeHeldMs.toFixed(0)} ms; ${holdReasons(a)})` : ""}`
     : "—";
 
 export function formatEvolveKvReport(rows: readonly EvolveKvRow[], options: EvolveBenchOptions): string {

@@ -1,4 +1,4 @@
-import { Admission, type AdmissionCandidate, type HoldReason } from "../../core/admission.js";
+import { Admission, type AdmissionCandidate, HOLD_REASONS, type HoldReason } from "../../core/admission.js";
 import type { EngineState } from "../../core/engines.js";
 import { contextTag, type ContextRef, DEFAULT_RETENTION_SETTINGS, type EngineRetentionHint, RetentionPlanner, type RetentionSettings } from "../../core/kv/retention-planner.js";
 import { admittedDecodeCandidates, chooseDecodeEngine, DECODE_HOLD_MAX_MS } from "../../core/roles/decode-placement.js";
@@ -802,9 +802,20 @@ export interface EvolveSummary {
   /** Split calls whose decode no decode engine admitted at the prefill's end (held, as the pool holds it), and their mean hold (ms; NaN without holds). */
   decodeHolds: number;
   meanDecodeHeldMs: number;
+  /** Those holds by the reason each was first held for (admission's, most binding first). */
+  decodeHoldsByReason: Partial<Record<HoldReason, number>>;
   switches: number;
   /** The run's KV totals (whole run, every phase). */
   kv: EvolveKvTotals;
+}
+
+function countHoldReasons(held: readonly EvolveCallRecord[]): Partial<Record<HoldReason, number>> {
+  const counts: Partial<Record<HoldReason, number>> = {};
+  for (const reason of HOLD_REASONS) {
+    const n = held.filter((c) => c.decodeHoldReason === reason).length;
+    if (n > 0) counts[reason] = n;
+  }
+  return counts;
 }
 
 const meanOf = (values: readonly number[]): number => (values.length === 0 ? Number.NaN : values.reduce((a, b) => a + b, 0) / values.length);
@@ -829,6 +840,7 @@ export function summarise(result: EvolveResult, phase?: number): EvolveSummary {
     meanDecodeRoomWaitMs: meanOf(split.map((c) => c.decodeRoomWaitMs)),
     meanDecodeKvWaitMs: meanOf(split.map((c) => c.decodeKvWaitMs)),
     decodeHolds: held.length,
+    decodeHoldsByReason: countHoldReasons(held),
     meanDecodeHeldMs: meanOf(held.map((c) => c.decodeHeldMs)),
     switches: result.switches.length,
     kv: result.kv,
