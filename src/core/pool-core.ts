@@ -8,7 +8,7 @@ import { DEFAULT_ADMISSION_SETTINGS, DEFAULT_KV_CAPACITY_TOKENS } from "./settin
 import { DEFAULT_TAO_SETTINGS, type TaoPlacementSettings, type TaoSettings } from "./tao/settings.js";
 import { TaoPlacement, type TaoPlacementHooks, type TaoPlacementStats } from "./tao/tao-placement.js";
 import { type CallEnd, ToolSignals, type ToolSignalsHooks } from "./tao/tool-signals.js";
-import { chooseDecodeEngine, type DecodeCandidate, pickDecodeEngine } from "./roles/decode-placement.js";
+import { admittedDecodeCandidates, chooseDecodeEngine, type DecodeCandidate, pickDecodeEngine } from "./roles/decode-placement.js";
 import { type CallsByRole, EngineRoleBook, type RoleSwitchDone } from "./roles/engine-roles.js";
 import type { EngineRole, RoleEngineState, RoleSwitch, RoleSwitchMode } from "./roles/roles.js";
 
@@ -268,7 +268,7 @@ export class PoolCore {
    */
   placeDecode(call: QueuedCall, excluded: ReadonlySet<string>): string | undefined {
     if (this.#decodes.has(call.callId)) return undefined;
-    const engine = pickDecodeEngine(this.#decodeCandidates(call, excluded));
+    const engine = pickDecodeEngine(this.#decodeCandidates(excluded));
     if (engine === undefined) return undefined;
     return this.#recordDecode(call, engine);
   }
@@ -282,26 +282,20 @@ export class PoolCore {
    */
   admitDecode(call: QueuedCall, excluded: ReadonlySet<string>, heldMs: number): { engineId: string } | { held: HoldReason } | undefined {
     if (this.#decodes.has(call.callId)) return undefined;
-    const candidates = this.#decodeCandidates(call, excluded).map((candidate) => ({ ...candidate, holdReason: this.#decodeHoldReason(candidate.engine, call) }));
+    const engines = this.#decodeEngines(excluded);
+    const candidates = admittedDecodeCandidates(engines, call, this.kv, (id) => this.kvCapacityTokens(id), this.#admission, this.settings.saturation);
     const choice = chooseDecodeEngine(candidates, heldMs);
     if (choice.kind === "none") return undefined;
     if (choice.kind === "hold") return { held: choice.reason };
     return { engineId: this.#recordDecode(call, choice.engine) };
   }
 
-  #decodeCandidates(call: QueuedCall, excluded: ReadonlySet<string>): DecodeCandidate[] {
-    return this.engines
-      .filter((engine) => !excluded.has(engine.id) && this.roles.takesDecodes(engine.id))
-      .map((engine) => ({ engine, capacityTokens: this.kvCapacityTokens(engine.id), projectedTokens: this.kv.projectedKvTokens(engine.id) }));
+  #decodeEngines(excluded: ReadonlySet<string>): EngineState[] {
+    return this.engines.filter((engine) => !excluded.has(engine.id) && this.roles.takesDecodes(engine.id));
   }
 
-  /** Why a decode engine may not take the call's decode: admission's rule when it is on, else the count cap and the scraped limits. */
-  #decodeHoldReason(engine: EngineState, call: QueuedCall): HoldReason | undefined {
-    const { saturation } = this.settings;
-    if (this.#admission !== undefined) return this.#admission.holdReason(engine, call, saturation);
-    if (engine.inFlight >= engine.maxInFlight) return "count";
-    if (engine.waiting > saturation.maxEngineWaiting) return "engine-backlog";
-    return engine.kvUsage > saturation.maxKvUsage ? "kv" : undefined;
+  #decodeCandidates(excluded: ReadonlySet<string>): DecodeCandidate[] {
+    return this.#decodeEngines(excluded).map((engine) => ({ engine, capacityTokens: this.kvCapacityTokens(engine.id), projectedTokens: this.kv.projectedKvTokens(engine.id) }));
   }
 
   #recordDecode(call: QueuedCall, engine: EngineState): string {

@@ -1,4 +1,4 @@
-import { type EvolvePolicy, simulateEvolvingPool } from "../../sim/evolve/pd-simulation.js";
+import { type EvolveConfig, type EvolvePolicy, simulateEvolvingPool } from "../../sim/evolve/pd-simulation.js";
 import { shiftingWorkload } from "../../sim/evolve/workload.js";
 
 /*
@@ -29,6 +29,8 @@ export interface CapacityOptions {
   rate: number;
   phaseSeconds: number;
   seed: number;
+  /** The pool's decode rules where the run changes them (bench:evolve --max-in-flight, --decode-hold-seconds). */
+  decodeRules?: Pick<EvolveConfig, "maxInFlight" | "decodeHoldMaxMs">;
 }
 
 export interface CapacityTrial {
@@ -71,7 +73,7 @@ export function capacityTrial(policy: EvolvePolicy, computerUsePerSec: number, o
     ],
     options.seed,
   );
-  const result = simulateEvolvingPool({ engines: options.engines, profile: "llama-3.1-8b-h100", programs, policy, maxSimMs: mathMs + phaseMs + settleMs });
+  const result = simulateEvolvingPool({ engines: options.engines, profile: "llama-3.1-8b-h100", programs, policy, maxSimMs: mathMs + phaseMs + settleMs, ...options.decodeRules });
   const steady = result.calls.filter((c) => c.phase === 1 && c.arrivalMs >= mathMs + settleMs);
   const p95TtftMs = percentile(
     steady.map((c) => c.firstTokenMs - c.arrivalMs),

@@ -27,13 +27,15 @@ import { DEFAULT_BRANCH_RATES } from "./evolve-branches.js";
  * the policy table's best fixed split) with LRU and with retention. All on the same programs.
  */
 
-export const EVOLVE_BENCH_USAGE = `usage: npm run bench:evolve -- [--engines 8] [--rate 0.5] [--phase-seconds 240] [--seed 7] [--kv-rate 2] [--branch-rates 0.04,0.06,0.08,0.1] [--branch-decision-seconds 3] [--only policies|kv|branches|capacity]
+export const EVOLVE_BENCH_USAGE = `usage: npm run bench:evolve -- [--engines 8] [--rate 0.5] [--phase-seconds 240] [--seed 7] [--kv-rate 2] [--branch-rates 0.04,0.06,0.08,0.1] [--branch-decision-seconds 3] [--only policies|kv|branches|capacity] [--max-in-flight 64] [--decode-hold-seconds 30]
   --rate scales every phase's programs per second (math 4, computer-use 6, coding 1 at 1.0)
   --kv-rate: coding-long programs per second in the KV variants' third phase
   --branch-rates: tree-search programs per second, one table block each (the abandoned-branch signal; one engine)
   --branch-decision-seconds: the tree search's wait between a round's last answer and the next round's fork
   --only: just the policy table, the KV variants, the abandoned-branch table, or the throughput after the shift
-          (capacity: each policy's highest sustained computer-use rate, by bisection; not in the default run)`;
+          (capacity: each policy's highest sustained computer-use rate, by bisection; not in the default run)
+  --max-in-flight: the pool's count cap per engine (default the pool config's maxInFlight, 64); decode placement holds a decode at it
+  --decode-hold-seconds: how long a decode no engine admits is held (default the pool's DECODE_HOLD_MAX_MS, 30 s; 0: never held)`;
 
 export interface EvolveBenchOptions {
   engines: number;
@@ -44,6 +46,8 @@ export interface EvolveBenchOptions {
   branchRates: number[];
   branchDecisionSeconds: number;
   only: "policies" | "kv" | "branches" | "capacity" | undefined;
+  /** The pool's decode rules, where they differ from its defaults (the ablations). */
+  decodeRules: Pick<EvolveConfig, "maxInFlight" | "decodeHoldMaxMs">;
 }
 
 export function parseEvolveBenchArgs(argv: readonly string[]): EvolveBenchOptions | undefined {
@@ -58,6 +62,8 @@ export function parseEvolveBenchArgs(argv: readonly string[]): EvolveBenchOption
       "branch-rates": { type: "string", default: DEFAULT_BRANCH_RATES.join(",") },
       "branch-decision-seconds": { type: "string", default: String(AGENT_SHAPES["tree-search"].tree.decisionMs / 1_000) },
       only: { type: "string" },
+      "max-in-flight": { type: "string" },
+      "decode-hold-seconds": { type: "string" },
       help: { type: "boolean", default: false },
     },
   });
@@ -73,6 +79,10 @@ export function parseEvolveBenchArgs(argv: readonly string[]): EvolveBenchOption
     branchRates: values["branch-rates"].split(",").map(Number),
     branchDecisionSeconds: Number(values["branch-decision-seconds"]),
     only,
+    decodeRules: {
+      ...(values["max-in-flight"] === undefined ? {} : { maxInFlight: Number(values["max-in-flight"]) }),
+      ...(values["decode-hold-seconds"] === undefined ? {} : { decodeHoldMaxMs: Number(values["decode-hold-seconds"]) * 1_000 }),
+    },
   };
   if (!options.branchRates.every((rate) => rate > 0)) throw new RangeError("--branch-rates: positive numbers, comma-separated");
   if (!(options.branchDecisionSeconds >= 0)) throw new RangeError("--branch-decision-seconds: a number >= 0");
@@ -125,7 +135,7 @@ export function runEvolveBench(options: EvolveBenchOptions): EvolveBenchRow[] {
     [`agentix ratio, overlap with the old settings (${from}; 10 s rounds, sustain 3, cooldown 30 s)`, { kind: "ratio", prefillEngines: start, settings: RATIO_BEFORE }, { roundMs: ROUND_BEFORE_MS }],
   ];
   return policies.map(([policy, spec, switching]) => {
-    const result = simulateEvolvingPool({ engines: options.engines, profile: "llama-3.1-8b-h100", programs, policy: spec, ...switching });
+    const result = simulateEvolvingPool({ engines: options.engines, profile: "llama-3.1-8b-h100", programs, policy: spec, ...switching, ...options.decodeRules });
     return { policy, all: summarise(result), phases: phases.map((_, index) => summarise(result, index)) };
   });
 }
@@ -183,7 +193,7 @@ export function runEvolveKvVariants(options: EvolveBenchOptions): EvolveKvRow[] 
   return variants.map(({ variant, policy, host, rules }) => {
     const started = performance.now();
     const hostTier = host === undefined ? {} : { hostTier: true, hostWritePolicy: host };
-    const result = simulateEvolvingPool({ engines: options.engines, profile: "llama-3.1-8b-h100", programs, policy, ...hostTier, retention: rules !== undefined, ...rules });
+    const result = simulateEvolvingPool({ engines: options.engines, profile: "llama-3.1-8b-h100", programs, policy, ...hostTier, retention: rules !== undefined, ...rules, ...options.decodeRules });
     return { variant, all: summarise(result), wallMs: performance.now() - started };
   });
 }
@@ -192,9 +202,9 @@ const s = (ms: number) => (Number.isFinite(ms) ? `${(ms / 1_000).toFixed(2)} s` 
 
 export function formatEvolveReport(rows: readonly EvolveBenchRow[], options: EvolveBenchOptions): string {
   const lines = [
-    `bench:evolve — ${options.engines} × llama-3.1-8b-h100, math → computer-use → coding, ${options.phaseSeconds} s a phase, rate ×${options.rate}, seed ${options.seed}`,
+    `bench:evolve — ${options.engines} × llama-3.1-8b-h100, math → computer-use → coding, ${options.phaseSeconds} s a phase, rate ×${options.rate}, seed ${options.seed}${decodeRulesNote(options)}`,
     "",
-    "| policy | calls | mean e2e | P95 e2e | P95 TTFT | output tok/s | decode-side recomputed | decode waits: room / KV (mean) | switches | mean e2e by phase (math / computer-use / coding) |",
+    "| policy | calls | mean e2e | P95 e2e | P95 TTFT | output tok/s | decode-side recomputed | decode waits: room / KV (mean); decodes held | switches | mean e2e by phase (math / computer-use / coding) |",
     "|---|---|---|---|---|---|---|---|---|---|",
   ];
   for (const row of rows) {
@@ -223,14 +233,27 @@ export function formatEvolveReport(rows: readonly EvolveBenchRow[], options: Evo
 
 const millions = (tokens: number) => `${(tokens / 1e6).toFixed(2)} M`;
 /** A split call's decode leg: waiting for blocks on its decode engine, then for the KV pull (mean ms; — without split calls). */
-const decodeWaits = (a: EvolveSummary) => (Number.isFinite(a.meanDecodeRoomWaitMs) ? `${a.meanDecodeRoomWaitMs.toFixed(0)} / ${a.meanDecodeKvWaitMs.toFixed(1)} ms` : "—");
+/** The pool's decode rules a run changed, for its header. */
+const decodeRulesNote = ({ decodeRules }: EvolveBenchOptions) =>
+  (decodeRules.maxInFlight === undefined ? "" : `, count cap ${decodeRules.maxInFlight} per engine`) +
+  (decodeRules.decodeHoldMaxMs === undefined ? "" : `, decodes held up to ${decodeRules.decodeHoldMaxMs / 1_000} s`);
+
+const holdReasons = (a: EvolveSummary) =>
+  Object.entries(a.decodeHoldsByReason)
+    .map(([reason, n]) => `${reason} ${n}`)
+    .join(", ");
+
+const decodeWaits = (a: EvolveSummary) =>
+  Number.isFinite(a.meanDecodeRoomWaitMs)
+    ? `${a.meanDecodeRoomWaitMs.toFixed(0)} / ${a.meanDecodeKvWaitMs.toFixed(1)} ms; ${a.decodeHolds} held${a.decodeHolds > 0 ? ` (mean ${a.meanDecodeHeldMs.toFixed(0)} ms; ${holdReasons(a)})` : ""}`
+    : "—";
 
 export function formatEvolveKvReport(rows: readonly EvolveKvRow[], options: EvolveBenchOptions): string {
   const start = startingSplit(options);
   const lines = [
     `KV beyond one GPU — agentix ratio (from ${start}:${options.engines - start}) unless a fixed split is named, math → computer-use → coding-long (${options.kvRate}/s: 15 s ± 60 % tools, compaction every 5 calls), ${options.phaseSeconds} s a phase, one node's host tier (1 TB: half a DGX H100's 2 TB, PCIe Gen5 64 GB/s)`,
     "",
-    "| variant | calls | mean e2e | P95 e2e | P95 TTFT | output tok/s | recomputed tokens | decode-side recomputed | decode waits: room / KV (mean) | host hits (tokens) | GPU prefix hits (tokens) | pulled by decode engines (tokens) | over PCIe | keeps / normals / drops applied (hints sent) | keep factor | switches | wall |",
+    "| variant | calls | mean e2e | P95 e2e | P95 TTFT | output tok/s | recomputed tokens | decode-side recomputed | decode waits: room / KV (mean); decodes held | host hits (tokens) | GPU prefix hits (tokens) | pulled by decode engines (tokens) | over PCIe | keeps / normals / drops applied (hints sent) | keep factor | switches | wall |",
     "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
   ];
   for (const row of rows) {

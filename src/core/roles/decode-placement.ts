@@ -1,5 +1,5 @@
-import { HOLD_REASONS, type HoldReason } from "../admission.js";
-import type { EngineState } from "../engines.js";
+import { type Admission, type AdmissionCandidate, HOLD_REASONS, type HoldReason } from "../admission.js";
+import type { EngineState, SaturationSettings } from "../engines.js";
 
 /*
  * Where a disaggregated call decodes (issue 13): among the decode engines that take
@@ -64,4 +64,35 @@ export function pickDecodeEngine(candidates: readonly DecodeCandidate[]): Engine
   const belowCap = healthy.filter((c) => c.engine.inFlight < c.engine.maxInFlight);
   const pool = belowCap.length > 0 ? belowCap : healthy;
   return [...pool].sort(byRoom)[0]?.engine;
+}
+
+/**
+ * The decode engines' candidacy for a call's decode, as the pool admits it: each engine's
+ * KV room from `account` (capacity less its projection, which counts every call placed
+ * there and not yet ended, running or still waiting for blocks), and why it may not take
+ * the call now: `gate`'s rule (KV room, step time, the safety limits) when admission is
+ * on, else the count cap and the scraped limits.
+ */
+export function admittedDecodeCandidates(
+  engines: readonly EngineState[],
+  call: AdmissionCandidate,
+  account: Admission,
+  capacityTokens: (engineId: string) => number,
+  gate: Admission | undefined,
+  saturation: SaturationSettings,
+): AdmittedDecodeCandidate[] {
+  return engines.map((engine) => ({
+    engine,
+    capacityTokens: capacityTokens(engine.id),
+    projectedTokens: account.projectedKvTokens(engine.id),
+    holdReason: decodeHoldReason(engine, call, gate, saturation),
+  }));
+}
+
+/** Why a decode engine may not take the call's decode: `gate`'s rule when admission is on, else the count cap and the scraped limits. */
+export function decodeHoldReason(engine: EngineState, call: AdmissionCandidate, gate: Admission | undefined, saturation: SaturationSettings): HoldReason | undefined {
+  if (gate !== undefined) return gate.holdReason(engine, call, saturation);
+  if (engine.inFlight >= engine.maxInFlight) return "count";
+  if (engine.waiting > saturation.maxEngineWaiting) return "engine-backlog";
+  return engine.kvUsage > saturation.maxKvUsage ? "kv" : undefined;
 }

@@ -28,6 +28,7 @@
  */
 
 import type { Dispatch, ServiceMeasure } from "../../core/dispatch.js";
+import { POOL_DEFAULTS } from "../pool-defaults.js";
 import { type EngineState, metricsSaturated } from "../../core/engines.js";
 import { PoolCore, type PoolPlacement } from "../../core/pool-core.js";
 import type { TaoPlan } from "../../core/tao/planner.js";
@@ -35,7 +36,6 @@ import { DEFAULT_ROUTED_PREFIX_SETTINGS, RoutedPrefixIndex, type RoutedPrefixSet
 import type { QueuedCall } from "../../core/queue.js";
 import type { PrefixMatcher, RouteReason } from "../../core/routing.js";
 import { callStartValue, completeCall, NO_SERVICE, type ProgramService } from "../../core/service.js";
-import { PoolConfig } from "../../pool/config.js";
 import { type EngineEvent, EngineModel, EngineRequestError, type FinishedEvent } from "../engine-model.js";
 import { DEFAULT_PROFILE, decodeCostOf, type EngineProfileName, resolveProfile } from "../profiles.js";
 import type { AgentKind } from "../workload/kinds.js";
@@ -200,8 +200,6 @@ export interface SimulationResult {
   samples?: RunSample[];
 }
 
-/** The pool config's defaults, read from its schema (one source of truth). */
-const POOL_DEFAULTS = PoolConfig.parse({ signingSecret: "x".repeat(16), engines: [{ id: "sim", url: "http://sim.invalid" }] });
 
 /** Tenant of programs that name none. */
 export const DEFAULT_SIM_TENANT = "ten_sim";

@@ -1,7 +1,12 @@
+import { Admission, type AdmissionCandidate, HOLD_REASONS, type HoldReason } from "../../core/admission.js";
+import type { EngineState } from "../../core/engines.js";
 import { contextTag, type ContextRef, DEFAULT_RETENTION_SETTINGS, type EngineRetentionHint, RetentionPlanner, type RetentionSettings } from "../../core/kv/retention-planner.js";
+import { admittedDecodeCandidates, chooseDecodeEngine, DECODE_HOLD_MAX_MS } from "../../core/roles/decode-placement.js";
+import { EngineRoleBook } from "../../core/roles/engine-roles.js";
+import { DEFAULT_ADMISSION_SETTINGS } from "../../core/settings.js";
 import { RatioRoleController, type RatioControllerSettings } from "../../core/roles/ratio-controller.js";
 import { RoleDemandMeter, type RoleWorkModel } from "../../core/roles/role-demand-meter.js";
-import { DEFAULT_ROLE_ROUND_MS, type RoleCapacity, type RoleController, type RoleEngineState, type RoleSwitchMode, type SplitRole } from "../../core/roles/roles.js";
+import { DEFAULT_ROLE_ROUND_MS, type EngineRole, type RoleCapacity, type RoleController, type RoleSwitchMode, type SplitRole } from "../../core/roles/roles.js";
 import { ThresholdRoleController, type ThresholdControllerSettings } from "../../core/roles/threshold-controller.js";
 import { EventQueue } from "../des/event-queue.js";
 import { EngineModel, type EngineEvent, type EngineStats, type KvPull } from "../engine-model.js";
@@ -9,6 +14,7 @@ import { hostKvTierFor, type HostKvWritePolicy } from "../host-kv-tier.js";
 import type { KeptOrder } from "../kv-retention-index.js";
 import { KV_LINKS, kvTransferMs } from "../kv-links.js";
 import { NodeKvLedger } from "../node-kv-ledger.js";
+import { POOL_DEFAULTS, POOL_ENGINE_DEFAULTS } from "../pool-defaults.js";
 import { decodeCostOf, type EngineProfile, type EngineProfileName, ENGINE_PROFILES } from "../profiles.js";
 import { promptBlockHashes } from "../token-hash.js";
 import { deriveSeed, hashString, Rng } from "../workload/prng.js";
@@ -51,10 +57,21 @@ import { type EvolveProgram, generationOf, promptOf, type TreeShape, toolMsAfter
  * call's prefill work as it is issued, its first token, the KV handed to decode, and
  * each decode engine's tokens per round at its mean context.
  *
- * Routing here is the simulator's own, for now: a program's prefill goes to the prefill
- * engine that prefilled its last call (its prefix is cached there) unless that one is
- * clearly busier, decode (at the hand-off) to the decode engine with the most free KV (the pool core's
- * placement, src/core/roles/decode-placement.ts, is not used here yet).
+ * Roles and switches are the pool core's EngineRoleBook (core/roles/engine-roles.ts):
+ * which engines take new calls and which decodes, when a switch is complete (each request
+ * counted by the role its engine had when it was given it, as the pool counts its calls).
+ *
+ * A decode is placed as the pool core places it (core/roles/decode-placement.ts, as
+ * PoolCore.admitDecode): at the prefill's end, among the engines that take decodes, one
+ * the pool's admission admits (count cap, the engine's scraped backlog, KV room on the
+ * pool's account, core/admission.ts, which counts every request sent and not yet ended,
+ * so decodes placed and still waiting for blocks count), the most KV room first; none
+ * admitting, the decode is held (its prompt pinned on the prefill engine) and asked
+ * again when a decode engine ends a request, at each metrics scrape (the pool's
+ * metricsIntervalMs) and each controller round, and past DECODE_HOLD_MAX_MS it goes to
+ * the least loaded. The demand meter hears the decode when it is placed (as the pool's).
+ * A program's prefill is still routed by the simulator's own rule: to the prefill engine
+ * that prefilled its last call (its prefix is cached there) unless that one is clearly busier.
  */
 
 export type EvolvePolicy =
@@ -72,6 +89,10 @@ export interface EvolveConfig {
   roundMs?: number;
   /** How engines switch roles (default "overlap": the simulated engine serves both sides, as vLLM started kv_both). */
   roleSwitch?: RoleSwitchMode;
+  /** The pool's count cap per engine (calls in flight; default the pool config's maxInFlight): decode placement holds a decode at it. */
+  maxInFlight?: number;
+  /** How long a decode no engine admits is held before the least loaded takes it (ms; default the pool's DECODE_HOLD_MAX_MS; 0: never held, the ablation). */
+  decodeHoldMaxMs?: number;
   /** Stop here even if programs are left (ms of virtual time). */
   maxSimMs?: number;
   /** The engines share a node's host KV tier (capacity from the profile's datasheets, or `hostKvBlocks`). */
@@ -110,11 +131,17 @@ export interface EvolveCallRecord {
   outputTokens: number;
   /** Prompt tokens the engines computed (not found cached). */
   computedPromptTokens: number;
+  /** The engine that prefilled it (a mixed engine: the one that ran it), and the one its decode was given to (undefined: no decode leg). */
+  prefillEngineId: string;
+  decodeEngineId: string | undefined;
   /** KV moved from the prefill engine to the decode engine (ms, from the pull's start: the decode engine had room; 0 on a mixed engine). */
   transferMs: number;
   /** The decode leg's wait for blocks on its engine (hand-off → pull start), and for the KV (pull start → schedulable), ms. */
   decodeRoomWaitMs: number;
   decodeKvWaitMs: number;
+  /** The decode's hold before an engine admitted it (prefill's end → placement, ms; 0 if admitted at once), and why it was first held. */
+  decodeHeldMs: number;
+  decodeHoldReason: HoldReason | undefined;
   /** Prompt tokens the decode engine computed past the one it must (the last, for its logits): the handed-over KV recomputed (0 on a mixed engine). */
   decodeRecomputedTokens: number;
 }
@@ -176,14 +203,14 @@ export function roleWorkModelOf(profile: EngineProfile): RoleWorkModel {
   return { ...decodeCostOf(profile), batchSequences: profile.maxNumSeqs };
 }
 
-interface SimEngine extends RoleEngineState {
+interface SimEngine {
+  id: string;
   model: EngineModel;
+  /** The engine as the pool sees it: calls in flight (the simulator's count), and its waiting queue and KV use as last scraped. */
+  state: EngineState;
   stepping: boolean;
-  /** The role it is draining toward. */
-  next: SplitRole | undefined;
-  /** Requests on it by leg (p: a split call's prefill, d: its decode, m: a whole call on a mixed engine): what an overlapping switch waits for. */
-  legs: Record<Leg, number>;
-  switchRecord: RoleSwitchRecord | undefined;
+  /** Requests on it by the role it had (in the core's EngineRoleBook) when it was given each, as the pool counts them: what a switch waits for. */
+  calls: Partial<Record<EngineRole, number>>;
   generatedAtRound: number;
   /** A wake is queued for then (a KV pull ends while the engine has nothing else to run). */
   wakeAtMs: number | undefined;
@@ -213,10 +240,6 @@ interface ProgramRun {
   branchesAnswered: number;
 }
 
-type Leg = "p" | "d" | "m";
-/** The engine role a request leg runs under. */
-const LEG_ROLE: Record<Leg, RoleEngineState["role"]> = { p: "prefill", d: "decode", m: "mixed" };
-const legOf = (requestId: string): Leg => requestId.slice(requestId.lastIndexOf("/") + 1) as Leg;
 
 type SimEvent =
   | { kind: "arrival"; program: ProgramRun }
@@ -224,7 +247,9 @@ type SimEvent =
   | { kind: "step"; engine: SimEngine }
   | { kind: "pulled"; call: CallRun }
   | { kind: "wake"; engine: SimEngine }
-  | { kind: "round" };
+  | { kind: "round" }
+  | { kind: "scrape" }
+  | { kind: "holdBound" };
 
 const percentileOf = (values: readonly number[], p: number): number | undefined => {
   if (values.length === 0) return undefined;
@@ -244,6 +269,8 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
   if (split && (prefillAtStart < 1 || prefillAtStart > config.engines - 1)) {
     throw new RangeError(`a split pool of ${config.engines} engines needs 1–${config.engines - 1} prefill engines, got ${prefillAtStart}`);
   }
+  if (config.decodeHoldMaxMs !== undefined && !(config.decodeHoldMaxMs >= 0)) throw new RangeError(`decodeHoldMaxMs must be >= 0, got ${config.decodeHoldMaxMs}`);
+  if (config.maxInFlight !== undefined && !(Number.isInteger(config.maxInFlight) && config.maxInFlight >= 1)) throw new RangeError(`maxInFlight must be an integer >= 1, got ${config.maxInFlight}`);
   const controller: RoleController | undefined =
     policy.kind === "ratio"
       ? new RatioRoleController(roleCapacityOf(profile), policy.settings)
@@ -257,10 +284,6 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
   const predictionError = config.predictionError ?? 0.3;
   const engines: SimEngine[] = Array.from({ length: config.engines }, (_, i) => ({
     id: `engine-${i}`,
-    role: !split ? "mixed" : i < prefillAtStart ? "prefill" : "decode",
-    switching: false,
-    finishing: false,
-    load: 0,
     model: new EngineModel({
       profile: config.profile,
       hostTier,
@@ -269,15 +292,28 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
       ...(config.keptOrder === undefined ? {} : { keptOrder: config.keptOrder }),
     }),
     stepping: false,
-    next: undefined,
-    legs: { p: 0, d: 0, m: 0 },
-    switchRecord: undefined,
+    state: { id: `engine-${i}`, healthy: true, inFlight: 0, maxInFlight: config.maxInFlight ?? POOL_ENGINE_DEFAULTS.maxInFlight, waiting: 0, kvUsage: 0 },
+    calls: {},
     generatedAtRound: 0,
     wakeAtMs: undefined,
   }));
   const events = new EventQueue<SimEvent>();
   const calls = new Map<string, CallRun>();
   const engineById = new Map(engines.map((e) => [e.id, e]));
+  // Roles and switches are the pool core's book: the same rules the pool places calls and switches engines by.
+  const book = new EngineRoleBook(engines.map((e, i) => ({ id: e.id, role: !split ? "mixed" : i < prefillAtStart ? "prefill" : "decode", switchMode })));
+  /** The role each request's engine had when it was given the request (CallsByRole's key). */
+  const givenRole = new Map<string, EngineRole>();
+  /** Each engine's switch under way, recorded when it started; the book says when it is complete. */
+  const openSwitches = new Map<string, RoleSwitchRecord>();
+  // The pool's KV account of what it sent each engine (every leg, as the pool charges its prefill attempts and decodes), and its admission rule (the pool's defaults).
+  const dispatch = POOL_DEFAULTS.scheduling;
+  const kvCapacityTokens = profile.kvBlocks * profile.blockSize;
+  const account = new Admission(dispatch.admission ?? DEFAULT_ADMISSION_SETTINGS, engines.map((e) => ({ id: e.id, capacityTokens: kvCapacityTokens })));
+  const gate = dispatch.admission === undefined ? undefined : account;
+  /** Prefilled calls no decode engine admitted yet, oldest first, with when they were first held. */
+  const heldDecodes = new Map<string, { call: CallRun; sinceMs: number }>();
+  const decodeHoldMaxMs = config.decodeHoldMaxMs ?? DECODE_HOLD_MAX_MS;
   let hintsSent = 0;
   let branchDropsApplied = 0;
   const threadEndedSignal = config.threadEndedSignal ?? true;
@@ -291,6 +327,8 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
 
   for (const spec of config.programs) events.push(spec.arrivalMs, { kind: "arrival", program: { spec, prompt: undefined, lastEngine: undefined, branchPrompts: new Map(), roundContext: undefined, branchesAnswered: 0 } });
   if (controller !== undefined) events.push(roundMs, { kind: "round" });
+  // The pool reads its engines' metrics every metricsIntervalMs (its config's default).
+  if (split) events.push(POOL_DEFAULTS.metricsIntervalMs, { kind: "scrape" });
 
   const kick = (engine: SimEngine) => {
     if (engine.stepping) return;
@@ -318,7 +356,8 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
     events.push(pull.landsAtMs, { kind: "pulled", call });
   };
 
-  const usable = (role: SplitRole | "mixed") => engines.filter((e) => e.role === role && e.next === undefined);
+  /** Engines the book lets take a new call (its prefill, or the whole call on a mixed engine). */
+  const takingNewCalls = () => engines.filter((e) => book.takesNewCalls(e.id));
   const busy = (e: SimEngine) => e.model.numRunning + e.model.numWaiting;
 
   /** The engine of the program's last call while it is not much busier than the least busy; else the least busy. */
@@ -362,7 +401,11 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
       },
       now,
     );
-    engine.legs[legOf(id)] += 1;
+    const role = book.role(engine.id) ?? "mixed";
+    givenRole.set(id, role);
+    engine.calls[role] = (engine.calls[role] ?? 0) + 1;
+    engine.state.inFlight += 1;
+    account.sent(engine.id, accountEntry(id, call, maxTokens));
     // As the pool: a split call starts at its prefill (and ends there, for the planner); its decode engine then holds the context too.
     if (planner !== undefined && leg === "decode") planner.heldOn(call.context, engine.id);
     else if (planner !== undefined) sendHints(planner.callStarted(call.context, engine.id, now));
@@ -390,10 +433,14 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
       promptTokens: prompt.length,
       outputTokens: program.spec.shape.outputTokens,
       computedPromptTokens: 0,
+      prefillEngineId: "",
+      decodeEngineId: undefined,
       transferMs: 0,
       decodeRecomputedTokens: 0,
       decodeRoomWaitMs: 0,
       decodeKvWaitMs: 0,
+      decodeHeldMs: 0,
+      decodeHoldReason: undefined,
     };
     const call: CallRun = {
       program,
@@ -411,15 +458,17 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
     calls.set(key, call);
     meter.prefillQueued(key, newTokens, prompt.length - newTokens);
     if (!split) {
-      const engine = byAffinity(usable("mixed"), program, busy, 4);
+      const engine = byAffinity(takingNewCalls(), program, busy, 4);
       program.lastEngine = engine.id;
       call.prefillEngine = engine;
+      record.prefillEngineId = engine.id;
       submit(engine, `${key}/m`, call, record.outputTokens);
       return;
     }
-    const engine = byAffinity(usable("prefill"), program, (e) => e.model.numWaiting, 2);
+    const engine = byAffinity(takingNewCalls(), program, (e) => e.model.numWaiting, 2);
     program.lastEngine = engine.id;
     call.prefillEngine = engine;
+    record.prefillEngineId = engine.id;
     submit(engine, `${key}/p`, call, 1);
   };
 
@@ -511,69 +560,124 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
   /**
    * A split call's prefill is done: its prompt's blocks stay pinned on the prefill engine
    * (in this step, before any admission could evict them) until the decode engine's pull
-   * ends; the decode request goes to the decode engine with the most free KV now, and
-   * waits there for room.
+   * ends, and its decode is placed as the pool places it (placeDecode), or held.
    */
   const handOff = (call: CallRun, key: string) => {
     call.held = call.prefillEngine?.model.holdCachedPrefix(call.hashes);
+    if (placeDecode(call, key, 0)) return;
+    heldDecodes.set(key, { call, sinceMs: now });
+    // Past the bound it is placed whatever the engines say: a wake then, in case nothing else happens.
+    events.push(now + decodeHoldMaxMs, { kind: "holdBound" });
+  };
+
+  /**
+   * The pool core's decode placement (core/roles/decode-placement.ts, as PoolCore.admitDecode):
+   * among the engines the book lets take decodes, one that admits the decode by the pool's
+   * rule (count cap, scraped backlog, KV room on the account, which counts decodes placed
+   * and still waiting for blocks), the most KV room first; none admitting, it is held
+   * (false) until `heldMs` reaches DECODE_HOLD_MAX_MS. Placed, the decode request goes to
+   * that engine, where it waits for blocks for its whole prompt, then pulls the KV.
+   */
+  const placeDecode = (call: CallRun, key: string, heldMs: number): boolean => {
+    const requestId = `${key}/d`;
+    const maxTokens = call.record.outputTokens - 1;
+    const states = engines.filter((e) => book.takesDecodes(e.id)).map((e) => e.state);
+    const candidates = admittedDecodeCandidates(states, accountEntry(requestId, call, maxTokens), account, () => kvCapacityTokens, gate, dispatch.saturation);
+    const choice = chooseDecodeEngine(candidates, heldMs, decodeHoldMaxMs);
+    if (choice.kind === "none") throw new Error(`no decode engine takes ${requestId}`);
+    if (choice.kind === "hold") {
+      call.record.decodeHoldReason ??= choice.reason;
+      return false;
+    }
+    const engine = engineById.get(choice.engine.id) as SimEngine;
+    call.record.decodeHeldMs = heldMs;
+    call.record.decodeEngineId = engine.id;
     // The planner's keep covers the transfer as if it started now (it cannot know the wait for room).
     keepThroughDecode(call, kvTransferMs(link, call.prompt.length, "engine"));
     meter.decodeQueued(key, call.prompt.length);
-    const engine = usable("decode").reduce((a, b) => (b.model.kvUsage < a.model.kvUsage || (b.model.kvUsage === a.model.kvUsage && busy(b) < busy(a)) ? b : a));
-    submit(engine, `${key}/d`, call, call.record.outputTokens - 1, "decode");
+    submit(engine, requestId, call, maxTokens, "decode");
+    return true;
   };
 
-  /** A draining engine that is empty takes its new role; an overlapping one whose old role's last request finished is done. */
-  const finishSwitchIfDone = (engine: SimEngine) => {
-    const record = engine.switchRecord;
-    if (record === undefined) return;
-    if (engine.finishing === true) {
-      if ((Object.keys(engine.legs) as Leg[]).some((leg) => LEG_ROLE[leg] === record.from && engine.legs[leg] > 0)) return;
-      engine.finishing = false;
-    } else {
-      if (engine.next === undefined || !engine.model.isIdle || engine.stepping) return;
-      engine.role = engine.next;
-      engine.next = undefined;
-      engine.switching = false;
+  /** Held decodes are asked again, oldest first (room may have appeared, or the bound passed). */
+  const placeHeldDecodes = () => {
+    for (const [key, held] of [...heldDecodes]) if (placeDecode(held.call, key, now - held.sinceMs)) heldDecodes.delete(key);
+  };
+
+  /** A metrics reading of every engine, as the pool scrapes them: waiting queue and KV use, and the account's correction. */
+  const scrape = () => {
+    for (const engine of engines) {
+      engine.state.waiting = engine.model.numWaiting;
+      engine.state.kvUsage = engine.model.kvUsage;
+      account.scraped(engine.id, engine.model.kvUsage);
     }
-    record.doneMs = now;
-    engine.switchRecord = undefined;
+  };
+
+  /** What the pool's account knows of a request: its call's program and prompt, and its max_tokens. */
+  const accountEntry = (requestId: string, call: CallRun, maxTokens: number): AdmissionCandidate => ({
+    callId: requestId,
+    programId: call.program.spec.id,
+    promptTokens: call.prompt.length,
+    maxTokens,
+  });
+
+  /**
+   * A request left the engine: its slot and KV leave the account (a decode's output
+   * teaches the account's averages; a prefill's, one token, does not, as in the pool),
+   * and the book hears the calls left on it (a switch under way may be complete).
+   */
+  const requestEnded = (engine: SimEngine, event: Extract<EngineEvent, { type: "finished" }>) => {
+    const requestId = event.requestId;
+    const role = givenRole.get(requestId);
+    if (role === undefined) return;
+    givenRole.delete(requestId);
+    engine.calls[role] = (engine.calls[role] ?? 0) - 1;
+    engine.state.inFlight -= 1;
+    account.finished(engine.id, requestId, requestId.endsWith("/p") ? undefined : event.usage.completionTokens);
+    if (book.switching(engine.id)) book.callsEnded(engine.id, engine.calls, now);
+    noteFinishedSwitches();
+  };
+
+  /** The book's completed switches close their records. */
+  const noteFinishedSwitches = () => {
+    for (const done of book.takeFinished()) {
+      const record = openSwitches.get(done.engineId);
+      if (record === undefined) continue;
+      record.doneMs = done.atMs;
+      openSwitches.delete(done.engineId);
+    }
   };
 
   const controlRound = () => {
-    const prefill = engines.filter((e) => e.role === "prefill");
-    const decode = engines.filter((e) => e.role === "decode");
+    const prefill = engines.filter((e) => book.role(e.id) === "prefill");
+    const decode = engines.filter((e) => book.role(e.id) === "decode");
     for (const engine of engines) {
       const total = engine.model.stats().generationTokens;
       const running = engine.model.numRunning;
       // Tokens made since the last round, at the engine's mean context now.
-      if (engine.role === "decode" && running > 0) meter.decoded(total - engine.generatedAtRound, kvTokensOf(engine) / running);
+      if (book.role(engine.id) === "decode" && running > 0) meter.decoded(total - engine.generatedAtRound, kvTokensOf(engine) / running);
       engine.generatedAtRound = total;
-      engine.load = busy(engine);
     }
     const demand = meter.read(now, {
       decodeKvTokens: decode.reduce((sum, e) => sum + kvTokensOf(e), 0),
       prefillQueue: prefill.reduce((sum, e) => sum + e.model.numWaiting, 0),
       decodeKvUsage: decode.length === 0 ? 0 : decode.reduce((sum, e) => sum + e.model.kvUsage, 0) / decode.length,
     });
-    const decision = controller?.decide(engines, demand, now);
+    const decision = controller?.decide(
+      book.states((id) => busy(engineById.get(id) as SimEngine)),
+      demand,
+      now,
+    );
     for (const roleSwitch of decision?.action === "switch" ? decision.switches : []) {
-      const engine = engines.find((e) => e.id === roleSwitch.engineId);
-      if (engine === undefined || engine.switchRecord !== undefined || engine.role !== roleSwitch.from) continue;
-      if (switchMode === "overlap") {
-        // It serves both sides: the new role's work from now on; the old role's requests finish in the same steps.
-        engine.role = roleSwitch.to;
-        engine.finishing = true;
-      } else {
-        engine.next = roleSwitch.to;
-        engine.switching = true;
-      }
-      const record: RoleSwitchRecord = { atMs: now, doneMs: undefined, mode: switchMode, ...roleSwitch };
-      engine.switchRecord = record;
+      const engine = engineById.get(roleSwitch.engineId);
+      // Overlap: it serves both sides, its new role's work from now on while its old role's requests finish in the same steps; drain: nothing new until it is empty.
+      if (engine === undefined || !book.startSwitch(roleSwitch, engine.calls, now)) continue;
+      const record: RoleSwitchRecord = { atMs: now, doneMs: undefined, mode: book.switchMode(engine.id) ?? switchMode, ...roleSwitch };
+      openSwitches.set(engine.id, record);
       result.switches.push(record);
-      finishSwitchIfDone(engine);
+      noteFinishedSwitches();
     }
-    result.prefillEnginesByRound.push(engines.filter((e) => e.role === "prefill").length);
+    result.prefillEnginesByRound.push(engines.filter((e) => book.role(e.id) === "prefill").length);
   };
 
   for (let next = events.pop(); next !== undefined; next = events.pop()) {
@@ -607,22 +711,35 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
         if (engine.wakeAtMs !== now) break;
         engine.wakeAtMs = undefined;
         kick(engine);
-        finishSwitchIfDone(engine);
         break;
       }
       case "step": {
         const engine = event.engine;
         engine.stepping = false;
+        let ended = false;
         for (const engineEvent of engine.model.finishStep()) {
-          if (engineEvent.type === "finished") engine.legs[legOf(engineEvent.requestId)] -= 1;
+          ended ||= engineEvent.type === "finished";
+          // As the pool: the engine's count drops (a switch may complete) before the call goes on (its decode placed).
+          if (engineEvent.type === "finished") requestEnded(engine, engineEvent);
           onEngineEvent(engineEvent);
         }
         kick(engine);
-        finishSwitchIfDone(engine);
+        // A decode engine's slot and KV came back: a held decode may be admitted now.
+        if (ended && heldDecodes.size > 0 && book.takesDecodes(engine.id)) placeHeldDecodes();
         break;
       }
+      case "scrape":
+        scrape();
+        placeHeldDecodes();
+        if (result.programsFinished < config.programs.length) events.push(now + POOL_DEFAULTS.metricsIntervalMs, { kind: "scrape" });
+        break;
+      case "holdBound":
+        placeHeldDecodes();
+        break;
       case "round":
         controlRound();
+        // A switch may have given decodes an engine.
+        placeHeldDecodes();
         // Rounds run while anything is left to do.
         if (result.programsFinished < config.programs.length) events.push(now + roundMs, { kind: "round" });
         break;
@@ -682,9 +799,23 @@ export interface EvolveSummary {
   /** Split calls' mean decode-leg waits: for blocks on the decode engine, and for the KV once it had them (ms; NaN without split calls). */
   meanDecodeRoomWaitMs: number;
   meanDecodeKvWaitMs: number;
+  /** Split calls whose decode no decode engine admitted at the prefill's end (held, as the pool holds it), and their mean hold (ms; NaN without holds). */
+  decodeHolds: number;
+  meanDecodeHeldMs: number;
+  /** Those holds by the reason each was first held for (admission's, most binding first). */
+  decodeHoldsByReason: Partial<Record<HoldReason, number>>;
   switches: number;
   /** The run's KV totals (whole run, every phase). */
   kv: EvolveKvTotals;
+}
+
+function countHoldReasons(held: readonly EvolveCallRecord[]): Partial<Record<HoldReason, number>> {
+  const counts: Partial<Record<HoldReason, number>> = {};
+  for (const reason of HOLD_REASONS) {
+    const n = held.filter((c) => c.decodeHoldReason === reason).length;
+    if (n > 0) counts[reason] = n;
+  }
+  return counts;
 }
 
 const meanOf = (values: readonly number[]): number => (values.length === 0 ? Number.NaN : values.reduce((a, b) => a + b, 0) / values.length);
@@ -694,6 +825,7 @@ export function summarise(result: EvolveResult, phase?: number): EvolveSummary {
   const e2e = calls.map((c) => c.finishMs - c.arrivalMs);
   // Calls with a decode leg (a one-token call ends at its prefill).
   const split = calls.filter((c) => c.transferMs > 0);
+  const held = calls.filter((c) => c.decodeHoldReason !== undefined);
   const ttft = calls.map((c) => c.firstTokenMs - c.arrivalMs);
   const seconds = Math.max(result.simMs, 1) / 1_000;
   return {
@@ -707,6 +839,9 @@ export function summarise(result: EvolveResult, phase?: number): EvolveSummary {
     decodeRecomputedTokens: calls.reduce((sum, c) => sum + c.decodeRecomputedTokens, 0),
     meanDecodeRoomWaitMs: meanOf(split.map((c) => c.decodeRoomWaitMs)),
     meanDecodeKvWaitMs: meanOf(split.map((c) => c.decodeKvWaitMs)),
+    decodeHolds: held.length,
+    decodeHoldsByReason: countHoldReasons(held),
+    meanDecodeHeldMs: meanOf(held.map((c) => c.decodeHeldMs)),
     switches: result.switches.length,
     kv: result.kv,
   };

@@ -1,0 +1,139 @@
+import { describe, expect, it } from "vitest";
+import { type EvolveCallRecord, type EvolveResult, simulateEvolvingPool, summarise } from "../../src/sim/evolve/pd-simulation.js";
+import { type EvolveProgram, shiftingWorkload } from "../../src/sim/evolve/workload.js";
+import { DECODE_HOLD_MAX_MS } from "../../src/core/roles/decode-placement.js";
+
+/*
+ * The evolve simulator runs the pool core's rules (DESIGN: the pool and the simulator run
+ * the very same code): role switches as the core's EngineRoleBook completes them, and
+ * decodes placed as PoolCore.admitDecode places them (KV room on the pool's account,
+ * which counts decodes placed and still waiting for blocks; held when none admits).
+ */
+
+const profile = "llama-3.1-8b-h100" as const;
+
+/** One request a call put on an engine: when it was given, when it left, under which leg. */
+interface EngineRequest {
+  engineId: string;
+  givenMs: number;
+  endedMs: number;
+}
+
+/** The requests the calls put on engines: a prefill (or a whole call on a mixed engine) from its arrival, a decode from its placement. */
+function requestsOf(calls: readonly EvolveCallRecord[]): EngineRequest[] {
+  return calls.flatMap((c): EngineRequest[] => {
+    if (c.decodeEngineId === undefined) return [{ engineId: c.prefillEngineId, givenMs: c.arrivalMs, endedMs: c.finishMs }];
+    return [
+      { engineId: c.prefillEngineId, givenMs: c.arrivalMs, endedMs: c.firstTokenMs },
+      { engineId: c.decodeEngineId, givenMs: c.firstTokenMs + c.decodeHeldMs, endedMs: c.finishMs },
+    ];
+  });
+}
+
+/** A hair-trigger threshold controller on a shifting mix: it switches as soon as the queue or KV moves. */
+function switchingRun(roleSwitch: "drain" | "overlap"): EvolveResult {
+  const programs = shiftingWorkload(
+    [
+      { kind: "math", durationMs: 30_000, programsPerSec: 2 },
+      { kind: "computer-use", durationMs: 30_000, programsPerSec: 3 },
+    ],
+    3,
+  );
+  return simulateEvolvingPool({
+    engines: 4,
+    profile,
+    programs,
+    roleSwitch,
+    policy: { kind: "threshold", prefillEngines: 1, settings: { prefillQueueHigh: 0, prefillQueueLow: 0.5, decodeKvHigh: 0.02, decodeKvLow: 0.5, cooldownMs: 10_000 } },
+  });
+}
+
+describe("role switches in the evolve simulator follow the core's EngineRoleBook", () => {
+  it("drain: the engine is given nothing from the switch on, and takes its new role when its last request left", () => {
+    const run = switchingRun("drain");
+    expect(run.programsFinished).toBeGreaterThan(0);
+    const requests = requestsOf(run.calls);
+    expect(run.switches.length).toBeGreaterThan(2);
+    let waited = 0;
+    for (const s of run.switches) {
+      const on = requests.filter((r) => r.engineId === s.engineId);
+      const lastEnd = Math.max(s.atMs, ...on.filter((r) => r.givenMs < s.atMs).map((r) => r.endedMs));
+      expect(s.mode).toBe("drain");
+      expect(s.doneMs).toBe(lastEnd);
+      if (lastEnd > s.atMs) waited++;
+      // Nothing new while it drains (of either role).
+      expect(on.filter((r) => r.givenMs > s.atMs && r.givenMs < lastEnd)).toEqual([]);
+    }
+    expect(waited).toBeGreaterThan(0);
+  });
+
+  it("overlap: the engine takes its new role's work at once; the switch is complete when its old role's last request left", () => {
+    const run = switchingRun("overlap");
+    const requests = requestsOf(run.calls);
+    expect(run.switches.length).toBeGreaterThan(2);
+    let overlapped = 0;
+    for (const s of run.switches) {
+      const on = requests.filter((r) => r.engineId === s.engineId);
+      // Every request on the engine before the switch was given under its old role (the book lets one switch run at a time).
+      const lastOld = Math.max(s.atMs, ...on.filter((r) => r.givenMs < s.atMs).map((r) => r.endedMs));
+      expect(s.mode).toBe("overlap");
+      expect(s.doneMs).toBe(lastOld);
+      // New-role work given while the old role's requests were finishing.
+      if (on.some((r) => r.givenMs > s.atMs && r.givenMs < lastOld)) overlapped++;
+    }
+    expect(overlapped).toBeGreaterThan(0);
+  });
+
+  it("never switches the last engine serving a side (the book's rule)", () => {
+    const programs = shiftingWorkload([{ kind: "computer-use", durationMs: 20_000, programsPerSec: 3 }], 5);
+    // Two engines, a controller that wants a second prefill engine at once: the only decode engine must stay.
+    const run = simulateEvolvingPool({
+      engines: 2,
+      profile,
+      programs,
+      policy: { kind: "threshold", prefillEngines: 1, settings: { prefillQueueHigh: 0, prefillQueueLow: 0.5, decodeKvHigh: 0.02, decodeKvLow: 0.5, minDecodeEngines: 0, minPrefillEngines: 0, cooldownMs: 1_000 } },
+    });
+    expect(run.switches).toEqual([]);
+    expect(run.programsFinished).toBe(programs.length);
+  });
+});
+
+describe("decode placement in the evolve simulator is the pool core's", () => {
+  it("counts decodes placed and still waiting for room: two long decodes no engine has room for are held, then go to different engines", () => {
+    // Two prefill engines, two decode engines (421k tokens of KV each). Six long decodes fill the decode engines (about 305k and
+    // 310k tokens), then two 125k-token calls are handed off within a second: neither decode engine has blocks for one.
+    const preload = (i: number): EvolveProgram => ({
+      id: `long-${i}`,
+      kind: "coding",
+      phase: 0,
+      arrivalMs: i,
+      shape: { firstPromptTokens: i % 2 === 0 ? 100_000 : 105_000, stepTokens: 0, outputTokens: 3_000, calls: 1, toolMs: 0 },
+    });
+    const late = (id: string, at: number): EvolveProgram => ({
+      id,
+      kind: "coding",
+      phase: 0,
+      arrivalMs: at,
+      shape: { firstPromptTokens: 125_000, stepTokens: 0, outputTokens: 50, calls: 1, toolMs: 0 },
+    });
+    const programs = [...Array.from({ length: 6 }, (_, i) => preload(i)), late("b", 10), late("c", 11)];
+    const run = simulateEvolvingPool({ engines: 4, profile, programs, policy: { kind: "fixed", prefillEngines: 2 } });
+    expect(run.programsFinished).toBe(programs.length);
+    const callOf = (id: string) => run.calls.find((c) => c.programId === id) as EvolveCallRecord;
+    const [b, c] = [callOf("b"), callOf("c")];
+    // Neither engine admitted them at their hand-off (the projection past 90 % of the KV): held, their prompts pinned on the
+    // prefill engines, until the bound; then placed anyway, where they waited for blocks.
+    expect([b.decodeHoldReason, c.decodeHoldReason]).toEqual(["kv", "kv"]);
+    expect(Math.min(b.decodeHeldMs, c.decodeHeldMs)).toBeGreaterThanOrEqual(DECODE_HOLD_MAX_MS);
+    const placedMs = (call: EvolveCallRecord) => call.firstTokenMs + call.decodeHeldMs;
+    const [first, second] = placedMs(b) <= placedMs(c) ? [b, c] : [c, b];
+    expect(first.decodeRoomWaitMs).toBeGreaterThan(0);
+    // The second was placed while the first still waited for blocks on its engine: the account counted it there (kvUsage did not).
+    expect(placedMs(second)).toBeLessThan(placedMs(first) + first.decodeRoomWaitMs);
+    expect(second.decodeEngineId).not.toBe(first.decodeEngineId);
+    expect(summarise(run).decodeHolds).toBe(2);
+    expect(summarise(run).decodeHoldsByReason).toEqual({ kv: 2 });
+    expect(run.kvBlocksHeldAtEnd).toBe(0);
+    expect(run.calls.map((call) => call.decodeRecomputedTokens)).toEqual(run.calls.map(() => 0));
+  });
+});
