@@ -108,6 +108,8 @@ export class KvTransferSplit {
     }
     if (handoff === undefined && heldSince === undefined) console.warn(`agentix pool: call ${callId}: prefill engine ${prefillId} answered without kv_transfer_params; the decode engine computes the prompt`);
     const now = host.clock.now();
+    // Its KV waits for decode room from now, placed or held: decode demand the role controller must see (a held decode most of all).
+    host.roleMeter?.decodeQueued(callId, pending.call.promptTokens);
     const admitted = host.core.admitDecode(pending.call, pending.failedEngines, heldSince === undefined ? 0 : now - heldSince);
     if (admitted !== undefined && "held" in admitted) {
       // No decode engine admits it now: it waits (its KV pinned on the prefill engine) and is asked again at every pump.
@@ -125,7 +127,6 @@ export class KvTransferSplit {
     host.metrics.splitHandoffs.inc({ outcome: handoff === undefined ? "no_kv_transfer_params" : "handed_off" });
     // The prefill engine's copy is the program's next call's prefix (and a failed decode's recompute): kept through the decode.
     if (handoff !== undefined) host.prefillHandedOff(pending, prefillId, decodeId);
-    host.roleMeter?.decodeQueued(callId, pending.call.promptTokens);
     // With the KV handed over, the prompt is billed as the prefill engine ran it; without, the decode engine computed it and says so.
     const prefillPrompt = handoff === undefined ? undefined : prefillEnd?.facts?.usage;
     const body = vllmDecodeBody(host.bodyFor(pending, decode, form), handoff);

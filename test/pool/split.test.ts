@@ -265,6 +265,36 @@ describe("vLLM disaggregated calls (kv_transfer_params)", () => {
     expect(metricValue(await metrics(p), 'agentix_pool_split_handoffs_total{outcome="handed_off"}')).toBe(2);
   });
 
+  it("counts a held decode's context as decode demand for the role controller while it waits", async () => {
+    const prefill = await prefillEngine();
+    const decode = await decodeEngine();
+    const p = await startPool(
+      testConfig({
+        engines: [
+          { id: "p1", url: prefill.url, role: "prefill", profile: "llama-3.1-8b-h100" },
+          { id: "d1", url: decode.url, role: "decode", maxInFlight: 1, profile: "llama-3.1-8b-h100" },
+        ],
+        // Rounds far off: the test reads the meter itself.
+        roles: { controller: "ratio", roundMs: 600_000 },
+      }),
+    );
+    open.pools.push(p);
+    const first = await send(p, chatBody({ stream: true, max_tokens: 8 }));
+    const firstDecode = await decode.call(0);
+    const second = send(p, chatBody({ stream: true, max_tokens: 8 }));
+    await prefill.call(1);
+    await waitFor(() => p.dispatcher.heldDecodes === 1, "the second call's decode held");
+    const noEngineKv = { decodeKvTokens: 0, prefillQueue: 0, decodeKvUsage: 0 };
+    // The first call decodes (its KV is the engine's now); the held one's prompt waits for decode room.
+    expect(p.roleControl!.meter.read(Date.now(), noEngineKv).decodeKvTokens).toBeGreaterThan(0);
+    firstDecode.release();
+    (await decode.call(1)).release();
+    expect((await events(first)).some((e) => isDoneEvent(e))).toBe(true);
+    expect((await events(await second)).some((e) => isDoneEvent(e))).toBe(true);
+    await settled(p);
+    expect(p.roleControl!.meter.read(Date.now(), noEngineKv).decodeKvTokens).toBe(0);
+  });
+
   it("a held decode whose client leaves is gone at once: off the held list, answered once, never sent to the decode engine", async () => {
     const prefill = await prefillEngine();
     const decode = await decodeEngine();

@@ -112,7 +112,7 @@ export class RoleDemandMeter {
     return this.#costFactor;
   }
 
-  /** Its KV is on its way to a decode engine: its context waits for decode room. */
+  /** Its prefill is done: its context waits for decode room, whether a decode engine took it or the pool holds it for lack of one. */
   decodeQueued(callId: string, contextTokens: number): void {
     if (this.#toDecode.size < MAX_TRACKED || this.#toDecode.has(callId)) this.#toDecode.set(callId, Math.max(0, contextTokens));
   }

@@ -564,6 +564,8 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
    */
   const handOff = (call: CallRun, key: string) => {
     call.held = call.prefillEngine?.model.holdCachedPrefix(call.hashes);
+    // Decode demand from now, placed or held (as the pool's meter hears it).
+    meter.decodeQueued(key, call.prompt.length);
     if (placeDecode(call, key, 0)) return;
     heldDecodes.set(key, { call, sinceMs: now });
     // Past the bound it is placed whatever the engines say: a wake then, in case nothing else happens.
@@ -594,7 +596,6 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
     call.record.decodeEngineId = engine.id;
     // The planner's keep covers the transfer as if it started now (it cannot know the wait for room).
     keepThroughDecode(call, kvTransferMs(link, call.prompt.length, "engine"));
-    meter.decodeQueued(key, call.prompt.length);
     submit(engine, requestId, call, maxTokens, "decode");
     return true;
   };
