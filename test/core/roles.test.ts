@@ -277,21 +277,6 @@ describe("the ratio controller at light load", () => {
     expect(floorBefore.switches).toHaveLength(0);
   });
 
-  it("waits reverseCooldownMs before undoing a move, and only the cooldown before another the same way", () => {
-    const roundsIn = (ms: number) => Math.round(ms / DEFAULT_ROLE_ROUND_MS);
-    // Prefill-heavy for 30 s, then decode-heavy: the move back comes no sooner than 45 s after the first.
-    const flip = roundsIn(30_000);
-    const played = play(new RatioRoleController(CAPACITY), { prefill: 2, decode: 6 }, roundsIn(180_000), (round) => (round < flip ? demand(3, 1) : demand(0.5, 4)), fast);
-    const first = played.switches[0]!;
-    expect(first.to).toBe("prefill");
-    const back = played.switches.find((s) => s.to === "decode");
-    expect(back).toBeDefined();
-    expect(back!.at - first.at).toBeGreaterThanOrEqual(DEFAULT_RATIO_CONTROLLER.reverseCooldownMs);
-    // Without the rule it would have moved back after the plain cooldown.
-    const eager = play(new RatioRoleController(CAPACITY, { reverseCooldownMs: 0 }), { prefill: 2, decode: 6 }, roundsIn(180_000), (round) => (round < flip ? demand(3, 1) : demand(0.5, 4)), fast);
-    const eagerBack = eager.switches.find((s) => s.to === "decode");
-    expect(eagerBack!.at - eager.switches[0]!.at).toBeLessThan(DEFAULT_RATIO_CONTROLLER.reverseCooldownMs);
-  });
 });
 
 describe("the threshold baseline (Dynamo-planner-like)", () => {

@@ -31,13 +31,14 @@ import {
  * as its pressure and the split swung between 3 and 6 prefill engines of 8). Demand is
  * smoothed over rounds (EWMA) and a move must also be asked for by each of the last
  * `sustainRounds` rounds' own demand; no switch starts while an engine drains or within
- * the cooldown of the last (a move back the other way waits `reverseCooldownMs`), and
- * nothing moves while the busier side runs below `minLoadToAct` of its engines. That
+ * the cooldown of the last, and nothing moves while the busier side runs below
+ * `minLoadToAct` of its engines. That
  * floor is low (0.3): a side at a third to two thirds of its engines already runs
  * larger batches, so slower steps, than it would on a balanced split, and a decode-heavy
  * mix on one or two idle prefill engines left every decode ~5 % slower than mixed
  * engines (bench:evolve at rate 0.5: 0.7 held the split through the math and coding
- * phases; README, "Evolving pools"). An engine still finishing its old role's calls after an
+ * phases; README, "Evolving pools"). A longer wait before undoing a move was tried and
+ * is not in: the mix can shift just after a move (README). An engine still finishing its old role's calls after an
  * overlapping switch counts in its new role and is not moved again until they are done.
  *
  * The defaults are for the default 2.5 s round (roles.ts DEFAULT_ROLE_ROUND_MS) and
@@ -61,8 +62,6 @@ export interface RatioControllerSettings {
   targetLoad: number;
   /** No switch starts within this long of the last one's start (ms). */
   cooldownMs: number;
-  /** A move the other way than the last waits this long after it (ms): undoing a move asks for more evidence than making one. */
-  reverseCooldownMs: number;
   /** Engines one decision may move (one way): a large shift in the mix is followed in one step, not one engine per cooldown. */
   maxMovesPerDecision: number;
   /** The prefill backlog counts as work to do within this long (ms): by default the TTFT target, since a queue that takes longer to clear misses it. */
@@ -82,7 +81,6 @@ export const DEFAULT_RATIO_CONTROLLER: RatioControllerSettings = Object.freeze({
   minLoadToAct: 0.3,
   targetLoad: 0.8,
   cooldownMs: 15_000,
-  reverseCooldownMs: 45_000,
   maxMovesPerDecision: 3,
   backlogHorizonMs: 2_000,
   minPrefillEngines: 1,
@@ -152,7 +150,6 @@ export class RatioRoleController implements RoleController {
   /** The move the last rounds' own demand asked for, and for how many rounds in a row. */
   #streak: { to: SplitRole; rounds: number } | undefined;
   #lastSwitchAt = Number.NEGATIVE_INFINITY;
-  #lastMove: SplitRole | undefined;
 
   constructor(capacity: RoleCapacity, settings: Partial<RatioControllerSettings> = {}) {
     this.#capacity = capacity;
@@ -186,11 +183,9 @@ export class RatioRoleController implements RoleController {
     // The smoothed demand must want the move, and each of the last sustainRounds rounds' own demand too.
     const best = proposal(pressure, prefill.length, decode.length, s, keep);
     if (best === undefined || this.#streak?.to !== best.to || this.#streak.rounds < s.sustainRounds) return { action: "hold", reason: "balanced" };
-    if (this.#lastMove !== undefined && best.to !== this.#lastMove && now - this.#lastSwitchAt < s.reverseCooldownMs) return { action: "hold", reason: "cooldown" };
     const moving = enginesToMove(best.to === "prefill" ? decode : prefill, best.count);
     if (moving.length === 0) return { action: "hold", reason: "minimum_engines" };
     this.#lastSwitchAt = now;
-    this.#lastMove = best.to;
     const from: SplitRole = best.to === "prefill" ? "decode" : "prefill";
     const reason = `${best.to} pressure: busier side ${best.current.toFixed(2)} → ${best.after.toFixed(2)} engines' work per engine`;
     return { action: "switch", switches: moving.map((engine) => ({ engineId: engine.id, from, to: best.to, reason })) };
