@@ -232,7 +232,6 @@ export function formatEvolveReport(rows: readonly EvolveBenchRow[], options: Evo
 }
 
 const millions = (tokens: number) => `${(tokens / 1e6).toFixed(2)} M`;
-/** A split call's decode leg: waiting for blocks on its decode engine, then for the KV pull (mean ms; — without split calls). */
 /** The pool's decode rules a run changed, for its header. */
 const decodeRulesNote = ({ decodeRules }: EvolveBenchOptions) =>
   (decodeRules.maxInFlight === undefined ? "" : `, count cap ${decodeRules.maxInFlight} per engine`) +
@@ -243,6 +242,7 @@ const holdReasons = (a: EvolveSummary) =>
     .map(([reason, n]) => `${reason} ${n}`)
     .join(", ");
 
+/** A split call's decode leg: waiting for blocks on its decode engine, then for the KV pull (mean ms), and the decodes the pool held (— without split calls). */
 const decodeWaits = (a: EvolveSummary) =>
   Number.isFinite(a.meanDecodeRoomWaitMs)
     ? `${a.meanDecodeRoomWaitMs.toFixed(0)} / ${a.meanDecodeKvWaitMs.toFixed(1)} ms; ${a.decodeHolds} held${a.decodeHolds > 0 ? ` (mean ${a.meanDecodeHeldMs.toFixed(0)} ms; ${holdReasons(a)})` : ""}`
