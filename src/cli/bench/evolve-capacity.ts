@@ -1,4 +1,4 @@
-import { type EvolveConfig, type EvolvePolicy, simulateEvolvingPool } from "../../sim/evolve/pd-simulation.js";
+import { type EvolveConfig, type EvolvePolicy, percentileOf, simulateEvolvingPool } from "../../sim/evolve/pd-simulation.js";
 import { shiftingWorkload } from "../../sim/evolve/workload.js";
 
 /*
@@ -55,12 +55,6 @@ export interface CapacityRow {
   trials: CapacityTrial[];
 }
 
-const percentile = (values: readonly number[], p: number): number => {
-  if (values.length === 0) return Number.NaN;
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))] as number;
-};
-
 /** One run: math, then computer-use agents at `computerUsePerSec`; the verdict on its steady state. */
 export function capacityTrial(policy: EvolvePolicy, computerUsePerSec: number, options: CapacityOptions): CapacityTrial {
   const phaseMs = options.phaseSeconds * 1_000;
@@ -75,10 +69,7 @@ export function capacityTrial(policy: EvolvePolicy, computerUsePerSec: number, o
   );
   const result = simulateEvolvingPool({ engines: options.engines, profile: "llama-3.1-8b-h100", programs, policy, maxSimMs: mathMs + phaseMs + settleMs, ...options.decodeRules });
   const steady = result.calls.filter((c) => c.phase === 1 && c.arrivalMs >= mathMs + settleMs);
-  const p95TtftMs = percentile(
-    steady.map((c) => c.firstTokenMs - c.arrivalMs),
-    0.95,
-  );
+  const p95TtftMs = percentileOf(steady.map((c) => c.firstTokenMs - c.arrivalMs), 0.95) ?? Number.NaN;
   const answered = new Map<string, number>();
   for (const call of result.calls) answered.set(call.programId, (answered.get(call.programId) ?? 0) + 1);
   const unfinishedPrograms = programs.filter((p) => p.phase === 1 && p.arrivalMs < mathMs + phaseMs - settleMs && (answered.get(p.id) ?? 0) < p.shape.calls).length;

@@ -109,11 +109,12 @@ function benchPhases(options: EvolveBenchOptions, third?: WorkloadPhase): Worklo
 
 export const startingSplit = (options: EvolveBenchOptions) => Math.max(1, Math.round(options.engines / 4));
 
-/** The controllers' round and the ratio controller's settings before switches overlapped (commit 7d25bf8's defaults). */
+/** The controllers' round before switches overlapped (commit 7d25bf8's default). */
 const ROUND_BEFORE_MS = 10_000;
-const RATIO_BEFORE: Partial<RatioControllerSettings> = Object.freeze({ sustainRounds: 3, cooldownMs: 30_000, smoothing: 0.3, hysteresis: 0.15, minLoadToAct: 0.7 });
-/** The ratio controller's floor and margin before this round: nothing moved below 0.7 of the busier side's engines, a 15 % margin. */
+/** The ratio controller's floor and margin before 2026-12-05: nothing moved below 0.7 of the busier side's engines, a 15 % margin. */
 const RATIO_IDLE_FLOOR_BEFORE: Partial<RatioControllerSettings> = Object.freeze({ minLoadToAct: 0.7, hysteresis: 0.15 });
+/** Commit 7d25bf8's ratio controller: that floor and margin, 3 sustain rounds, a 30 s cooldown. */
+const RATIO_BEFORE: Partial<RatioControllerSettings> = Object.freeze({ ...RATIO_IDLE_FLOOR_BEFORE, sustainRounds: 3, cooldownMs: 30_000, smoothing: 0.3 });
 
 /** A row of the policy table: its policy and, where it differs from the simulator's defaults, how engines switch and the round. */
 type PolicyRun = [string, EvolvePolicy, Pick<EvolveConfig, "roleSwitch" | "roundMs">?];

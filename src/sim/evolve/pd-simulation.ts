@@ -251,7 +251,8 @@ type SimEvent =
   | { kind: "scrape" }
   | { kind: "holdBound" };
 
-const percentileOf = (values: readonly number[], p: number): number | undefined => {
+/** The nearest-rank percentile `p` (0–1) of `values`; undefined when empty. The run summaries' rule, shared with the benches that read a run's calls. */
+export const percentileOf = (values: readonly number[], p: number): number | undefined => {
   if (values.length === 0) return undefined;
   const sorted = [...values].sort((a, b) => a - b);
   return sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))];
