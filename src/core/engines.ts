@@ -13,6 +13,11 @@ export interface EngineState {
   inFlight: number;
   /** Per-engine cap: the pool sends each engine only a small buffer. */
   maxInFlight: number;
+  /**
+   * The count cap for split calls' decodes (roles/decode-placement.ts): a decode engine
+   * runs as many as its batch holds (vLLM's max_num_seqs). Undefined: maxInFlight.
+   */
+  maxDecodes?: number | undefined;
   /** The engine's own waiting queue from scraped metrics (0 if unknown). */
   waiting: number;
   /** 0..1 from scraped metrics (0 if unknown). */

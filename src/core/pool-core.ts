@@ -8,7 +8,7 @@ import { DEFAULT_ADMISSION_SETTINGS, DEFAULT_KV_CAPACITY_TOKENS } from "./settin
 import { DEFAULT_TAO_SETTINGS, type TaoPlacementSettings, type TaoSettings } from "./tao/settings.js";
 import { TaoPlacement, type TaoPlacementHooks, type TaoPlacementStats } from "./tao/tao-placement.js";
 import { type CallEnd, ToolSignals, type ToolSignalsHooks } from "./tao/tool-signals.js";
-import { admittedDecodeCandidates, chooseDecodeEngine, type DecodeCandidate, pickDecodeEngine } from "./roles/decode-placement.js";
+import { chooseDecodeEngine, type AdmittedDecodeCandidate, decodeCandidates, pickDecodeEngine } from "./roles/decode-placement.js";
 import { type CallsByRole, EngineRoleBook, type RoleSwitchDone } from "./roles/engine-roles.js";
 import type { EngineRole, RoleEngineState, RoleSwitch, RoleSwitchMode } from "./roles/roles.js";
 
@@ -50,6 +50,8 @@ export interface PoolCoreEngine {
   id: string;
   /** Safety cap on calls in flight (Infinity: none). */
   maxInFlight: number;
+  /** The cap on split calls' decodes when it takes them: its batch (undefined: maxInFlight). */
+  maxDecodes?: number | undefined;
   /** KV capacity (tokens); undefined: taken from the engine's metrics when they state it. */
   capacityTokens?: number | undefined;
   /** The engine's cost terms, for the step-time rule; undefined: no step-time rule. */
@@ -147,7 +149,7 @@ export class PoolCore {
     this.#prefixes = options.prefixes;
     for (const engine of options.engines) {
       if (this.#byId.has(engine.id)) throw new RangeError(`engine ids must be unique: ${engine.id}`);
-      const state: EngineState = { id: engine.id, healthy: true, inFlight: 0, maxInFlight: engine.maxInFlight, waiting: 0, kvUsage: 0 };
+      const state: EngineState = { id: engine.id, healthy: true, inFlight: 0, maxInFlight: engine.maxInFlight, maxDecodes: engine.maxDecodes, waiting: 0, kvUsage: 0 };
       this.engines.push(state);
       this.#byId.set(engine.id, state);
       if (engine.capacityTokens !== undefined) this.#configuredCapacity.add(engine.id);
@@ -274,17 +276,15 @@ export class PoolCore {
   }
 
   /**
-   * Like placeDecode, but only on a decode engine that admits the call (its count cap,
-   * and with admission on its KV room and step time: roles/decode-placement.ts): when
+   * Like placeDecode, but only on a decode engine that admits a decode (below its decode
+   * cap, no backlog of its own: roles/decode-placement.ts): when
    * none does, the decode is held (the caller asks again when capacity may have
    * appeared, with how long it has waited) until `heldMs` reaches the bound, then the
    * least loaded takes it. Undefined when no decode engine is healthy.
    */
   admitDecode(call: QueuedCall, excluded: ReadonlySet<string>, heldMs: number): { engineId: string } | { held: HoldReason } | undefined {
     if (this.#decodes.has(call.callId)) return undefined;
-    const engines = this.#decodeEngines(excluded);
-    const candidates = admittedDecodeCandidates(engines, call, this.kv, (id) => this.kvCapacityTokens(id), this.#admission, this.settings.saturation);
-    const choice = chooseDecodeEngine(candidates, heldMs);
+    const choice = chooseDecodeEngine(this.#decodeCandidates(excluded), heldMs);
     if (choice.kind === "none") return undefined;
     if (choice.kind === "hold") return { held: choice.reason };
     return { engineId: this.#recordDecode(call, choice.engine) };
@@ -294,8 +294,8 @@ export class PoolCore {
     return this.engines.filter((engine) => !excluded.has(engine.id) && this.roles.takesDecodes(engine.id));
   }
 
-  #decodeCandidates(excluded: ReadonlySet<string>): DecodeCandidate[] {
-    return this.#decodeEngines(excluded).map((engine) => ({ engine, capacityTokens: this.kvCapacityTokens(engine.id), projectedTokens: this.kv.projectedKvTokens(engine.id) }));
+  #decodeCandidates(excluded: ReadonlySet<string>): AdmittedDecodeCandidate[] {
+    return decodeCandidates(this.#decodeEngines(excluded), this.kv, (id) => this.kvCapacityTokens(id), this.settings.saturation);
   }
 
   #recordDecode(call: QueuedCall, engine: EngineState): string {

@@ -26,6 +26,9 @@ import { type PlacementSettings, PlacementPolicyConfig, TaoConfig } from "./tao/
 
 const ENGINE_ID = /^[\w.:-]{1,64}$/;
 
+/** An engine's count cap unless configured: calls the pool keeps on it at once. */
+const DEFAULT_ENGINE_MAX_IN_FLIGHT = 64;
+
 /** What an engine does with KV retention hints: takes Agentix's ("agentix") or none. */
 export const RETENTION_HINT_MODES = ["agentix", "none"] as const;
 export type RetentionHintMode = (typeof RETENTION_HINT_MODES)[number];
@@ -54,7 +57,14 @@ export const EngineConfig = z
      * kept short by the saturation rule (waiting > 4 or KV > 80 %), so the pool still
      * holds the real queue.
      */
-    maxInFlight: z.int().positive().max(10_000).default(64),
+    maxInFlight: z.int().positive().max(10_000).optional(),
+    /**
+     * The engine's batch: most sequences it runs at once (vLLM's --max-num-seqs, SGLang's
+     * --max-running-requests). A split call's decode is held at it, not at the small
+     * buffer a new call is held at: a decode engine runs its whole batch. Unset: an
+     * explicit maxInFlight caps decodes too, else the named profile's batch, else 64.
+     */
+    maxNumSeqs: z.int().positive().max(100_000).optional(),
     apiKey: z.string().min(1).optional(),
     /** Model name sent to the engine instead of the client's. */
     model: z.string().min(1).optional(),
@@ -128,10 +138,13 @@ export const EngineConfig = z
   })
   .transform((engine) => {
     const adapter = adapterFor(engine.kind);
-    const { profile, decodeCost, ...rest } = engine;
+    const { profile, decodeCost, maxNumSeqs, ...rest } = engine;
     const named = profile !== undefined && isEngineProfileName(profile) ? ENGINE_PROFILES[profile] : undefined;
     return {
       ...rest,
+      maxInFlight: engine.maxInFlight ?? DEFAULT_ENGINE_MAX_IN_FLIGHT,
+      /** The cap on decodes it takes: its stated batch, else an explicit maxInFlight, else its profile's batch, else the default count cap. */
+      maxDecodes: maxNumSeqs ?? engine.maxInFlight ?? named?.maxNumSeqs ?? DEFAULT_ENGINE_MAX_IN_FLIGHT,
       healthPath: engine.healthPath ?? adapter.healthPath,
       roleSwitch: engine.roleSwitch ?? adapter.roleSwitch,
       metricsPath: engine.metricsPath === undefined ? adapter.metricsPath : (engine.metricsPath ?? undefined),

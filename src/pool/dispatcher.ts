@@ -149,6 +149,7 @@ export class Dispatcher implements RoleSwitchTarget {
       engines: options.engines.map((engine) => ({
         id: engine.id,
         maxInFlight: engine.maxInFlight,
+        maxDecodes: engine.maxDecodes,
         capacityTokens: engine.kvCapacityTokens,
         costModel: engine.decodeCost,
         role: engine.role,

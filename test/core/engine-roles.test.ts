@@ -10,7 +10,7 @@ import { makeCall, TEST_QUEUE_SETTINGS } from "./calls.js";
 
 const SETTINGS = { ...DEFAULT_DISPATCH_SETTINGS, queue: TEST_QUEUE_SETTINGS };
 
-function core(engines: { id: string; role?: EngineRole; capacityTokens?: number; maxInFlight?: number; switchMode?: RoleSwitchMode }[]) {
+function core(engines: { id: string; role?: EngineRole; capacityTokens?: number; maxInFlight?: number; maxDecodes?: number; switchMode?: RoleSwitchMode }[]) {
   return new PoolCore({ settings: SETTINGS, engines: engines.map((e) => ({ maxInFlight: 8, capacityTokens: 100_000, ...e })) });
 }
 
@@ -68,26 +68,37 @@ describe("engine roles in the pool core", () => {
     ).toBe("A");
   });
 
-  it("holds a decode while no decode engine admits it (count cap, KV room), until one does or the hold reaches its bound", () => {
-    const pool = core([{ id: "P", role: "prefill" }, { id: "D1", role: "decode", maxInFlight: 1 }, { id: "D2", role: "decode", maxInFlight: 4, capacityTokens: 10_000 }]);
+  it("holds a decode while every decode engine is at its decode cap or backed up, until one admits it or the hold reaches its bound", () => {
+    const pool = core([
+      { id: "P", role: "prefill" },
+      { id: "D1", role: "decode", maxInFlight: 8, maxDecodes: 1 },
+      { id: "D2", role: "decode", maxInFlight: 1, maxDecodes: 3, capacityTokens: 10_000 },
+    ]);
     const first = makeCall({ promptTokens: 500, maxTokens: 100 });
     const second = makeCall({ promptTokens: 7_000, maxTokens: 100 });
     expect(pool.admitDecode(first, new Set(), 0)).toEqual({ engineId: "D1" });
-    // D1 is at its cap: D2 takes it (an idle engine always takes one).
+    // D1 is at its decode cap (one, though its count cap for new calls is eight): D2 takes it.
     expect(pool.admitDecode(second, new Set(), 0)).toEqual({ engineId: "D2" });
-    // D1 at its cap, and D2's 7,100 projected tokens plus 6,100 more pass its KV target: held, by the most binding reason.
+    // D2's account projects 7,100 tokens plus 6,100 more, past its KV: a decode engine takes blocks as they free, so that is no hold,
+    // and its count cap for new calls (one) is not its decode cap (three).
     const third = makeCall({ promptTokens: 6_000, maxTokens: 100 });
-    expect(pool.admitDecode(third, new Set(), 0)).toEqual({ held: "kv" });
-    expect(pool.decodingOn(third.callId)).toBeUndefined();
-    expect(pool.admitDecode(third, new Set(), DECODE_HOLD_MAX_MS - 1)).toEqual({ held: "kv" });
-    // Capacity appears (D1's decode ended): the held decode is admitted there.
-    pool.decodeEnded(first.callId, { serviceMs: 10, outputTokens: 100 }, 1);
-    expect(pool.admitDecode(third, new Set(), 5)).toEqual({ engineId: "D1" });
-    // Held past the bound (the prefill engine's KV would soon be freed), the least loaded takes it anyway, and placeDecode never holds.
+    expect(pool.admitDecode(third, new Set(), 0)).toEqual({ engineId: "D2" });
+    // D2 reports a backlog of its own (its waiting queue past maxEngineWaiting): held, under that reason, until the bound.
+    pool.engineReadings([{ id: "D2", healthy: true, waiting: SETTINGS.saturation.maxEngineWaiting + 1, kvUsage: 0.9 }], 1);
     const fourth = makeCall({ promptTokens: 6_000, maxTokens: 100 });
-    expect(pool.admitDecode(fourth, new Set(), 0)).toEqual({ held: "kv" });
-    expect(pool.admitDecode(fourth, new Set(), DECODE_HOLD_MAX_MS)).toEqual({ engineId: "D2" });
-    expect(pool.engine("D2")?.inFlight).toBe(2);
+    expect(pool.admitDecode(fourth, new Set(["D1"]), 0)).toEqual({ held: "engine-backlog" });
+    // With D1 at its cap too, the hold is counted under the more binding reason.
+    expect(pool.admitDecode(fourth, new Set(), 0)).toEqual({ held: "count" });
+    expect(pool.decodingOn(fourth.callId)).toBeUndefined();
+    expect(pool.admitDecode(fourth, new Set(), DECODE_HOLD_MAX_MS - 1)).toEqual({ held: "count" });
+    // Capacity appears (D1's decode ended): the held decode is admitted there.
+    pool.decodeEnded(first.callId, { serviceMs: 10, outputTokens: 100 }, 2);
+    expect(pool.admitDecode(fourth, new Set(), 5)).toEqual({ engineId: "D1" });
+    // D1 at its cap and D2 backed up: held past the bound, it goes anyway, to the engine below its decode cap, and placeDecode never holds.
+    const fifth = makeCall({ promptTokens: 6_000, maxTokens: 100 });
+    expect(pool.admitDecode(fifth, new Set(), 0)).toEqual({ held: "count" });
+    expect(pool.admitDecode(fifth, new Set(), DECODE_HOLD_MAX_MS)).toEqual({ engineId: "D2" });
+    expect(pool.engine("D2")?.inFlight).toBe(3);
     expect(pool.placeDecode(makeCall(), new Set())).toBeDefined();
     // No healthy decode engine: nothing to hold for.
     expect(pool.admitDecode(makeCall(), new Set(["D1", "D2"]), 0)).toBeUndefined();

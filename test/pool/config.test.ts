@@ -97,6 +97,25 @@ describe("pool config", () => {
     expect(split.roles.controller).toBe("ratio");
   });
 
+  it("caps an engine's decodes at its batch: maxNumSeqs, else an explicit maxInFlight, else its profile's, else the count cap's default", () => {
+    const engines = parsePoolConfig({
+      ...minimal,
+      engines: [
+        { id: "a", url: "http://a", profile: "llama-3.1-8b-h100" },
+        { id: "b", url: "http://b", profile: "llama-3.1-8b-h100", maxInFlight: 16 },
+        { id: "c", url: "http://c", profile: "llama-3.1-8b-h100", maxInFlight: 16, maxNumSeqs: 256 },
+        { id: "d", url: "http://d" },
+      ],
+    }).engines;
+    expect(engines.map((e) => [e.maxInFlight, e.maxDecodes])).toEqual([
+      [64, 128],
+      [16, 16],
+      [16, 256],
+      [64, 64],
+    ]);
+    expect(() => parsePoolConfig({ ...minimal, engines: [{ id: "e", url: "http://e", maxNumSeqs: 0 }] })).toThrow(/maxNumSeqs/);
+  });
+
   it("switches a vLLM engine's role with overlap and an SGLang engine's with a drain unless told", () => {
     const pair = (kind: "vllm" | "sglang", roleSwitch?: "drain") => [
       { id: "p", url: "http://x", kind, role: "prefill", ...(roleSwitch === undefined ? {} : { roleSwitch }) },

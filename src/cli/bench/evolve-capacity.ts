@@ -29,8 +29,8 @@ export interface CapacityOptions {
   rate: number;
   phaseSeconds: number;
   seed: number;
-  /** The pool's decode rules where the run changes them (bench:evolve --max-in-flight, --decode-hold-seconds). */
-  decodeRules?: Pick<EvolveConfig, "maxInFlight" | "decodeHoldMaxMs">;
+  /** The pool's decode rules where the run changes them (bench:evolve --max-decodes, --decode-hold-seconds). */
+  decodeRules?: Pick<EvolveConfig, "maxDecodes" | "decodeHoldMaxMs">;
 }
 
 export interface CapacityTrial {

@@ -27,14 +27,14 @@ import { DEFAULT_BRANCH_RATES } from "./evolve-branches.js";
  * the policy table's best fixed split) with LRU and with retention. All on the same programs.
  */
 
-export const EVOLVE_BENCH_USAGE = `usage: npm run bench:evolve -- [--engines 8] [--rate 0.5] [--phase-seconds 240] [--seed 7] [--kv-rate 2] [--branch-rates 0.04,0.06,0.08,0.1] [--branch-decision-seconds 3] [--only policies|kv|branches|capacity] [--max-in-flight 64] [--decode-hold-seconds 30]
+export const EVOLVE_BENCH_USAGE = `usage: npm run bench:evolve -- [--engines 8] [--rate 0.5] [--phase-seconds 240] [--seed 7] [--kv-rate 2] [--branch-rates 0.04,0.06,0.08,0.1] [--branch-decision-seconds 3] [--only policies|kv|branches|capacity] [--max-decodes 128] [--decode-hold-seconds 30]
   --rate scales every phase's programs per second (math 4, computer-use 6, coding 1 at 1.0)
   --kv-rate: coding-long programs per second in the KV variants' third phase
   --branch-rates: tree-search programs per second, one table block each (the abandoned-branch signal; one engine)
   --branch-decision-seconds: the tree search's wait between a round's last answer and the next round's fork
   --only: just the policy table, the KV variants, the abandoned-branch table, or the throughput after the shift
           (capacity: each policy's highest sustained computer-use rate, by bisection; not in the default run)
-  --max-in-flight: the pool's count cap per engine (default the pool config's maxInFlight, 64); decode placement holds a decode at it
+  --max-decodes: the pool's decode cap per engine (default what the pool gives an engine of the profile: its batch, 128); a decode is held at it
   --decode-hold-seconds: how long a decode no engine admits is held (default the pool's DECODE_HOLD_MAX_MS, 30 s; 0: never held)`;
 
 export interface EvolveBenchOptions {
@@ -47,7 +47,7 @@ export interface EvolveBenchOptions {
   branchDecisionSeconds: number;
   only: "policies" | "kv" | "branches" | "capacity" | undefined;
   /** The pool's decode rules, where they differ from its defaults (the ablations). */
-  decodeRules: Pick<EvolveConfig, "maxInFlight" | "decodeHoldMaxMs">;
+  decodeRules: Pick<EvolveConfig, "maxDecodes" | "decodeHoldMaxMs">;
 }
 
 export function parseEvolveBenchArgs(argv: readonly string[]): EvolveBenchOptions | undefined {
@@ -62,7 +62,7 @@ export function parseEvolveBenchArgs(argv: readonly string[]): EvolveBenchOption
       "branch-rates": { type: "string", default: DEFAULT_BRANCH_RATES.join(",") },
       "branch-decision-seconds": { type: "string", default: String(AGENT_SHAPES["tree-search"].tree.decisionMs / 1_000) },
       only: { type: "string" },
-      "max-in-flight": { type: "string" },
+      "max-decodes": { type: "string" },
       "decode-hold-seconds": { type: "string" },
       help: { type: "boolean", default: false },
     },
@@ -80,7 +80,7 @@ export function parseEvolveBenchArgs(argv: readonly string[]): EvolveBenchOption
     branchDecisionSeconds: Number(values["branch-decision-seconds"]),
     only,
     decodeRules: {
-      ...(values["max-in-flight"] === undefined ? {} : { maxInFlight: Number(values["max-in-flight"]) }),
+      ...(values["max-decodes"] === undefined ? {} : { maxDecodes: Number(values["max-decodes"]) }),
       ...(values["decode-hold-seconds"] === undefined ? {} : { decodeHoldMaxMs: Number(values["decode-hold-seconds"]) * 1_000 }),
     },
   };
@@ -235,7 +235,7 @@ export function formatEvolveReport(rows: readonly EvolveBenchRow[], options: Evo
 const millions = (tokens: number) => `${(tokens / 1e6).toFixed(2)} M`;
 /** The pool's decode rules a run changed, for its header. */
 const decodeRulesNote = ({ decodeRules }: EvolveBenchOptions) =>
-  (decodeRules.maxInFlight === undefined ? "" : `, count cap ${decodeRules.maxInFlight} per engine`) +
+  (decodeRules.maxDecodes === undefined ? "" : `, decode cap ${decodeRules.maxDecodes} per engine`) +
   (decodeRules.decodeHoldMaxMs === undefined ? "" : `, decodes held up to ${decodeRules.decodeHoldMaxMs / 1_000} s`);
 
 const holdReasons = (a: EvolveSummary) =>

@@ -1,7 +1,7 @@
 import { Admission, type AdmissionCandidate, HOLD_REASONS, type HoldReason } from "../../core/admission.js";
 import type { EngineState } from "../../core/engines.js";
 import { contextTag, type ContextRef, DEFAULT_RETENTION_SETTINGS, type EngineRetentionHint, RetentionPlanner, type RetentionSettings } from "../../core/kv/retention-planner.js";
-import { admittedDecodeCandidates, chooseDecodeEngine, DECODE_HOLD_MAX_MS } from "../../core/roles/decode-placement.js";
+import { chooseDecodeEngine, DECODE_HOLD_MAX_MS, decodeCandidates } from "../../core/roles/decode-placement.js";
 import { EngineRoleBook } from "../../core/roles/engine-roles.js";
 import { DEFAULT_ADMISSION_SETTINGS } from "../../core/settings.js";
 import { RatioRoleController, type RatioControllerSettings } from "../../core/roles/ratio-controller.js";
@@ -14,7 +14,7 @@ import { hostKvTierFor, type HostKvWritePolicy } from "../host-kv-tier.js";
 import type { KeptOrder } from "../kv-retention-index.js";
 import { KV_LINKS, kvTransferMs } from "../kv-links.js";
 import { NodeKvLedger } from "../node-kv-ledger.js";
-import { POOL_DEFAULTS, POOL_ENGINE_DEFAULTS } from "../pool-defaults.js";
+import { POOL_DEFAULTS, poolEngineDefaults } from "../pool-defaults.js";
 import { decodeCostOf, type EngineProfile, type EngineProfileName, ENGINE_PROFILES } from "../profiles.js";
 import { promptBlockHashes } from "../token-hash.js";
 import { deriveSeed, hashString, Rng } from "../workload/prng.js";
@@ -62,14 +62,14 @@ import { type EvolveProgram, generationOf, promptOf, type TreeShape, toolMsAfter
  * counted by the role its engine had when it was given it, as the pool counts its calls).
  *
  * A decode is placed as the pool core places it (core/roles/decode-placement.ts, as
- * PoolCore.admitDecode): at the prefill's end, among the engines that take decodes, one
- * the pool's admission admits (count cap, the engine's scraped backlog, KV room on the
- * pool's account, core/admission.ts, which counts every request sent and not yet ended,
- * so decodes placed and still waiting for blocks count), the most KV room first; none
- * admitting, the decode is held (its prompt pinned on the prefill engine) and asked
+ * PoolCore.admitDecode): at the prefill's end, among the engines that take decodes and
+ * admit one (below their decode cap, the profile's batch, and no scraped backlog), the
+ * one with the most KV room on the pool's account (core/admission.ts, which counts every
+ * request sent and not yet ended, so decodes placed and still waiting for blocks count);
+ * none admitting, the decode is held (its prompt pinned on the prefill engine) and asked
  * again when a decode engine ends a request, at each metrics scrape (the pool's
  * metricsIntervalMs) and each controller round, and past DECODE_HOLD_MAX_MS it goes to
- * the least loaded. The demand meter hears the decode when it is placed (as the pool's).
+ * the least loaded. The demand meter hears the decode when its prefill ends (as the pool's).
  * A program's prefill is still routed by the simulator's own rule: to the prefill engine
  * that prefilled its last call (its prefix is cached there) unless that one is clearly busier.
  */
@@ -89,8 +89,8 @@ export interface EvolveConfig {
   roundMs?: number;
   /** How engines switch roles (default "overlap": the simulated engine serves both sides, as vLLM started kv_both). */
   roleSwitch?: RoleSwitchMode;
-  /** The pool's count cap per engine (calls in flight; default the pool config's maxInFlight): decode placement holds a decode at it. */
-  maxInFlight?: number;
+  /** The decode cap per engine (decodes in flight; default what the pool gives an engine of the profile: its batch, vLLM's max_num_seqs): a decode is held at it. */
+  maxDecodes?: number;
   /** How long a decode no engine admits is held before the least loaded takes it (ms; default the pool's DECODE_HOLD_MAX_MS; 0: never held, the ablation). */
   decodeHoldMaxMs?: number;
   /** Stop here even if programs are left (ms of virtual time). */
@@ -271,7 +271,7 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
     throw new RangeError(`a split pool of ${config.engines} engines needs 1–${config.engines - 1} prefill engines, got ${prefillAtStart}`);
   }
   if (config.decodeHoldMaxMs !== undefined && !(config.decodeHoldMaxMs >= 0)) throw new RangeError(`decodeHoldMaxMs must be >= 0, got ${config.decodeHoldMaxMs}`);
-  if (config.maxInFlight !== undefined && !(Number.isInteger(config.maxInFlight) && config.maxInFlight >= 1)) throw new RangeError(`maxInFlight must be an integer >= 1, got ${config.maxInFlight}`);
+  if (config.maxDecodes !== undefined && !(Number.isInteger(config.maxDecodes) && config.maxDecodes >= 1)) throw new RangeError(`maxDecodes must be an integer >= 1, got ${config.maxDecodes}`);
   const controller: RoleController | undefined =
     policy.kind === "ratio"
       ? new RatioRoleController(roleCapacityOf(profile), policy.settings)
@@ -283,6 +283,8 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
   const nodeLedger = new NodeKvLedger();
   const planner = config.retention === true ? new RetentionPlanner({ ...DEFAULT_RETENTION_SETTINGS, ...config.retentionSettings }) : undefined;
   const predictionError = config.predictionError ?? 0.3;
+  // The pool's caps for an engine configured with this profile (its count cap, and its batch for decodes).
+  const configured = poolEngineDefaults(config.profile);
   const engines: SimEngine[] = Array.from({ length: config.engines }, (_, i) => ({
     id: `engine-${i}`,
     model: new EngineModel({
@@ -293,7 +295,7 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
       ...(config.keptOrder === undefined ? {} : { keptOrder: config.keptOrder }),
     }),
     stepping: false,
-    state: { id: `engine-${i}`, healthy: true, inFlight: 0, maxInFlight: config.maxInFlight ?? POOL_ENGINE_DEFAULTS.maxInFlight, waiting: 0, kvUsage: 0 },
+    state: { id: `engine-${i}`, healthy: true, inFlight: 0, maxInFlight: configured.maxInFlight, maxDecodes: config.maxDecodes ?? configured.maxDecodes, waiting: 0, kvUsage: 0 },
     calls: {},
     generatedAtRound: 0,
     wakeAtMs: undefined,
@@ -307,11 +309,10 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
   const givenRole = new Map<string, EngineRole>();
   /** Each engine's switch under way, recorded when it started; the book says when it is complete. */
   const openSwitches = new Map<string, RoleSwitchRecord>();
-  // The pool's KV account of what it sent each engine (every leg, as the pool charges its prefill attempts and decodes), and its admission rule (the pool's defaults).
+  // The pool's KV account of what it sent each engine (every leg, as the pool charges its prefill attempts and decodes): decode placement ranks engines by its room.
   const dispatch = POOL_DEFAULTS.scheduling;
   const kvCapacityTokens = profile.kvBlocks * profile.blockSize;
   const account = new Admission(dispatch.admission ?? DEFAULT_ADMISSION_SETTINGS, engines.map((e) => ({ id: e.id, capacityTokens: kvCapacityTokens })));
-  const gate = dispatch.admission === undefined ? undefined : account;
   /** Prefilled calls no decode engine admitted yet, oldest first, with when they were first held. */
   const heldDecodes = new Map<string, { call: CallRun; sinceMs: number }>();
   const decodeHoldMaxMs = config.decodeHoldMaxMs ?? DECODE_HOLD_MAX_MS;
@@ -575,9 +576,9 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
 
   /**
    * The pool core's decode placement (core/roles/decode-placement.ts, as PoolCore.admitDecode):
-   * among the engines the book lets take decodes, one that admits the decode by the pool's
-   * rule (count cap, scraped backlog, KV room on the account, which counts decodes placed
-   * and still waiting for blocks), the most KV room first; none admitting, it is held
+   * among the engines the book lets take decodes, one that admits a decode by the pool's
+   * rule (below its decode cap, no scraped backlog), the most KV room on the account
+   * first (which counts decodes placed and still waiting for blocks); none admitting, it is held
    * (false) until `heldMs` reaches DECODE_HOLD_MAX_MS. Placed, the decode request goes to
    * that engine, where it waits for blocks for its whole prompt, then pulls the KV.
    */
@@ -585,8 +586,7 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
     const requestId = `${key}/d`;
     const maxTokens = call.record.outputTokens - 1;
     const states = engines.filter((e) => book.takesDecodes(e.id)).map((e) => e.state);
-    const candidates = admittedDecodeCandidates(states, accountEntry(requestId, call, maxTokens), account, () => kvCapacityTokens, gate, dispatch.saturation);
-    const choice = chooseDecodeEngine(candidates, heldMs, decodeHoldMaxMs);
+    const choice = chooseDecodeEngine(decodeCandidates(states, account, () => kvCapacityTokens, dispatch.saturation), heldMs, decodeHoldMaxMs);
     if (choice.kind === "none") throw new Error(`no decode engine takes ${requestId}`);
     if (choice.kind === "hold") {
       call.record.decodeHoldReason ??= choice.reason;
