@@ -8,8 +8,9 @@ import { DEFAULT_ADMISSION_SETTINGS, DEFAULT_KV_CAPACITY_TOKENS } from "./settin
 import { DEFAULT_TAO_SETTINGS, type TaoPlacementSettings, type TaoSettings } from "./tao/settings.js";
 import { TaoPlacement, type TaoPlacementHooks, type TaoPlacementStats } from "./tao/tao-placement.js";
 import { type CallEnd, ToolSignals, type ToolSignalsHooks } from "./tao/tool-signals.js";
-import { chooseDecodeEngine, type AdmittedDecodeCandidate, decodeCandidates, pickDecodeEngine } from "./roles/decode-placement.js";
+import { chooseDecodeEngine, type AdmittedDecodeCandidate, DECODE_HOLD_MAX_MS, decodeCandidates, pickDecodeEngine } from "./roles/decode-placement.js";
 import { type CallsByRole, EngineRoleBook, type RoleSwitchDone } from "./roles/engine-roles.js";
+import type { RoleEngineReadings } from "./roles/role-demand-meter.js";
 import type { EngineRole, RoleEngineState, RoleSwitch, RoleSwitchMode } from "./roles/roles.js";
 
 /*
@@ -280,11 +281,12 @@ export class PoolCore {
    * cap, no backlog of its own: roles/decode-placement.ts): when
    * none does, the decode is held (the caller asks again when capacity may have
    * appeared, with how long it has waited) until `heldMs` reaches the bound, then the
-   * least loaded takes it. Undefined when no decode engine is healthy.
+   * least loaded takes it (`maxHoldMs`, default DECODE_HOLD_MAX_MS; the simulator's
+   * ablation sets it). Undefined when no decode engine is healthy.
    */
-  admitDecode(call: QueuedCall, excluded: ReadonlySet<string>, heldMs: number): { engineId: string } | { held: HoldReason } | undefined {
+  admitDecode(call: QueuedCall, excluded: ReadonlySet<string>, heldMs: number, maxHoldMs = DECODE_HOLD_MAX_MS): { engineId: string } | { held: HoldReason } | undefined {
     if (this.#decodes.has(call.callId)) return undefined;
-    const choice = chooseDecodeEngine(this.#decodeCandidates(excluded), heldMs);
+    const choice = chooseDecodeEngine(this.#decodeCandidates(excluded), heldMs, maxHoldMs);
     if (choice.kind === "none") return undefined;
     if (choice.kind === "hold") return { held: choice.reason };
     return { engineId: this.#recordDecode(call, choice.engine) };
@@ -363,6 +365,23 @@ export class PoolCore {
   /** The engines as a role controller reads them (load: calls on each). */
   roleStates(): RoleEngineState[] {
     return this.roles.states((id) => this.#byId.get(id)?.inFlight ?? 0);
+  }
+
+  /** What the role demand meter cannot see, from the last readings: the decode engines' KV, and the calls waiting for prefill (the queue's and the prefill engines' own). */
+  roleReadings(): RoleEngineReadings {
+    let decodeKvTokens = 0;
+    let decodeKvUsage = 0;
+    let decodeEngines = 0;
+    let prefillQueue = this.queue.size;
+    for (const state of this.engines) {
+      const role = this.roles.role(state.id);
+      if (role === "decode") {
+        decodeKvTokens += state.kvUsage * this.kvCapacityTokens(state.id);
+        decodeKvUsage += state.kvUsage;
+        decodeEngines += 1;
+      } else if (role === "prefill") prefillQueue += state.waiting;
+    }
+    return { decodeKvTokens, prefillQueue, decodeKvUsage: decodeEngines === 0 ? 0 : decodeKvUsage / decodeEngines };
   }
 
   /** Role switches that completed (drained, or the old role's last call left) since the last call. */

@@ -422,20 +422,7 @@ export class Dispatcher implements RoleSwitchTarget {
 
   /** What the demand meter cannot see: the decode engines' KV and the calls waiting for prefill (issue 13). */
   roleReadings(): RoleEngineReadings {
-    const core = this.#core;
-    let decodeKvTokens = 0;
-    let decodeKvUsage = 0;
-    let decodeEngines = 0;
-    let prefillQueue = core.queue.size;
-    for (const state of core.engines) {
-      const role = core.roles.role(state.id);
-      if (role === "decode") {
-        decodeKvTokens += state.kvUsage * core.kvCapacityTokens(state.id);
-        decodeKvUsage += state.kvUsage;
-        decodeEngines += 1;
-      } else if (role === "prefill") prefillQueue += state.waiting;
-    }
-    return { decodeKvTokens, prefillQueue, decodeKvUsage: decodeEngines === 0 ? 0 : decodeKvUsage / decodeEngines };
+    return this.#core.roleReadings();
   }
 
   /**

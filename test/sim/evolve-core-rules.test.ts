@@ -20,12 +20,12 @@ interface EngineRequest {
   endedMs: number;
 }
 
-/** The requests the calls put on engines: a prefill (or a whole call on a mixed engine) from its arrival, a decode from its placement. */
+/** The requests the calls put on engines: a prefill (or a whole call on a mixed engine) from the pool's dispatch, a decode from its placement. */
 function requestsOf(calls: readonly EvolveCallRecord[]): EngineRequest[] {
   return calls.flatMap((c): EngineRequest[] => {
-    if (c.decodeEngineId === undefined) return [{ engineId: c.prefillEngineId, givenMs: c.arrivalMs, endedMs: c.finishMs }];
+    if (c.decodeEngineId === undefined) return [{ engineId: c.prefillEngineId, givenMs: c.dispatchMs, endedMs: c.finishMs }];
     return [
-      { engineId: c.prefillEngineId, givenMs: c.arrivalMs, endedMs: c.firstTokenMs },
+      { engineId: c.prefillEngineId, givenMs: c.dispatchMs, endedMs: c.firstTokenMs },
       { engineId: c.decodeEngineId, givenMs: c.firstTokenMs + c.decodeHeldMs, endedMs: c.finishMs },
     ];
   });
@@ -149,5 +149,53 @@ describe("decode placement in the evolve simulator is the pool core's", () => {
     expect(Object.keys(held)).toEqual(["engine-backlog"]);
     // Some decodes waited for blocks inside the engine (sent before a scrape showed its queue): the pool does not hold at KV projected at peak.
     expect(run.calls.filter((c) => c.decodeRoomWaitMs > 0).length).toBeGreaterThan(0);
+  });
+});
+
+describe("new calls in the evolve simulator go through the pool core's queue", () => {
+  const program = (id: string, at: number, promptTokens: number, outputTokens: number, calls: number): EvolveProgram => ({
+    id,
+    kind: "coding",
+    phase: 0,
+    arrivalMs: at,
+    shape: { firstPromptTokens: promptTokens, stepTokens: 500, outputTokens, calls, toolMs: 100 },
+  });
+
+  /**
+   * One prefill engine with a count cap of 1. A veteran's first call runs, then a 100k-token
+   * prompt holds the prefill engine for seconds; meanwhile the veteran's second call and a
+   * newcomer's first call arrive, in that order, and wait in the pool's queue.
+   */
+  const run = (veteranOutputTokens: number) => {
+    const programs = [program("veteran", 0, 1_000, veteranOutputTokens, 2), program("busy", 1, 100_000, 10, 1), program("newcomer", 4_000, 1_000, 400, 1)];
+    const result = simulateEvolvingPool({ engines: 2, profile, programs, policy: { kind: "fixed", prefillEngines: 1 }, maxInFlight: 1 });
+    expect(result.programsFinished).toBe(programs.length);
+    const callOf = (id: string, n = 0) => result.calls.filter((c) => c.programId === id)[n] as EvolveCallRecord;
+    return { result, veteran: [callOf("veteran"), callOf("veteran", 1)] as const, busy: callOf("busy"), newcomer: callOf("newcomer") };
+  };
+
+  it("holds new calls in the queue while every prefill engine is at its count cap, and counts the wait in TTFT", () => {
+    const { result, veteran, busy, newcomer } = run(400);
+    // Not sent at arrival: the long prompt waited for the veteran's prefill, the two later calls for the long prompt's.
+    expect(busy.dispatchMs).toBe(veteran[0].firstTokenMs);
+    for (const c of [veteran[1], newcomer]) {
+      expect(c.arrivalMs).toBeLessThan(busy.firstTokenMs);
+      expect(c.dispatchMs).toBeGreaterThanOrEqual(busy.firstTokenMs);
+      expect(c.firstTokenMs - c.arrivalMs).toBeGreaterThan(c.dispatchMs - c.arrivalMs);
+    }
+    // Never more than one prefill on the prefill engine.
+    const prefills = result.calls.map((c) => ({ from: c.dispatchMs, to: c.firstTokenMs }));
+    for (const p of prefills) expect(prefills.filter((o) => o.from <= p.from && o.to > p.from).length).toBe(1);
+  });
+
+  it("dispatches the queue in PLAS order: the newcomer (no service yet) before the veteran's call that waited longer", () => {
+    const { veteran, newcomer } = run(400);
+    // The veteran's first call's 400 tokens put it past the queue's first level (1 s of service).
+    expect(veteran[1].arrivalMs).toBeLessThan(newcomer.arrivalMs);
+    expect(newcomer.dispatchMs).toBeLessThan(veteran[1].dispatchMs);
+    // With a short first answer (the same level as the newcomer), first come first served.
+    const short = run(20);
+    expect(short.veteran[1].arrivalMs).toBeLessThan(short.newcomer.arrivalMs);
+    expect(short.veteran[1].dispatchMs).toBeLessThan(short.newcomer.dispatchMs);
   });
 });

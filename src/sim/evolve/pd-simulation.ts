@@ -1,15 +1,18 @@
-import { Admission, type AdmissionCandidate, HOLD_REASONS, type HoldReason } from "../../core/admission.js";
-import type { EngineState } from "../../core/engines.js";
+import { HOLD_REASONS, type HoldReason } from "../../core/admission.js";
+import { type EngineState, metricsSaturated } from "../../core/engines.js";
 import { contextTag, type ContextRef, DEFAULT_RETENTION_SETTINGS, type EngineRetentionHint, RetentionPlanner, type RetentionSettings } from "../../core/kv/retention-planner.js";
-import { chooseDecodeEngine, DECODE_HOLD_MAX_MS, decodeCandidates } from "../../core/roles/decode-placement.js";
-import { EngineRoleBook } from "../../core/roles/engine-roles.js";
-import { DEFAULT_ADMISSION_SETTINGS } from "../../core/settings.js";
+import { PoolCore } from "../../core/pool-core.js";
+import type { QueuedCall } from "../../core/queue.js";
+import { DECODE_HOLD_MAX_MS } from "../../core/roles/decode-placement.js";
 import { RatioRoleController, type RatioControllerSettings } from "../../core/roles/ratio-controller.js";
 import { RoleDemandMeter, type RoleWorkModel } from "../../core/roles/role-demand-meter.js";
-import { DEFAULT_ROLE_ROUND_MS, type EngineRole, type RoleCapacity, type RoleController, type RoleSwitchMode, type SplitRole } from "../../core/roles/roles.js";
+import { DEFAULT_ROLE_ROUND_MS, type RoleCapacity, type RoleController, type RoleSwitchMode, type SplitRole } from "../../core/roles/roles.js";
 import { ThresholdRoleController, type ThresholdControllerSettings } from "../../core/roles/threshold-controller.js";
+import { callStartValue, completeCall, NO_SERVICE, type ProgramService } from "../../core/service.js";
+import { handedOffTokens } from "../../pool/split-legs.js";
 import { EventQueue } from "../des/event-queue.js";
-import { EngineModel, type EngineEvent, type EngineStats, type KvPull } from "../engine-model.js";
+import { DEFAULT_SIM_TENANT } from "../des/simulate.js";
+import { EngineModel, type EngineEvent, type EngineStats, type FinishedEvent, type KvPull } from "../engine-model.js";
 import { hostKvTierFor, type HostKvWritePolicy } from "../host-kv-tier.js";
 import type { KeptOrder } from "../kv-retention-index.js";
 import { KV_LINKS, kvTransferMs } from "../kv-links.js";
@@ -89,6 +92,8 @@ export interface EvolveConfig {
   roundMs?: number;
   /** How engines switch roles (default "overlap": the simulated engine serves both sides, as vLLM started kv_both). */
   roleSwitch?: RoleSwitchMode;
+  /** The pool's count cap per engine (calls in flight; default what the pool gives an engine of the profile, its maxInFlight): past it new calls wait in the pool's queue. */
+  maxInFlight?: number;
   /** The decode cap per engine (decodes in flight; default what the pool gives an engine of the profile: its batch, vLLM's max_num_seqs): a decode is held at it. */
   maxDecodes?: number;
   /** How long a decode no engine admits is held before the least loaded takes it (ms; default the pool's DECODE_HOLD_MAX_MS; 0: never held, the ablation). */
@@ -124,7 +129,9 @@ export interface EvolveCallRecord {
   threadId: string;
   kind: string;
   phase: number;
+  /** When the program issued the call (it entered the pool's queue), when the pool sent it to the engine that prefilled it, its first token, its end. */
   arrivalMs: number;
+  dispatchMs: number;
   firstTokenMs: number;
   finishMs: number;
   promptTokens: number;
@@ -206,19 +213,27 @@ export function roleWorkModelOf(profile: EngineProfile): RoleWorkModel {
 interface SimEngine {
   id: string;
   model: EngineModel;
-  /** The engine as the pool sees it: calls in flight (the simulator's count), and its waiting queue and KV use as last scraped. */
+  /** The engine as the pool core sees it: calls in flight (the core's count), its waiting queue and KV use as last read. */
   state: EngineState;
   stepping: boolean;
-  /** Requests on it by the role it had (in the core's EngineRoleBook) when it was given each, as the pool counts them: what a switch waits for. */
-  calls: Partial<Record<EngineRole, number>>;
   generatedAtRound: number;
   /** A wake is queued for then (a KV pull ends while the engine has nothing else to run). */
   wakeAtMs: number | undefined;
+  /** A re-read of its metrics alone is queued (its last ones said saturated), as the pool's monitor does. */
+  rescrapePending: boolean;
 }
 
 interface CallRun {
   program: ProgramRun;
   index: number;
+  key: string;
+  /** The call as the pool core holds it (queue, account, its decode), from its issue to its end. */
+  queued: QueuedCall;
+  /** ATLAS value recorded when issued, and the service its legs were charged (the prefill's, then the decode's), as the edge adds them up. */
+  startValueMs: number;
+  serviceMs: number;
+  /** When its current leg was sent to its engine (the service's wall clock). */
+  legStartMs: number;
   context: ContextRef;
   tag: string | undefined;
   prompt: string[];
@@ -233,7 +248,11 @@ interface CallRun {
 interface ProgramRun {
   spec: EvolveProgram;
   prompt: string[] | undefined;
+  /** The engine that prefilled its last finished call (the edge's affinity hint: its prefix is cached there). */
   lastEngine: string | undefined;
+  /** The edge's values for it: attained service (PLAS), critical path (ATLAS), and the pool-queue time of its finished calls. */
+  service: ProgramService;
+  waitMs: number;
   /** A tree search's: each live branch's last prompt, the round's shared context, and branches of the round that answered. */
   branchPrompts: Map<string, string[]>;
   roundContext: string[] | undefined;
@@ -249,6 +268,8 @@ type SimEvent =
   | { kind: "wake"; engine: SimEngine }
   | { kind: "round" }
   | { kind: "scrape" }
+  | { kind: "rescrape"; engine: SimEngine }
+  | { kind: "pump" }
   | { kind: "holdBound" };
 
 /** The nearest-rank percentile `p` (0–1) of `values`; undefined when empty. The run summaries' rule, shared with the benches that read a run's calls. */
@@ -272,6 +293,7 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
   }
   if (config.decodeHoldMaxMs !== undefined && !(config.decodeHoldMaxMs >= 0)) throw new RangeError(`decodeHoldMaxMs must be >= 0, got ${config.decodeHoldMaxMs}`);
   if (config.maxDecodes !== undefined && !(Number.isInteger(config.maxDecodes) && config.maxDecodes >= 1)) throw new RangeError(`maxDecodes must be an integer >= 1, got ${config.maxDecodes}`);
+  if (config.maxInFlight !== undefined && !(Number.isInteger(config.maxInFlight) && config.maxInFlight >= 1)) throw new RangeError(`maxInFlight must be an integer >= 1, got ${config.maxInFlight}`);
   const controller: RoleController | undefined =
     policy.kind === "ratio"
       ? new RatioRoleController(roleCapacityOf(profile), policy.settings)
@@ -283,10 +305,26 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
   const nodeLedger = new NodeKvLedger();
   const planner = config.retention === true ? new RetentionPlanner({ ...DEFAULT_RETENTION_SETTINGS, ...config.retentionSettings }) : undefined;
   const predictionError = config.predictionError ?? 0.3;
-  // The pool's caps for an engine configured with this profile (its count cap, and its batch for decodes).
+  // The pool core, built as the pool builds it from its config's defaults (scheduling: queue, routing, saturation,
+  // admission; placement: routing) and an engine configured with this profile (count cap, decode cap, KV capacity, cost model).
+  if (POOL_DEFAULTS.placement.policy !== "routing") throw new Error(`the evolve simulator drives the pool's routing placement; the pool's default is ${POOL_DEFAULTS.placement.policy}`);
   const configured = poolEngineDefaults(config.profile);
-  const engines: SimEngine[] = Array.from({ length: config.engines }, (_, i) => ({
-    id: `engine-${i}`,
+  const scheduling = POOL_DEFAULTS.scheduling;
+  const core = new PoolCore({
+    settings: scheduling,
+    engines: Array.from({ length: config.engines }, (_, i) => ({
+      id: `engine-${i}`,
+      maxInFlight: config.maxInFlight ?? configured.maxInFlight,
+      maxDecodes: config.maxDecodes ?? configured.maxDecodes,
+      capacityTokens: configured.kvCapacityTokens,
+      costModel: configured.decodeCost,
+      role: !split ? "mixed" : i < prefillAtStart ? "prefill" : "decode",
+      switchMode,
+    })),
+    placement: { policy: "routing" },
+  });
+  const engines: SimEngine[] = core.engines.map((state) => ({
+    id: state.id,
     model: new EngineModel({
       profile: config.profile,
       hostTier,
@@ -295,27 +333,21 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
       ...(config.keptOrder === undefined ? {} : { keptOrder: config.keptOrder }),
     }),
     stepping: false,
-    state: { id: `engine-${i}`, healthy: true, inFlight: 0, maxInFlight: configured.maxInFlight, maxDecodes: config.maxDecodes ?? configured.maxDecodes, waiting: 0, kvUsage: 0 },
-    calls: {},
+    state,
     generatedAtRound: 0,
     wakeAtMs: undefined,
+    rescrapePending: false,
   }));
   const events = new EventQueue<SimEvent>();
   const calls = new Map<string, CallRun>();
   const engineById = new Map(engines.map((e) => [e.id, e]));
-  // Roles and switches are the pool core's book: the same rules the pool places calls and switches engines by.
-  const book = new EngineRoleBook(engines.map((e, i) => ({ id: e.id, role: !split ? "mixed" : i < prefillAtStart ? "prefill" : "decode", switchMode })));
-  /** The role each request's engine had when it was given the request (CallsByRole's key). */
-  const givenRole = new Map<string, EngineRole>();
-  /** Each engine's switch under way, recorded when it started; the book says when it is complete. */
+  /** Each engine's switch under way, recorded when it started; the core's book says when it is complete. */
   const openSwitches = new Map<string, RoleSwitchRecord>();
-  // The pool's KV account of what it sent each engine (every leg, as the pool charges its prefill attempts and decodes): decode placement ranks engines by its room.
-  const dispatch = POOL_DEFAULTS.scheduling;
-  const kvCapacityTokens = profile.kvBlocks * profile.blockSize;
-  const account = new Admission(dispatch.admission ?? DEFAULT_ADMISSION_SETTINGS, engines.map((e) => ({ id: e.id, capacityTokens: kvCapacityTokens })));
   /** Prefilled calls no decode engine admitted yet, oldest first, with when they were first held. */
   const heldDecodes = new Map<string, { call: CallRun; sinceMs: number }>();
   const decodeHoldMaxMs = config.decodeHoldMaxMs ?? DECODE_HOLD_MAX_MS;
+  const noEngines: ReadonlySet<string> = new Set();
+  let pumpPending = false;
   let hintsSent = 0;
   let branchDropsApplied = 0;
   const threadEndedSignal = config.threadEndedSignal ?? true;
@@ -327,10 +359,13 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
   const kvTokensOf = (engine: SimEngine) => engine.model.kvUsage * profile.kvBlocks * profile.blockSize;
   let now = 0;
 
-  for (const spec of config.programs) events.push(spec.arrivalMs, { kind: "arrival", program: { spec, prompt: undefined, lastEngine: undefined, branchPrompts: new Map(), roundContext: undefined, branchesAnswered: 0 } });
+  for (const spec of config.programs) {
+    const program: ProgramRun = { spec, prompt: undefined, lastEngine: undefined, service: NO_SERVICE, waitMs: 0, branchPrompts: new Map(), roundContext: undefined, branchesAnswered: 0 };
+    events.push(spec.arrivalMs, { kind: "arrival", program });
+  }
   if (controller !== undefined) events.push(roundMs, { kind: "round" });
   // The pool reads its engines' metrics every metricsIntervalMs (its config's default).
-  if (split) events.push(POOL_DEFAULTS.metricsIntervalMs, { kind: "scrape" });
+  events.push(POOL_DEFAULTS.metricsIntervalMs, { kind: "scrape" });
 
   const kick = (engine: SimEngine) => {
     if (engine.stepping) return;
@@ -358,15 +393,11 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
     events.push(pull.landsAtMs, { kind: "pulled", call });
   };
 
-  /** Engines the book lets take a new call (its prefill, or the whole call on a mixed engine). */
-  const takingNewCalls = () => engines.filter((e) => book.takesNewCalls(e.id));
-  const busy = (e: SimEngine) => e.model.numRunning + e.model.numWaiting;
-
-  /** The engine of the program's last call while it is not much busier than the least busy; else the least busy. */
-  const byAffinity = (candidates: SimEngine[], program: ProgramRun, measure: (e: SimEngine) => number, slack: number): SimEngine => {
-    const least = candidates.reduce((a, b) => (measure(b) < measure(a) ? b : a));
-    const last = candidates.find((e) => e.id === program.lastEngine);
-    return last !== undefined && measure(last) <= measure(least) + slack ? last : least;
+  /** The pool pumps once per instant, whatever woke it (a call issued, a leg ended, a reading, a round). */
+  const schedulePump = () => {
+    if (pumpPending) return;
+    pumpPending = true;
+    events.push(now, { kind: "pump" });
   };
 
   /** Recent time per output token (ms, a moving average): how long a decode is expected to take. */
@@ -403,11 +434,7 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
       },
       now,
     );
-    const role = book.role(engine.id) ?? "mixed";
-    givenRole.set(id, role);
-    engine.calls[role] = (engine.calls[role] ?? 0) + 1;
-    engine.state.inFlight += 1;
-    account.sent(engine.id, accountEntry(id, call, maxTokens));
+    call.legStartMs = now;
     // As the pool: a split call starts at its prefill (and ends there, for the planner); its decode engine then holds the context too.
     if (planner !== undefined && leg === "decode") planner.heldOn(call.context, engine.id);
     else if (planner !== undefined) sendHints(planner.callStarted(call.context, engine.id, now));
@@ -430,6 +457,7 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
       kind: program.spec.kind,
       phase: program.spec.phase,
       arrivalMs: now,
+      dispatchMs: Number.NaN,
       firstTokenMs: Number.NaN,
       finishMs: Number.NaN,
       promptTokens: prompt.length,
@@ -444,9 +472,30 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
       decodeHeldMs: 0,
       decodeHoldReason: undefined,
     };
+    const key = `${program.spec.id}#${index}`;
+    // What the edge tells the pool of the call: its program's values, and the engine that served the program last.
+    const queued: QueuedCall = {
+      callId: key,
+      tenantId: DEFAULT_SIM_TENANT,
+      programId: program.spec.id,
+      threadId: context.threadId,
+      serviceMs: program.service.attainedServiceMs,
+      pathMs: program.service.criticalPathMs,
+      waitMs: program.waitMs,
+      weight: 1,
+      promptTokens: prompt.length,
+      maxTokens: record.outputTokens,
+      enqueuedAt: now,
+      ...(program.lastEngine === undefined ? {} : { affinityEngine: program.lastEngine }),
+    };
     const call: CallRun = {
       program,
       index,
+      key,
+      queued,
+      startValueMs: callStartValue(program.service),
+      serviceMs: 0,
+      legStartMs: Number.NaN,
       context,
       tag: planner === undefined ? undefined : contextTag(context),
       prompt,
@@ -456,22 +505,36 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
       prefillEngine: undefined,
       held: undefined,
     };
-    const key = `${program.spec.id}#${index}`;
     calls.set(key, call);
     meter.prefillQueued(key, newTokens, prompt.length - newTokens);
-    if (!split) {
-      const engine = byAffinity(takingNewCalls(), program, busy, 4);
-      program.lastEngine = engine.id;
-      call.prefillEngine = engine;
-      record.prefillEngineId = engine.id;
-      submit(engine, `${key}/m`, call, record.outputTokens);
-      return;
-    }
-    const engine = byAffinity(takingNewCalls(), program, (e) => e.model.numWaiting, 2);
-    program.lastEngine = engine.id;
+    // It waits in the pool's queue (its TTFT and e2e count from now) until the pump gives it an engine that prefills.
+    core.enqueue(queued, now);
+    schedulePump();
+  };
+
+  /** The pool sent the call to an engine that takes new calls: its prefill there, or the whole call on a mixed engine. */
+  const dispatched = (call: CallRun, engine: SimEngine) => {
     call.prefillEngine = engine;
-    record.prefillEngineId = engine.id;
-    submit(engine, `${key}/p`, call, 1);
+    call.record.prefillEngineId = engine.id;
+    call.record.dispatchMs = now;
+    if (split) submit(engine, `${call.key}/p`, call, 1);
+    else submit(engine, `${call.key}/m`, call, call.record.outputTokens);
+  };
+
+  /**
+   * The pool's pump (as the pool's dispatcher: held decodes first, their KV pinned on a
+   * prefill engine while they wait; then the queue, in its priority order, through
+   * admission and routing to engines whose role takes new calls).
+   */
+  const pump = () => {
+    pumpPending = false;
+    placeHeldDecodes();
+    for (const dispatch of core.pump(now).dispatches) {
+      const call = calls.get(dispatch.call.callId);
+      const engine = engineById.get(dispatch.engineId);
+      if (call === undefined || engine === undefined) throw new Error(`dispatch of unknown call ${dispatch.call.callId} or engine ${dispatch.engineId}`);
+      dispatched(call, engine);
+    }
   };
 
   /** The program waits `waitMs` (a tool, a decision) after call `index`: the planner hears the readiness predictor's guess. */
@@ -485,15 +548,23 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
 
   const programDone = (spec: EvolveProgram) => {
     result.programsFinished += 1;
+    core.programEnded(spec.id);
     if (planner !== undefined) sendHints(planner.programEnded(spec.id));
   };
 
-  const callDone = (call: CallRun) => {
-    call.record.finishMs = now;
-    meter.forget(`${call.program.spec.id}#${call.index}`);
-    result.calls.push(call.record);
-    calls.delete(`${call.program.spec.id}#${call.index}`);
-    const spec = call.program.spec;
+  /** The call is answered: the edge's values move on (service, pool wait, affinity to the engine holding its prefix), and it leaves the pool once. */
+  const callDone = (call: CallRun, event: FinishedEvent) => {
+    const { program, record } = call;
+    record.finishMs = now;
+    meter.forget(call.key);
+    result.calls.push(record);
+    calls.delete(call.key);
+    program.service = completeCall(program.service, call.startValueMs, call.serviceMs);
+    program.waitMs += record.dispatchMs - record.arrivalMs;
+    program.lastEngine = record.prefillEngineId;
+    const usage = { promptTokens: record.promptTokens, completionTokens: record.outputTokens, cachedTokens: Math.max(0, record.promptTokens - record.computedPromptTokens) };
+    core.callLeft(program.spec.id, { completed: true, engineId: record.prefillEngineId, facts: { usage }, promptTokensEstimate: event.usage.promptTokens }, now);
+    const spec = program.spec;
     if (spec.shape.tree !== undefined) return branchCallDone(call, treeOf(spec));
     if (call.index + 1 < spec.shape.calls) {
       const toolMs = toolMsAfter(spec, call.index);
@@ -529,10 +600,12 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
     for (let b = 0; b < tree.forks; b++) events.push(now + tree.decisionMs, { kind: "issue", program, index: treeCallIndex(tree, round + 1, b, 0) });
   };
 
-  const onEngineEvent = (event: EngineEvent) => {
+  const onEngineEvent = (engine: SimEngine, event: EngineEvent) => {
     const [key, part] = event.requestId.split("/") as [string, string];
     const call = calls.get(key);
     if (call === undefined) return;
+    // As the pool: the leg's slot and KV go back (a switch may complete) before the call goes on (its decode placed).
+    if (event.type === "finished") legEnded(engine, call, part, event);
     if (event.type === "first_token" && part !== "d") {
       call.record.firstTokenMs = event.atMs;
       // A split call's prefill reports what it found cached when it finishes (the same step): the meter hears it then.
@@ -556,7 +629,7 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
       handOff(call, key);
       return;
     }
-    callDone(call);
+    callDone(call, event);
   };
 
   /**
@@ -575,29 +648,27 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
   };
 
   /**
-   * The pool core's decode placement (core/roles/decode-placement.ts, as PoolCore.admitDecode):
-   * among the engines the book lets take decodes, one that admits a decode by the pool's
-   * rule (below its decode cap, no scraped backlog), the most KV room on the account
-   * first (which counts decodes placed and still waiting for blocks); none admitting, it is held
-   * (false) until `heldMs` reaches DECODE_HOLD_MAX_MS. Placed, the decode request goes to
-   * that engine, where it waits for blocks for its whole prompt, then pulls the KV.
+   * The pool core's decode placement (PoolCore.admitDecode, core/roles/decode-placement.ts):
+   * among the engines that take decodes, one that admits a decode by the pool's rule
+   * (below its decode cap, no scraped backlog), the most KV room on the core's account
+   * first (which counts decodes placed and still waiting for blocks); none admitting, it
+   * is held (false) until `heldMs` reaches the hold bound. Placed, the decode request goes
+   * to that engine, where it waits for blocks for its whole prompt, then pulls the KV.
    */
   const placeDecode = (call: CallRun, key: string, heldMs: number): boolean => {
     const requestId = `${key}/d`;
-    const maxTokens = call.record.outputTokens - 1;
-    const states = engines.filter((e) => book.takesDecodes(e.id)).map((e) => e.state);
-    const choice = chooseDecodeEngine(decodeCandidates(states, account, () => kvCapacityTokens, dispatch.saturation), heldMs, decodeHoldMaxMs);
-    if (choice.kind === "none") throw new Error(`no decode engine takes ${requestId}`);
-    if (choice.kind === "hold") {
-      call.record.decodeHoldReason ??= choice.reason;
+    const admitted = core.admitDecode(call.queued, noEngines, heldMs, decodeHoldMaxMs);
+    if (admitted === undefined) throw new Error(`no decode engine takes ${requestId}`);
+    if ("held" in admitted) {
+      call.record.decodeHoldReason ??= admitted.held;
       return false;
     }
-    const engine = engineById.get(choice.engine.id) as SimEngine;
+    const engine = engineById.get(admitted.engineId) as SimEngine;
     call.record.decodeHeldMs = heldMs;
     call.record.decodeEngineId = engine.id;
     // The planner's keep covers the transfer as if it started now (it cannot know the wait for room).
     keepThroughDecode(call, kvTransferMs(link, call.prompt.length, "engine"));
-    submit(engine, requestId, call, maxTokens, "decode");
+    submit(engine, requestId, call, call.record.outputTokens - 1, "decode");
     return true;
   };
 
@@ -606,43 +677,35 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
     for (const [key, held] of [...heldDecodes]) if (placeDecode(held.call, key, now - held.sinceMs)) heldDecodes.delete(key);
   };
 
-  /** A metrics reading of every engine, as the pool scrapes them: waiting queue and KV use, and the account's correction. */
-  const scrape = () => {
-    for (const engine of engines) {
-      engine.state.waiting = engine.model.numWaiting;
-      engine.state.kvUsage = engine.model.kvUsage;
-      account.scraped(engine.id, engine.model.kvUsage);
+  /** A metrics reading of an engine, as the pool's monitor takes it (waiting queue, KV use: the core's account is corrected by it); saturated, it is read again soon. */
+  const readEngine = (engine: SimEngine) => {
+    core.engineReadings([{ id: engine.id, healthy: true, waiting: engine.model.numWaiting, kvUsage: engine.model.kvUsage }], now);
+    if (!engine.rescrapePending && metricsSaturated(engine.state, scheduling.saturation)) {
+      engine.rescrapePending = true;
+      events.push(now + Math.min(POOL_DEFAULTS.saturatedMetricsIntervalMs, POOL_DEFAULTS.metricsIntervalMs), { kind: "rescrape", engine });
     }
   };
 
-  /** What the pool's account knows of a request: its call's program and prompt, and its max_tokens. */
-  const accountEntry = (requestId: string, call: CallRun, maxTokens: number): AdmissionCandidate => ({
-    callId: requestId,
-    programId: call.program.spec.id,
-    promptTokens: call.prompt.length,
-    maxTokens,
-  });
-
   /**
-   * A request left the engine: its slot and KV leave the account (a decode's output
-   * teaches the account's averages; a prefill's, one token, does not, as in the pool),
-   * and the book hears the calls left on it (a switch under way may be complete).
+   * A leg left its engine: its slot and KV leave the core's account (a prefill's, whose
+   * one token is not the call's output, as the pool's attemptEnded; a decode's by
+   * decodeEnded, whose output teaches the account's averages), its service is charged
+   * (the pool's rule: standalone engine time from the usage; a decode's prompt came as
+   * KV), and a switch under way there may be complete.
    */
-  const requestEnded = (engine: SimEngine, event: Extract<EngineEvent, { type: "finished" }>) => {
-    const requestId = event.requestId;
-    const role = givenRole.get(requestId);
-    if (role === undefined) return;
-    givenRole.delete(requestId);
-    engine.calls[role] = (engine.calls[role] ?? 0) - 1;
-    engine.state.inFlight -= 1;
-    account.finished(engine.id, requestId, requestId.endsWith("/p") ? undefined : event.usage.completionTokens);
-    if (book.switching(engine.id)) book.callsEnded(engine.id, engine.calls, now);
+  const legEnded = (engine: SimEngine, call: CallRun, part: string, event: FinishedEvent) => {
+    const wallMs = now - call.legStartMs;
+    const usage = part === "d" ? handedOffTokens(event.usage) : event.usage;
+    const serviceMs = core.serviceMs(engine.id, wallMs, usage);
+    call.serviceMs += serviceMs;
+    if (part === "d") core.decodeEnded(call.key, { serviceMs, outputTokens: event.usage.completionTokens }, now);
+    else core.attemptEnded(call.key, { serviceMs, ...(part === "p" ? {} : { outputTokens: event.usage.completionTokens }) }, now);
     noteFinishedSwitches();
   };
 
-  /** The book's completed switches close their records. */
+  /** The core's completed switches close their records. */
   const noteFinishedSwitches = () => {
-    for (const done of book.takeFinished()) {
+    for (const done of core.takeFinishedRoleSwitches()) {
       const record = openSwitches.get(done.engineId);
       if (record === undefined) continue;
       record.doneMs = done.atMs;
@@ -651,35 +714,25 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
   };
 
   const controlRound = () => {
-    const prefill = engines.filter((e) => book.role(e.id) === "prefill");
-    const decode = engines.filter((e) => book.role(e.id) === "decode");
     for (const engine of engines) {
       const total = engine.model.stats().generationTokens;
       const running = engine.model.numRunning;
       // Tokens made since the last round, at the engine's mean context now.
-      if (book.role(engine.id) === "decode" && running > 0) meter.decoded(total - engine.generatedAtRound, kvTokensOf(engine) / running);
+      if (core.roles.role(engine.id) === "decode" && running > 0) meter.decoded(total - engine.generatedAtRound, kvTokensOf(engine) / running);
       engine.generatedAtRound = total;
     }
-    const demand = meter.read(now, {
-      decodeKvTokens: decode.reduce((sum, e) => sum + kvTokensOf(e), 0),
-      prefillQueue: prefill.reduce((sum, e) => sum + e.model.numWaiting, 0),
-      decodeKvUsage: decode.length === 0 ? 0 : decode.reduce((sum, e) => sum + e.model.kvUsage, 0) / decode.length,
-    });
-    const decision = controller?.decide(
-      book.states((id) => busy(engineById.get(id) as SimEngine)),
-      demand,
-      now,
-    );
+    // What the pool's loop gives the controller: the core's readings (decode KV, calls waiting for prefill in its queue and at the engines) and its engines' roles and loads.
+    const demand = meter.read(now, core.roleReadings());
+    const decision = controller?.decide(core.roleStates(), demand, now);
     for (const roleSwitch of decision?.action === "switch" ? decision.switches : []) {
-      const engine = engineById.get(roleSwitch.engineId);
       // Overlap: it serves both sides, its new role's work from now on while its old role's requests finish in the same steps; drain: nothing new until it is empty.
-      if (engine === undefined || !book.startSwitch(roleSwitch, engine.calls, now)) continue;
-      const record: RoleSwitchRecord = { atMs: now, doneMs: undefined, mode: book.switchMode(engine.id) ?? switchMode, ...roleSwitch };
-      openSwitches.set(engine.id, record);
+      if (!core.startRoleSwitch(roleSwitch, now)) continue;
+      const record: RoleSwitchRecord = { atMs: now, doneMs: undefined, mode: core.roles.switchMode(roleSwitch.engineId) ?? switchMode, ...roleSwitch };
+      openSwitches.set(roleSwitch.engineId, record);
       result.switches.push(record);
       noteFinishedSwitches();
     }
-    result.prefillEnginesByRound.push(engines.filter((e) => book.role(e.id) === "prefill").length);
+    result.prefillEnginesByRound.push(engines.filter((e) => core.roles.role(e.id) === "prefill").length);
   };
 
   for (let next = events.pop(); next !== undefined; next = events.pop()) {
@@ -721,27 +774,33 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
         let ended = false;
         for (const engineEvent of engine.model.finishStep()) {
           ended ||= engineEvent.type === "finished";
-          // As the pool: the engine's count drops (a switch may complete) before the call goes on (its decode placed).
-          if (engineEvent.type === "finished") requestEnded(engine, engineEvent);
-          onEngineEvent(engineEvent);
+          onEngineEvent(engine, engineEvent);
         }
         kick(engine);
-        // A decode engine's slot and KV came back: a held decode may be admitted now.
-        if (ended && heldDecodes.size > 0 && book.takesDecodes(engine.id)) placeHeldDecodes();
+        // A slot and KV came back: a held decode or a queued call may go now.
+        if (ended) schedulePump();
         break;
       }
+      case "pump":
+        pump();
+        break;
       case "scrape":
-        scrape();
-        placeHeldDecodes();
+        for (const engine of engines) readEngine(engine);
+        schedulePump();
         if (result.programsFinished < config.programs.length) events.push(now + POOL_DEFAULTS.metricsIntervalMs, { kind: "scrape" });
         break;
+      case "rescrape":
+        event.engine.rescrapePending = false;
+        readEngine(event.engine);
+        schedulePump();
+        break;
       case "holdBound":
-        placeHeldDecodes();
+        schedulePump();
         break;
       case "round":
         controlRound();
-        // A switch may have given decodes an engine.
-        placeHeldDecodes();
+        // A switch may have given decodes an engine, or new calls one.
+        schedulePump();
         // Rounds run while anything is left to do.
         if (result.programsFinished < config.programs.length) events.push(now + roundMs, { kind: "round" });
         break;
