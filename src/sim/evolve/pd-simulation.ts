@@ -60,21 +60,37 @@ import { type EvolveProgram, generationOf, promptOf, type TreeShape, toolMsAfter
  * call's prefill work as it is issued, its first token, the KV handed to decode, and
  * each decode engine's tokens per round at its mean context.
  *
- * Roles and switches are the pool core's EngineRoleBook (core/roles/engine-roles.ts):
- * which engines take new calls and which decodes, when a switch is complete (each request
- * counted by the role its engine had when it was given it, as the pool counts its calls).
+ * The pool is the pool core (src/core/pool-core.ts, the object the pool service drives on
+ * real time and src/sim/des/simulate.ts on virtual time), built from the pool config's
+ * defaults (POOL_DEFAULTS.scheduling; each engine as the pool configures one of this
+ * profile: count cap, decode cap, KV capacity, cost model; placement: routing), and
+ * driven as simulate.ts drives it: a program's call is enqueued when the program issues
+ * it (its TTFT and end to end count from then), a pump per instant hands queued calls
+ * out in the queue's order (PLAS by default) through admission (KV projected at peak,
+ * the count cap, the scraped backlog) and routing (a long prompt back to the engine that
+ * prefilled the program's last call, its prefix cached there, unless clearly busier;
+ * a short one to the least loaded), only to engines whose role takes new calls (a
+ * prefill engine: the call's prefill; a mixed one: the whole call); engine readings on a
+ * scrape every metricsIntervalMs (a saturated engine re-read sooner, as the pool's
+ * monitor), attemptEnded when a leg leaves its engine, callLeft once per call.
  *
- * A decode is placed as the pool core places it (core/roles/decode-placement.ts, as
- * PoolCore.admitDecode): at the prefill's end, among the engines that take decodes and
- * admit one (below their decode cap, the profile's batch, and no scraped backlog), the
- * one with the most KV room on the pool's account (core/admission.ts, which counts every
- * request sent and not yet ended, so decodes placed and still waiting for blocks count);
- * none admitting, the decode is held (its prompt pinned on the prefill engine) and asked
- * again when a decode engine ends a request, at each metrics scrape (the pool's
- * metricsIntervalMs) and each controller round, and past DECODE_HOLD_MAX_MS it goes to
- * the least loaded. The demand meter hears the decode when its prefill ends (as the pool's).
- * A program's prefill is still routed by the simulator's own rule: to the prefill engine
- * that prefilled its last call (its prefix is cached there) unless that one is clearly busier.
+ * Roles and switches are the core's (PoolCore.startRoleSwitch, its EngineRoleBook): which
+ * engines take new calls and which decodes, when a switch is complete (each request
+ * counted by the role its engine had when it was given it). The controller reads the
+ * core's roleStates and roleReadings, as the pool's control loop does.
+ *
+ * A decode is placed by PoolCore.admitDecode at the prefill's end: among the engines that
+ * take decodes and admit one (below their decode cap, the profile's batch, and no scraped
+ * backlog), the one with the most KV room on the core's one account (PoolCore.kv, which
+ * counts every leg sent and not yet ended, so decodes placed and still waiting for blocks
+ * count); none admitting, the decode is held (its prompt pinned on the prefill engine) and
+ * asked again at every pump (held decodes first, as the pool's dispatcher), and past
+ * DECODE_HOLD_MAX_MS it goes to the least loaded; its end is PoolCore.decodeEnded. The
+ * demand meter hears the decode when its prefill ends (as the pool's).
+ *
+ * Before the queue (main at 3998b3a) a new call went at once to the program's last engine
+ * unless clearly busier; what the queue changed (npm run bench:evolve -- --only policies
+ * --rate 0.5|0.6 --seed 7) is in the README, "Evolving pools".
  */
 
 export type EvolvePolicy =
