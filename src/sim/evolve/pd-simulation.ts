@@ -867,6 +867,8 @@ export interface EvolveSummary {
   meanE2eMs: number;
   p95E2eMs: number;
   p95TtftMs: number;
+  /** Mean wait in the pool's queue (issue → dispatch to the engine that prefilled it), part of TTFT and e2e. */
+  meanQueueMs: number;
   /** Calls finished per second of the run. */
   callsPerSec: number;
   outputTokensPerSec: number;
@@ -910,6 +912,7 @@ export function summarise(result: EvolveResult, phase?: number): EvolveSummary {
     meanE2eMs: meanOf(e2e),
     p95E2eMs: percentileOf(e2e, 0.95) ?? Number.NaN,
     p95TtftMs: percentileOf(ttft, 0.95) ?? Number.NaN,
+    meanQueueMs: meanOf(calls.map((c) => c.dispatchMs - c.arrivalMs)),
     callsPerSec: calls.length / seconds,
     outputTokensPerSec: calls.reduce((sum, c) => sum + c.outputTokens, 0) / seconds,
     computedPromptTokens: calls.reduce((sum, c) => sum + c.computedPromptTokens, 0),
