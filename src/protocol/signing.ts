@@ -105,9 +105,25 @@ export async function canonicalString(route: SignedRoute, keyId: string, fields:
 
 /** The canonical string when the body's SHA-256 (hex) is already known, e.g. hashed as it streamed in. */
 export function canonicalStringOfDigest(route: SignedRoute, keyId: string, fields: ForwardFields, bodySha256Hex: string): string {
+  return canonicalPrefix(route, keyId) + canonicalTail(fields, bodySha256Hex);
+}
+
+/**
+ * The canonical string's first lines, which depend on the route and key only (the version,
+ * method, path and key ID, each validated; RangeError otherwise), with the "\n" that
+ * follows them: a verifier that sees the same route and key at every call builds it once.
+ */
+export function canonicalPrefix(route: SignedRoute, keyId: string): string {
   if (!SigningKeyId.safeParse(keyId).success) throw new RangeError(`signing: invalid key id ${JSON.stringify(keyId)}`);
-  const values = FORWARD_FIELD_ORDER.map((key) => String(fields[key]));
-  return [SIGNATURE_VERSION, ...routeLines(route), keyId, ...values, bodySha256Hex].join("\n");
+  const [method, path] = routeLines(route);
+  return `${SIGNATURE_VERSION}\n${method}\n${path}\n${keyId}\n`;
+}
+
+/** The rest of the canonical string after canonicalPrefix: the fields in FORWARD_FIELD_ORDER and the body's SHA-256 (hex). */
+export function canonicalTail(fields: ForwardFields, bodySha256Hex: string): string {
+  let tail = "";
+  for (const key of FORWARD_FIELD_ORDER) tail += `${fields[key]}\n`;
+  return tail + bodySha256Hex;
 }
 
 type HmacKey = Awaited<ReturnType<typeof crypto.subtle.importKey>>;
