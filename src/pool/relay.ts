@@ -1,4 +1,4 @@
-import type { IncomingHttpHeaders, ServerResponse } from "node:http";
+import type { IncomingHttpHeaders } from "node:http";
 import type { Dispatcher } from "undici";
 import type { Clock } from "../core/clock.js";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
@@ -299,7 +299,7 @@ class EngineRelay implements EngineAnswerListener {
       // Behind the pool's server, written as is with its plain headers: no Headers object built and read back.
       (outgoing, extraHeaders) => {
         outgoing.writeHead(status, { ...responseHeaders, ...extraHeaders, "content-length": String(bytes.byteLength) });
-        writeBody(outgoing, bytes);
+        outgoing.end(bytes);
       },
     );
     if (req.endAfterAnswer !== true) {
@@ -321,21 +321,6 @@ class EngineRelay implements EngineAnswerListener {
     if (this.#attempt.ended) return;
     this.#attempt.end("completed", wallMs, early ?? answerFactsReader(this.#req.api).fromJsonBytes(bytes));
   }
-}
-
-/** Bodies up to this size are written as one-byte strings (writeBody). */
-const STRING_BODY_BYTES = 64 * 1024;
-
-/**
- * Ends `outgoing` with `bytes`. A body of a few kB goes as a latin1 string, one character
- * per byte (so the same bytes): Node then sends its headers and the body in one plain
- * socket write, where a Buffer body is queued behind the headers and sent by a corked
- * writev, on the path between the engine's answer and the client's. A larger one goes
- * as is (no copy).
- */
-export function writeBody(outgoing: ServerResponse, bytes: Uint8Array): void {
-  if (bytes.byteLength > STRING_BODY_BYTES) outgoing.end(bytes);
-  else outgoing.end(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("latin1"), "latin1");
 }
 
 /** The start of an answer the server may write straight; its Response is built when first read. */
