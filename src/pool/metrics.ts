@@ -185,7 +185,9 @@ export class PoolMetrics {
     usage: new CounterCells<"engine" | "usage">(),
     dispatches: new CounterCells<"engine" | "reason">(),
     retentionHints: new CounterCells<"engine" | "action" | "outcome">(),
+    predictions: new CounterCells<"source">(),
   };
+  readonly #predictions = new Map<string, CounterCell>();
   readonly #engines = new Map<string, EngineMeters>();
 
   readonly dispatches = countedBy(this.#cells.dispatches, {
@@ -290,7 +292,7 @@ export class PoolMetrics {
     labelNames: ["outcome"] as const,
     registers: [this.registry],
   });
-  readonly readinessPredictions = new Counter({
+  readonly readinessPredictions = countedBy(this.#cells.predictions, {
     name: "agentix_pool_readiness_predictions_total",
     help: "Readiness predictions made or renewed (call completed, tool event), by the evidence they rest on.",
     labelNames: ["source"] as const,
@@ -486,6 +488,16 @@ export class PoolMetrics {
       this.#engines.set(engineId, meters);
     }
     return meters;
+  }
+
+  /** agentix_pool_readiness_predictions_total for this evidence source (a prediction is renewed at most calls' end). */
+  readinessPrediction(source: string): CounterCell {
+    let cell = this.#predictions.get(source);
+    if (cell === undefined) {
+      cell = this.#cells.predictions.cell({ source });
+      this.#predictions.set(source, cell);
+    }
+    return cell;
   }
 
   reject(reason: RejectReason): void {

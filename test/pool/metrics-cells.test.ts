@@ -31,3 +31,18 @@ describe("KV retention hint cells", () => {
     expect(metricValue(text, hints("e1", "normal", "unsupported"))).toBe(1);
   });
 });
+
+describe("readiness prediction cells", () => {
+  it("count each source in its own series, across scrapes", async () => {
+    const metrics = new PoolMetrics();
+    metrics.readinessPrediction("fallback").inc();
+    metrics.readinessPrediction("client-hint").inc();
+    metrics.readinessPrediction("fallback").inc();
+    const series = (source: string) => `agentix_pool_readiness_predictions_total{source="${source}"}`;
+    expect(metricValue(await metrics.registry.metrics(), series("fallback"))).toBe(2);
+    metrics.readinessPrediction("client-hint").inc();
+    const text = await metrics.registry.metrics();
+    expect(metricValue(text, series("fallback"))).toBe(2);
+    expect(metricValue(text, series("client-hint"))).toBe(2);
+  });
+});
