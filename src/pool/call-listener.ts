@@ -56,7 +56,8 @@ export function callListener(deps: CallListenerDeps, fallback: RequestListener):
     let answer: CallAnswer;
     try {
       // The dispatcher's promise awaited here, not through answerCall's: two promise hops fewer between the engine's answer and its write.
-      answer = await dispatcher.submit({ ...(await verify(nodeSignedRequest(incoming))), client: nodeClientLink(incoming, outgoing) });
+      const { fields, request, forms } = await verify(nodeSignedRequest(incoming));
+      answer = await dispatcher.submit({ fields, request, forms, client: nodeClientLink(incoming, outgoing) });
     } catch (error) {
       respond(incoming, outgoing, poolErrorResponse(error));
       return;

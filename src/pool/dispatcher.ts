@@ -159,7 +159,7 @@ export class Dispatcher implements RoleSwitchTarget {
       signals: tao.tao,
       stopwatch: () => performance.now(),
       hooks: {
-        onPrediction: (source) => metrics.readinessPredictions.inc({ source }),
+        onPrediction: (source) => metrics.readinessPrediction(source).inc(),
         onToolEvent: (type, outcome) => metrics.toolEvents.inc({ type, outcome }),
         onPlan: (plan, wallMs) => {
           metrics.taoPlans.inc({ method: plan.method });

@@ -2,7 +2,7 @@ import { type Dispatcher, fetch } from "undici";
 import type { EngineRetentionHint } from "../core/kv/retention-planner.js";
 import { KV_RETENTION_PATH, KvRetentionAccepted, type KvRetentionBatch, type KvRetentionHint, MAX_KV_RETENTION_HINTS } from "../protocol/kv-retention.js";
 import type { RetentionHintMode } from "./config.js";
-import type { PoolMetrics } from "./metrics.js";
+import type { PoolMetrics, RetentionHintOutcome } from "./metrics.js";
 
 /*
  * Delivers the retention planner's hints (core/kv/retention-planner.ts) to the engines
@@ -103,8 +103,10 @@ export class KvRetentionRelay {
     }
   }
 
-  #count(engineId: string, hints: readonly KvRetentionHint[], outcome: "sent" | "unsupported" | "failed"): void {
-    for (const hint of hints) this.#metrics.kvRetentionHints.inc({ engine: engineId, action: hint.action, outcome });
+  #count(engineId: string, hints: readonly KvRetentionHint[], outcome: RetentionHintOutcome): void {
+    // Cells bound once per engine, action and outcome (metrics.ts): prom-client's labelled inc() builds and checks a label string each time.
+    const meters = this.#metrics.engine(engineId);
+    for (const hint of hints) meters.retentionHints(hint.action, outcome).inc();
   }
 
   #failed(engineId: string, reason: string): void {

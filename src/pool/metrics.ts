@@ -1,4 +1,5 @@
 import { Counter, type CounterConfiguration, Gauge, Histogram, type LabelValues, Registry } from "prom-client";
+import type { KvRetentionHint } from "../protocol/kv-retention.js";
 
 /*
  * The pool's Prometheus series, on a registry of its own (several pools in one
@@ -64,6 +65,9 @@ export type SplitHandoffOutcome =
   /** No decode engine was healthy: the call was sent again whole. */
   | "no_decode_engine";
 
+/** What became of a KV retention hint (agentix_pool_kv_retention_hints_total's outcome). */
+export type RetentionHintOutcome = "sent" | "unsupported" | "failed";
+
 export const CALL_OUTCOMES = ["completed", "client_error", "engine_error", "aborted", "failed"] as const;
 export type CallOutcome = (typeof CALL_OUTCOMES)[number];
 
@@ -124,10 +128,18 @@ export class EngineMeters {
   readonly usageEstimated: CounterCell;
   readonly #dispatches = new Map<string, CounterCell>();
   readonly #dispatchCells: CounterCells<"engine" | "reason">;
+  readonly #retentionHints = new Map<string, CounterCell>();
+  readonly #retentionHintCells: CounterCells<"engine" | "action" | "outcome">;
 
   constructor(
     readonly engine: string,
-    cells: { calls: CounterCells<"engine" | "outcome">; tokens: CounterCells<"engine" | "kind" | "outcome">; usage: CounterCells<"engine" | "usage">; dispatches: CounterCells<"engine" | "reason"> },
+    cells: {
+      calls: CounterCells<"engine" | "outcome">;
+      tokens: CounterCells<"engine" | "kind" | "outcome">;
+      usage: CounterCells<"engine" | "usage">;
+      dispatches: CounterCells<"engine" | "reason">;
+      retentionHints: CounterCells<"engine" | "action" | "outcome">;
+    },
   ) {
     this.calls = cellsBy(CALL_OUTCOMES, (outcome) => cells.calls.cell({ engine, outcome }));
     this.promptTokens = cellsBy(CALL_OUTCOMES, (outcome) => cells.tokens.cell({ engine, kind: "prompt", outcome }));
@@ -135,6 +147,18 @@ export class EngineMeters {
     this.usageReported = cells.usage.cell({ engine, usage: "reported" });
     this.usageEstimated = cells.usage.cell({ engine, usage: "estimated" });
     this.#dispatchCells = cells.dispatches;
+    this.#retentionHintCells = cells.retentionHints;
+  }
+
+  /** agentix_pool_kv_retention_hints_total for this action and outcome (the planner makes hints at most calls' arrival and end). */
+  retentionHints(action: KvRetentionHint["action"], outcome: RetentionHintOutcome): CounterCell {
+    const key = `${action} ${outcome}`;
+    let cell = this.#retentionHints.get(key);
+    if (cell === undefined) {
+      cell = this.#retentionHintCells.cell({ engine: this.engine, action, outcome });
+      this.#retentionHints.set(key, cell);
+    }
+    return cell;
   }
 
   /** agentix_pool_dispatches_total for this routing reason. */
@@ -160,7 +184,10 @@ export class PoolMetrics {
     tokens: new CounterCells<"engine" | "kind" | "outcome">(),
     usage: new CounterCells<"engine" | "usage">(),
     dispatches: new CounterCells<"engine" | "reason">(),
+    retentionHints: new CounterCells<"engine" | "action" | "outcome">(),
+    predictions: new CounterCells<"source">(),
   };
+  readonly #predictions = new Map<string, CounterCell>();
   readonly #engines = new Map<string, EngineMeters>();
 
   readonly dispatches = countedBy(this.#cells.dispatches, {
@@ -265,7 +292,7 @@ export class PoolMetrics {
     labelNames: ["outcome"] as const,
     registers: [this.registry],
   });
-  readonly readinessPredictions = new Counter({
+  readonly readinessPredictions = countedBy(this.#cells.predictions, {
     name: "agentix_pool_readiness_predictions_total",
     help: "Readiness predictions made or renewed (call completed, tool event), by the evidence they rest on.",
     labelNames: ["source"] as const,
@@ -278,7 +305,7 @@ export class PoolMetrics {
     registers: [this.registry],
   });
   // Branch-aware KV retention (core/kv/retention-planner.ts, kv-retention-relay.ts).
-  readonly kvRetentionHints = new Counter({
+  readonly kvRetentionHints = countedBy(this.#cells.retentionHints, {
     name: "agentix_pool_kv_retention_hints_total",
     help: "KV retention hints the planner made, by engine, action (keep, normal, drop) and outcome: sent (the engine took the batch), unsupported (the engine is configured without retentionHints, or answered that it has no such route), failed (unreachable, or another error).",
     labelNames: ["engine", "action", "outcome"] as const,
@@ -461,6 +488,16 @@ export class PoolMetrics {
       this.#engines.set(engineId, meters);
     }
     return meters;
+  }
+
+  /** agentix_pool_readiness_predictions_total for this evidence source (a prediction is renewed at most calls' end). */
+  readinessPrediction(source: string): CounterCell {
+    let cell = this.#predictions.get(source);
+    if (cell === undefined) {
+      cell = this.#cells.predictions.cell({ source });
+      this.#predictions.set(source, cell);
+    }
+    return cell;
   }
 
   reject(reason: RejectReason): void {

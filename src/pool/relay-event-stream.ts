@@ -198,7 +198,9 @@ class EventStreamRelay implements EngineAnswerListener {
     if (this.#statsWritten) return "";
     this.#statsWritten = true;
     const attempt = this.#attempt;
-    return statsCommentEvent(attempt.stats(attempt.charge(this.#lastByteMs, this.#facts.facts())));
+    // The usage (a JSON parse and a zod check of the last usage event) only where the charge reads it; else it is read at the attempt's end, after the write.
+    const facts = this.#req.serviceReadsFacts === false ? undefined : this.#facts.facts();
+    return statsCommentEvent(attempt.stats(attempt.charge(this.#lastByteMs, facts)));
   }
 
   /** The relayed text of these events, the stats comment before the stream's last one. */

@@ -24,6 +24,7 @@ import { KvHintBatch } from "../protocol/kv-hints.js";
 import { ToolEventBatch } from "../protocol/tool-events.js";
 import { verifyForwardMacSync } from "./node-mac.js";
 import { nodeSignedRequest, type SignedRequest, webSignedRequest } from "./signed-request.js";
+import type { BoundedBody } from "./bounded-body.js";
 import { CHAT_COMPLETIONS_PATH } from "./engines/adapter.js";
 import { type CallApi, type CallForms, type EngineRequestForm } from "./engine-request.js";
 import { nativeResponsesAnswer } from "./native-answers.js";
@@ -187,12 +188,46 @@ function signatureRejectReason(reason: string): RejectReason {
  *
  * What: "call", "event batch" or "status request", for messages.
  */
-async function verifySignedRequest(
+function verifySignedRequest(
   request: SignedRequest,
   options: VerifyForwardedCallOptions,
   what: string,
 ): Promise<{ fields: ForwardFields; bytes: Uint8Array }> {
-  const { keys, path, timestampWindowMs, replay, clock, metrics, maxBodyBytes } = options;
+  return verifiedWith(request, options, what, signedBody);
+}
+
+/** What a signed request's checks hand on: its fields and its body's bytes. */
+const signedBody = (fields: ForwardFields, bytes: Uint8Array): { fields: ForwardFields; bytes: Uint8Array } => ({ fields, bytes });
+
+/**
+ * Steps 1-4 of verifySignedRequest, then `finish` with the fields and the body, all in the
+ * body's one promise hop: the checks are synchronous but for the body's arrival (a chain
+ * of async functions took a promise and a hop per level between the body's end and the
+ * call's queueing). A refusal rejects.
+ */
+function verifiedWith<T>(
+  request: SignedRequest,
+  options: VerifyForwardedCallOptions,
+  what: string,
+  finish: (fields: ForwardFields, bytes: Uint8Array) => T,
+): Promise<T> {
+  let head: SignedHead;
+  try {
+    head = signedHead(request, options, what);
+  } catch (error) {
+    return Promise.reject(error);
+  }
+  return request.readBody(options.maxBodyBytes).then((body) => finish(head.signed.fields, verifiedBody(request, options, what, head, body)));
+}
+
+interface SignedHead {
+  signed: Extract<ReturnType<typeof parseSignedForwardHeaders>, { ok: true }>;
+  key: SigningKey;
+}
+
+/** Step 1: the signature headers, the key and the timestamp, before any body byte is read (throws the refusal). */
+function signedHead(request: SignedRequest, options: VerifyForwardedCallOptions, what: string): SignedHead {
+  const { keys, timestampWindowMs, clock, metrics } = options;
   const signed = parseSignedForwardHeaders(request.headers);
   if (!signed.ok) throw refusal(metrics, signatureRejectReason(signed.reason), 401, `Unauthenticated pool ${what}: ${signed.reason}`);
   const key = signingKeyById(keys, signed.keyId);
@@ -202,8 +237,13 @@ async function verifySignedRequest(
   if (Math.abs(clock.now() - signed.fields.ts) > timestampWindowMs) {
     throw refusal(metrics, "stale_timestamp", 401, `Unauthenticated pool ${what}: stale timestamp`);
   }
+  return { signed, key };
+}
 
-  const body = await request.readBody(maxBodyBytes);
+/** Steps 2-4 once the body is in: its size, the HMAC, the replay set; the body's bytes (throws the refusal). */
+function verifiedBody(request: SignedRequest, options: VerifyForwardedCallOptions, what: string, head: SignedHead, body: BoundedBody): Uint8Array {
+  const { path, replay, clock, metrics, maxBodyBytes } = options;
+  const { signed, key } = head;
   if (!body.ok) throw refusal(metrics, "body_too_large", 413, `Request body exceeds ${maxBodyBytes} bytes`);
   if (!verifyForwardMacSync(key, { method: request.method, path }, signed.fields, signed.mac, body.sha256Hex)) {
     throw refusal(metrics, "invalid_signature", 401, `Unauthenticated pool ${what}: bad signature`);
@@ -215,19 +255,11 @@ async function verifySignedRequest(
       "Retry-After": String(options.retryAfterSeconds),
     });
   }
-
-  return { fields: signed.fields, bytes: body.bytes };
+  return body.bytes;
 }
 
-/** Steps 1-4 of verifySignedRequest, then 5: the body's JSON against `schema` (400). */
-async function verifySigned<T extends z.ZodType>(
-  request: SignedRequest,
-  options: VerifyForwardedCallOptions,
-  schema: T,
-  what: string,
-): Promise<{ fields: ForwardFields; data: z.output<T> }> {
-  const { metrics } = options;
-  const { fields, bytes } = await verifySignedRequest(request, options, what);
+/** Step 5: the body's JSON against `schema` (400). */
+function parsedBody<T extends z.ZodType>(bytes: Uint8Array, schema: T, metrics: PoolMetrics): z.output<T> {
   let json: unknown;
   try {
     json = JSON.parse(STRICT_UTF8.decode(bytes));
@@ -240,7 +272,17 @@ async function verifySigned<T extends z.ZodType>(
     metrics.reject("invalid_request");
     throw invalidRequest(parsed.error);
   }
-  return { fields, data: parsed.data };
+  return parsed.data;
+}
+
+/** Steps 1-4 of verifySignedRequest, then 5: the body's JSON against `schema` (400). */
+function verifySigned<T extends z.ZodType>(
+  request: SignedRequest,
+  options: VerifyForwardedCallOptions,
+  schema: T,
+  what: string,
+): Promise<{ fields: ForwardFields; data: z.output<T> }> {
+  return verifiedWith(request, options, what, (fields, bytes) => ({ fields, data: parsedBody(bytes, schema, options.metrics) }));
 }
 
 /** The request as the checks read it: from Node's message behind the pool's server, else from the Web Request. */
@@ -254,10 +296,13 @@ export type CallVerifier = (request: SignedRequest) => Promise<ForwardedCall>;
 
 /** Admits only calls the edge signed (see verifySigned), of the API `shape` describes. */
 export function callVerifier<T extends z.ZodType<Record<string, unknown>>>(options: VerifyForwardedCallOptions, shape: CallApiShape<T>): CallVerifier {
-  return async function verifyForwardedCall(signed) {
-    const { fields, data } = await verifySigned(signed, options, shape.schema, "call");
-    const request = shape.schedulingView(data);
-    return { fields, request, forms: callForms(shape, data, request, fields) };
+  const { metrics } = options;
+  return function verifyForwardedCall(signed) {
+    return verifiedWith(signed, options, "call", (fields, bytes) => {
+      const data = parsedBody(bytes, shape.schema, metrics);
+      const request = shape.schedulingView(data);
+      return { fields, request, forms: callForms(shape, data, request, fields) };
+    });
   };
 }
 

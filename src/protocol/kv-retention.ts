@@ -21,8 +21,12 @@ export const MAX_KV_RETENTION_HINTS = 256;
 /** Five minutes: a keep longer than this is a prediction gone wrong, not a tool wait. */
 export const MAX_KV_KEEP_MS = 300_000;
 
+/** KvRetentionTag's one rule: a string passes it exactly when it matches (isKvRetentionTag). */
+const KV_RETENTION_TAG = /^[A-Za-z0-9._:-]{1,160}$/;
 /** A context's tag: opaque to the engine, at most 160 characters of [A-Za-z0-9._:-]. */
-export const KvRetentionTag = z.string().regex(/^[A-Za-z0-9._:-]{1,160}$/, "tag must be 1–160 letters, digits, or . _ : -");
+export const KvRetentionTag = z.string().regex(KV_RETENTION_TAG, "tag must be 1–160 letters, digits, or . _ : -");
+/** KvRetentionTag.safeParse(tag).success, without zod's parse (a tag is made for every call sent to an engine that takes hints). */
+export const isKvRetentionTag = (tag: string): boolean => KV_RETENTION_TAG.test(tag);
 
 export const KvRetentionHint = z.discriminatedUnion("action", [
   /** Rank the context's blocks above recency for `keep_ms` from receipt (a predicted tool wait). */

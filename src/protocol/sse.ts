@@ -7,7 +7,10 @@ import { isJsonObject, type JsonObject } from "./json.js";
  * stream into whole events with this one splitter.
  */
 
-const EVENT_BOUNDARY = /\r?\n\r?\n/;
+/** Events are separated by this (a blank line, CRLF or LF); SseEventCutter finds it without the regex. */
+export const EVENT_BOUNDARY = /\r?\n\r?\n/;
+const LF = 10;
+const CR = 13;
 
 /**
  * The splitting rule itself, synchronous: bytes in, the complete events they finish
@@ -18,15 +21,34 @@ export class SseEventCutter {
   readonly #decoder = new TextDecoder();
   #buffer = "";
 
+  /*
+   * The boundary is EVENT_BOUNDARY's leftmost match, found by scanning for line feeds:
+   * the first "\n" followed by "\n" or "\r\n" ends an event (a "\r" before it is the
+   * boundary's too). One pass and one slice per event; the regex was run again over
+   * the rest of the buffer, re-sliced, at every event.
+   */
   push(chunk: Uint8Array): string[] {
-    this.#buffer += this.#decoder.decode(chunk, { stream: true });
+    const buffer = this.#buffer + this.#decoder.decode(chunk, { stream: true });
     const events: string[] = [];
-    let match: RegExpExecArray | null;
-    while ((match = EVENT_BOUNDARY.exec(this.#buffer)) !== null) {
-      const event = this.#buffer.slice(0, match.index);
-      this.#buffer = this.#buffer.slice(match.index + match[0].length);
-      if (event.length > 0) events.push(event);
+    let start = 0;
+    let from = 0;
+    for (;;) {
+      const lf = buffer.indexOf("\n", from);
+      if (lf === -1) break;
+      const next = buffer.charCodeAt(lf + 1);
+      let after: number;
+      if (next === LF) after = lf + 2;
+      else if (next === CR && buffer.charCodeAt(lf + 2) === LF) after = lf + 3;
+      else {
+        from = lf + 1;
+        continue;
+      }
+      const end = lf > start && buffer.charCodeAt(lf - 1) === CR ? lf - 1 : lf;
+      if (end > start) events.push(buffer.slice(start, end));
+      start = after;
+      from = after;
     }
+    this.#buffer = start === 0 ? buffer : buffer.slice(start);
     return events;
   }
 

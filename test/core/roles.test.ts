@@ -184,6 +184,18 @@ describe("the ratio controller with overlapping switches at the pool's round (2.
     expect((before.prefillEngines.findIndex((n, round) => round >= 60 && n === 6) - 60) * ROUND_MS).toBeGreaterThan(60_000);
   });
 
+  it("follows a shift bigger than one decision's three engines with a second move within 10 s of the first (a 15 s cooldown let the queue grow twice as long)", () => {
+    const shiftAt = roundsIn(300_000);
+    const run = (settings = {}) =>
+      play(new RatioRoleController(CAPACITY, settings), { prefill: 1, decode: 7 }, roundsIn(600_000), (round) => (round < shiftAt ? demand(0.8, 6) : demand(6, 1.5)), fast);
+    const decisionsOf = (played: Played) => [...new Set(played.switches.map((s) => s.at))];
+    const [first, second] = decisionsOf(run());
+    expect(second! - first!).toBeLessThanOrEqual(10_000);
+    expect(run().prefillEngines.at(-1)).toBe(6);
+    const [oldFirst, oldSecond] = decisionsOf(run({ cooldownMs: 15_000 }));
+    expect(oldSecond! - oldFirst!).toBeGreaterThanOrEqual(15_000);
+  });
+
   it("does not flap at 2.5 s rounds: demand that wanders ±25 % around a split it fits moves nothing, for any wander", () => {
     fc.assert(
       fc.property(fc.array(fc.tuple(fc.double({ min: -0.25, max: 0.25, noNaN: true }), fc.double({ min: -0.25, max: 0.25, noNaN: true })), { minLength: 720, maxLength: 720 }), (noise) => {

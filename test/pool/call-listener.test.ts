@@ -2,6 +2,7 @@ import { request as httpRequest } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { OpenAIErrorBody } from "../../src/protocol/errors.js";
 import { Header } from "../../src/protocol/headers.js";
+import { parsePoolLoad } from "../../src/protocol/pool-status.js";
 import { type PoolHandle, startPool } from "../../src/pool/server.js";
 import { type FakeEngine, startFakeEngine } from "./fake-engine.js";
 import { signedCall, testConfig } from "./helpers.js";
@@ -48,6 +49,17 @@ describe("the pool's call listener and Hono's routes", () => {
     expect(res.status).toBe(200);
     expect(res.headers.get(Header.engine)).toBe("e1");
     expect(res.headers.get(Header.poolLoad)).not.toBeNull();
+  });
+
+  it("states the pool's load without the call it answers: a lone call's whole answer says 0", async () => {
+    // The attempt's own bookkeeping follows the write (relay.ts endAfterAnswer); the call is done by the time its headers are made.
+    for (let i = 0; i < 3; i++) {
+      const call = await signedCall();
+      const res = await overSocket("/v1/chat/completions", { method: "POST", headers: call.headers, body: call.body });
+      expect(res.status).toBe(200);
+      expect(parsePoolLoad(res.headers.get(Header.poolLoad))).toBe(0);
+      await res.arrayBuffer();
+    }
   });
 
   it("leaves other methods and spellings of the call paths to Hono", async () => {

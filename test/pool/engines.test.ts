@@ -27,6 +27,15 @@ describe("engine adapters", () => {
     expect(body.priority).toBe(-100);
   });
 
+  it("copies a body without a priority of its own: same keys in the same order, the client's body untouched", () => {
+    const plain = { model: "client-model", messages: [{ role: "user", content: "hi" }], foo: { bar: 1 } };
+    const out = adapterFor("vllm").buildBody(plain, { ...position, model: "engine-model" });
+    expect(Object.keys(out)).toEqual(["model", "messages", "foo", "priority"]);
+    expect(out).toMatchObject({ model: "engine-model", priority: 2 });
+    expect(plain).toEqual({ model: "client-model", messages: [{ role: "user", content: "hi" }], foo: { bar: 1 } });
+    expect(Object.keys(adapterFor("vllm").buildBody(body, position))).toEqual(["model", "messages", "foo", "priority"]);
+  });
+
   it("forces include_usage on streams, keeping other stream options", () => {
     const streaming = { ...body, stream: true, stream_options: { include_usage: false, other: 1 } };
     expect(adapterFor("openai").buildBody(streaming, position).stream_options).toEqual({ include_usage: true, other: 1 });

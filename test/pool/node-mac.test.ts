@@ -1,7 +1,8 @@
+import { createHmac } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import type { ForwardFields } from "../../src/protocol/forward.js";
 import { POOL_PATHS, type SignedRoute, type SigningKey, sha256Hex, signForward } from "../../src/protocol/signing.js";
-import { verifyForwardMacSync } from "../../src/pool/node-mac.js";
+import { hmacSha256, verifyForwardMacSync } from "../../src/pool/node-mac.js";
 
 /* The pool's node:crypto check must accept exactly what the edge's WebCrypto signing produces. */
 
@@ -44,5 +45,51 @@ describe("verifyForwardMacSync (pool side)", () => {
     expect(verifyForwardMacSync(KEY, { method: "POST", path: POOL_PATHS.toolEvents }, fields, mac, digest)).toBe(false);
     expect(verifyForwardMacSync(KEY, CALL, { ...fields, serviceMs: 1200.6 }, mac, digest)).toBe(false);
     expect(verifyForwardMacSync(KEY, CALL, fields, mac, await sha256Hex(`${body} `))).toBe(false);
+  });
+});
+
+describe("hmacSha256 (the pool's HMAC from each key's pads)", () => {
+  // Secrets shorter than, as long as and longer than SHA-256's 64-byte block (hashed first), and multi-byte ones.
+  const secrets = ["0123456789abcdef", "x".repeat(63), "y".repeat(64), "z".repeat(65), "k".repeat(300), "sécrèt-ключ-秘密-0123456789"];
+  const messages = ["", "v3\nPOST\n/v1/chat/completions\nk\n", "héllo ключ 秘密 😀", "m".repeat(5_000), "é".repeat(3_000)];
+
+  it("is createHmac's HMAC-SHA256 for every secret and message length", () => {
+    for (const secret of secrets) {
+      for (const message of messages) {
+        const key: SigningKey = { id: "k", secret };
+        expect(hmacSha256(key, message).toString("hex"), `${secret.length} / ${message.length}`).toBe(createHmac("sha256", secret).update(message).digest("hex"));
+      }
+    }
+  });
+
+  it("follows a key object whose secret changed", () => {
+    const key: SigningKey = { id: "k", secret: "first-secret-0123456789" };
+    expect(hmacSha256(key, "m").toString("hex")).toBe(createHmac("sha256", key.secret).update("m").digest("hex"));
+    key.secret = "second-secret-0123456789";
+    expect(hmacSha256(key, "m").toString("hex")).toBe(createHmac("sha256", key.secret).update("m").digest("hex"));
+  });
+});
+
+describe("verifyForwardMacSync across keys and routes (each key's canonical prefix built once)", () => {
+  it("accepts each key's signature on each route in turn, and refuses it under the other key or route", async () => {
+    const second: SigningKey = { id: "pool-a.2", secret: "the-second-secret-of-pool-a" };
+    const events: SignedRoute = { method: "POST", path: POOL_PATHS.toolEvents };
+    const digest = await sha256Hex(body);
+    for (let round = 0; round < 2; round++) {
+      for (const key of [KEY, second]) {
+        for (const route of [CALL, events]) {
+          const mac = await macOf(key, route, fields);
+          expect(verifyForwardMacSync(key, route, fields, mac, digest)).toBe(true);
+          expect(verifyForwardMacSync(key === KEY ? second : KEY, route, fields, mac, digest)).toBe(false);
+          expect(verifyForwardMacSync(key, route === CALL ? events : CALL, fields, mac, digest)).toBe(false);
+        }
+      }
+    }
+  });
+
+  it("refuses a method or path that cannot be signed, as the canonical string does", () => {
+    const mac = new Uint8Array(32);
+    expect(() => verifyForwardMacSync(KEY, { method: "PO ST", path: POOL_PATHS.chatCompletions }, fields, mac, "00")).toThrow(RangeError);
+    expect(() => verifyForwardMacSync(KEY, { method: "POST", path: "/v1/a b" }, fields, mac, "00")).toThrow(RangeError);
   });
 });

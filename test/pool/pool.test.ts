@@ -341,6 +341,26 @@ describe("relay", () => {
     expect(work).toBeLessThan(390);
   });
 
+  it("charges a stream the same way: its stats comment says the cost model's work, or the wall time without one", async () => {
+    const answer = () => ({ usage: { prompt: 3_000, completion: 40, cached: 1_000 } });
+    const work = standaloneCallMs(decodeCostOf(resolveProfile("llama-3.1-8b-h100")), { promptTokens: 3_000, cachedTokens: 1_000, completionTokens: 40 });
+    for (const service of ["work", "wall"] as const) {
+      const engine = await startFakeEngine({ behave: () => ({ kind: "stream" }), answer });
+      cleanups.push(() => engine.close());
+      const p = await pool([{ id: "e1", url: engine.url, profile: "llama-3.1-8b-h100" }], { scheduling: { service } });
+      const response = send(p, await signedCall({ body: chatBody({ stream: true }) }));
+      const call = await engine.call(0);
+      await new Promise((resolve) => setTimeout(resolve, 400));
+      call.release();
+      const events: string[] = [];
+      const reader = (await response).body!.pipeThrough(new SseEventSplitter()).getReader();
+      for (let next = await reader.read(); !next.done; next = await reader.read()) events.push(next.value);
+      const stats = parseStatsEvent(events[events.findIndex(isDoneEvent) - 1] ?? "");
+      if (service === "work") expect(stats?.serviceMs).toBe(Math.round(work));
+      else expect(stats?.serviceMs).toBeGreaterThanOrEqual(399);
+    }
+  });
+
   it("sends SGLang the inverted priority and an OpenAI server none", async () => {
     const sglang = await fakeEngine(() => held);
     const openai = await fakeEngine();

@@ -1,5 +1,6 @@
+import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { type ForwardFields, forwardHeaders, parseForwardHeaders } from "../../src/protocol/forward.js";
+import { ForwardFields, FORWARD_FIELD_ORDER, forwardHeaders, parseForwardHeaders, plainlyForwardFields } from "../../src/protocol/forward.js";
 import { Header } from "../../src/protocol/headers.js";
 
 /*
@@ -58,5 +59,50 @@ describe("parseForwardHeaders", () => {
     expect(withHeader(Header.pathMs, "0.25")).toMatchObject({ ok: true, fields: { pathMs: 0.25 } });
     expect(withHeader(Header.serviceMs, "0")).toMatchObject({ ok: true, fields: { serviceMs: 0 } });
     expect(withHeader(Header.engine, "")).toMatchObject({ ok: true, fields: { engine: "" } });
+  });
+});
+
+describe("plainlyForwardFields (the header parse's check before zod)", () => {
+  // Values of every kind a field can hold after the header parse, and the edges of each rule.
+  const value = fc.oneof(
+    fc.constant(undefined),
+    fc.string({ maxLength: 4 }),
+    fc.constantFrom("", "0", "1", "main"),
+    fc.double(),
+    fc.constantFrom(0, -0, 1, -1, 0.5, 1e-300, Number.MAX_SAFE_INTEGER, Number.MAX_SAFE_INTEGER + 1, 2 ** 60, Infinity, -Infinity, NaN, Number.MAX_VALUE),
+    fc.integer(),
+    fc.constantFrom(null, true, {}, []),
+  );
+  const record = fc.tuple(...FORWARD_FIELD_ORDER.map(() => value)).map((values) => Object.fromEntries(FORWARD_FIELD_ORDER.map((key, i) => [key, values[i]])));
+  // Valid fields with one field changed: most generated records are refused by their first field.
+  const nearlyValid = fc.tuple(fc.constantFrom(...FORWARD_FIELD_ORDER), value).map(([key, v]): Record<string, unknown> => ({ ...fields, [key]: v }));
+
+  it("accepts exactly what ForwardFields accepts, and then raw is zod's output", () => {
+    fc.assert(
+      fc.property(fc.oneof(record, nearlyValid), (raw) => {
+        const parsed = ForwardFields.safeParse(raw);
+        expect(plainlyForwardFields(raw)).toBe(parsed.success);
+        if (parsed.success) expect(parsed.data).toEqual(raw);
+      }),
+      { numRuns: 20_000 },
+    );
+  });
+
+  it("accepts valid fields, and refuses each rule's edge", () => {
+    expect(plainlyForwardFields(fields)).toBe(true);
+    for (const [key, bad] of [
+      ["tenant", ""],
+      ["engine", undefined],
+      ["serviceMs", Infinity],
+      ["pathMs", -1],
+      ["waitMs", NaN],
+      ["weight", 0],
+      ["generation", 1.5],
+      ["ts", Number.MAX_SAFE_INTEGER + 1],
+      ["ts", -1],
+    ] as const) {
+      expect(plainlyForwardFields({ ...fields, [key]: bad }), `${key} = ${String(bad)}`).toBe(false);
+      expect(ForwardFields.safeParse({ ...fields, [key]: bad }).success).toBe(false);
+    }
   });
 });

@@ -1,5 +1,6 @@
+import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { eventData, isDoneEvent, SseEventCutter, SseEventSplitter } from "../../src/protocol/sse.js";
+import { EVENT_BOUNDARY, eventData, isDoneEvent, SseEventCutter, SseEventSplitter } from "../../src/protocol/sse.js";
 import { parseStatsEvent, statsCommentEvent } from "../../src/protocol/stats.js";
 
 async function split(pieces: string[]): Promise<string[]> {
@@ -55,5 +56,54 @@ describe("SSE splitting", () => {
     expect(parseStatsEvent(event ?? "")).toEqual(stats);
     expect(parseStatsEvent(": keep-alive")).toBeUndefined();
     expect(parseStatsEvent(': agentix {"engine":1}')).toBeUndefined();
+  });
+});
+
+/** The cutting rule as a regex over the whole buffer (what SseEventCutter did before its scan): the reference. */
+class RegexCutter {
+  readonly #decoder = new TextDecoder();
+  #buffer = "";
+
+  push(chunk: Uint8Array): string[] {
+    this.#buffer += this.#decoder.decode(chunk, { stream: true });
+    const events: string[] = [];
+    let match: RegExpExecArray | null;
+    while ((match = EVENT_BOUNDARY.exec(this.#buffer)) !== null) {
+      const event = this.#buffer.slice(0, match.index);
+      this.#buffer = this.#buffer.slice(match.index + match[0].length);
+      if (event.length > 0) events.push(event);
+    }
+    return events;
+  }
+
+  end(): string | undefined {
+    const rest = this.#buffer + this.#decoder.decode();
+    this.#buffer = "";
+    return rest.trim().length > 0 ? rest.replace(/\r?\n$/, "") : undefined;
+  }
+}
+
+describe("SseEventCutter's scan", () => {
+  it("cuts every text, however it is chunked, exactly where EVENT_BOUNDARY's leftmost match does", () => {
+    // Texts dense in CR and LF (every arrangement of them), with multi-byte characters to cut through.
+    const text = fc.string({ unit: fc.constantFrom("\n", "\r", "\r\n", "\n\n", "a", "data: x", ":", " ", "é", "😀"), maxLength: 40 });
+    const cuts = fc.array(fc.nat(), { maxLength: 6 });
+    fc.assert(
+      fc.property(text, cuts, (input, at) => {
+        const bytes = new TextEncoder().encode(input);
+        const points = [...new Set(at.map((n) => n % (bytes.length + 1)))].sort((a, b) => a - b);
+        const pieces: Uint8Array[] = [];
+        let from = 0;
+        for (const point of [...points, bytes.length]) {
+          pieces.push(bytes.slice(from, point));
+          from = point;
+        }
+        const scan = new SseEventCutter();
+        const reference = new RegexCutter();
+        for (const piece of pieces) expect(scan.push(piece)).toEqual(reference.push(piece));
+        expect(scan.end()).toEqual(reference.end());
+      }),
+      { numRuns: 20_000 },
+    );
   });
 });

@@ -105,7 +105,7 @@ export function sustainedRate(trial: (perSec: number) => CapacityTrial, lowest =
   return { sustainedPerSec: good, atCeiling: false, trials };
 }
 
-/** Every policy of the policy table (mixed, each fixed split, both controllers from the decode-heavy split). */
+/** Every policy of the policy table (mixed, each fixed split, both controllers from the decode-heavy split, the ratio controller's old cooldown). */
 export function runCapacityBench(options: CapacityOptions, start: number, log: (line: string) => void = () => undefined): CapacityRow[] {
   const from = `from ${start}:${options.engines - start}`;
   const policies: [string, EvolvePolicy][] = [
@@ -113,6 +113,8 @@ export function runCapacityBench(options: CapacityOptions, start: number, log: (
     ...Array.from({ length: options.engines - 1 }, (_, i): [string, EvolvePolicy] => [`fixed ${i + 1}:${options.engines - i - 1}`, { kind: "fixed", prefillEngines: i + 1 }]),
     [`threshold (${from})`, { kind: "threshold", prefillEngines: start }],
     [`agentix ratio (${from})`, { kind: "ratio", prefillEngines: start }],
+    // Its cooldown before 2026-12-05's second round, in the same run.
+    [`agentix ratio, 15 s cooldown (${from})`, { kind: "ratio", prefillEngines: start, settings: { cooldownMs: 15_000 } }],
   ];
   return policies.map(([policy, spec]) => {
     const found = sustainedRate((perSec) => {

@@ -113,6 +113,8 @@ export const startingSplit = (options: EvolveBenchOptions) => Math.max(1, Math.r
 const ROUND_BEFORE_MS = 10_000;
 /** The ratio controller's floor and margin before 2026-12-05: nothing moved below 0.7 of the busier side's engines, a 15 % margin. */
 const RATIO_IDLE_FLOOR_BEFORE: Partial<RatioControllerSettings> = Object.freeze({ minLoadToAct: 0.7, hysteresis: 0.15 });
+/** The ratio controller's cooldown before 2026-12-05's second round (15 s, now 7.5 s). */
+const RATIO_COOLDOWN_BEFORE: Partial<RatioControllerSettings> = Object.freeze({ cooldownMs: 15_000 });
 /** Commit 7d25bf8's ratio controller: that floor and margin, 3 sustain rounds, a 30 s cooldown. */
 const RATIO_BEFORE: Partial<RatioControllerSettings> = Object.freeze({ ...RATIO_IDLE_FLOOR_BEFORE, sustainRounds: 3, cooldownMs: 30_000, smoothing: 0.3 });
 
@@ -130,7 +132,7 @@ export function runEvolveBench(options: EvolveBenchOptions): EvolveBenchRow[] {
     ...Array.from({ length: options.engines - 1 }, (_, i): PolicyRun => [`fixed ${i + 1}:${options.engines - i - 1}`, { kind: "fixed", prefillEngines: i + 1 }]),
     [`threshold (${from})`, { kind: "threshold", prefillEngines: start }],
     [`agentix ratio (${from})`, { kind: "ratio", prefillEngines: start }],
-    [`agentix ratio, idle floor 0.7, 15 % margin (${from})`, { kind: "ratio", prefillEngines: start, settings: RATIO_IDLE_FLOOR_BEFORE }],
+    [`agentix ratio, 15 s cooldown (${from})`, { kind: "ratio", prefillEngines: start, settings: RATIO_COOLDOWN_BEFORE }],
     [`threshold, before (${from}; drain, 10 s rounds)`, { kind: "threshold", prefillEngines: start }, before],
     [`agentix ratio, before (${from}; drain, 10 s rounds, sustain 3, cooldown 30 s)`, { kind: "ratio", prefillEngines: start, settings: RATIO_BEFORE }, before],
     [`agentix ratio, overlap with the old settings (${from}; 10 s rounds, sustain 3, cooldown 30 s)`, { kind: "ratio", prefillEngines: start, settings: RATIO_BEFORE }, { roundMs: ROUND_BEFORE_MS }],

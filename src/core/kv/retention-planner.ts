@@ -1,4 +1,4 @@
-import { type KvRetentionHint, KvRetentionTag, MAX_KV_KEEP_MS } from "../../protocol/kv-retention.js";
+import { isKvRetentionTag, type KvRetentionHint, MAX_KV_KEEP_MS } from "../../protocol/kv-retention.js";
 import { RatioWindow } from "./ratio-window.js";
 
 /*
@@ -102,7 +102,7 @@ export interface ContextInspection {
 /** A context's tag, or undefined when its IDs cannot form one (KvRetentionTag: then it is not tagged). */
 export function contextTag(ref: ContextRef): string | undefined {
   const tag = `${ref.programId}:${ref.threadId}:${ref.generation}`;
-  return KvRetentionTag.safeParse(tag).success ? tag : undefined;
+  return isKvRetentionTag(tag) ? tag : undefined;
 }
 
 interface TrackedThread {

@@ -42,7 +42,11 @@ import {
  * overlapping switch counts in its new role and is not moved again until they are done.
  *
  * The defaults are for the default 2.5 s round (roles.ts DEFAULT_ROLE_ROUND_MS) and
- * switches that overlap: 4 sustain rounds (10 s) and a 15 s cooldown. With switches
+ * switches that overlap: 4 sustain rounds (10 s) and a 7.5 s cooldown. The cooldown
+ * mostly spaces moves the same way (a move back must first be asked for 4 rounds in a
+ * row): after a shift to computer-use work near the pool's capacity, a 15 s cooldown
+ * put the second move 28 s after the shift, and the queue built meanwhile outlived the
+ * phase's first minute (bench:evolve --only capacity; README). With switches
  * that drained, 10 s rounds, 3 sustain rounds and a 30 s cooldown put every reaction
  * 30–60 s after a shift in the mix; with overlap a switch costs no idle engine, so the
  * controller can afford to act sooner (README, "Evolving pools"). Pure: the caller
@@ -80,7 +84,7 @@ export const DEFAULT_RATIO_CONTROLLER: RatioControllerSettings = Object.freeze({
   sustainRounds: 4,
   minLoadToAct: 0.3,
   targetLoad: 0.8,
-  cooldownMs: 15_000,
+  cooldownMs: 7_500,
   maxMovesPerDecision: 3,
   backlogHorizonMs: 2_000,
   minPrefillEngines: 1,

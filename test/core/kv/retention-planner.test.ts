@@ -1,7 +1,8 @@
+import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { contextTag, type ContextRef, DEFAULT_RETENTION_SETTINGS, RetentionPlanner } from "../../../src/core/kv/retention-planner.js";
 import { RatioWindow } from "../../../src/core/kv/ratio-window.js";
-import { MAX_KV_KEEP_MS } from "../../../src/protocol/kv-retention.js";
+import { isKvRetentionTag, KvRetentionTag, MAX_KV_KEEP_MS } from "../../../src/protocol/kv-retention.js";
 import { Rng } from "../../../src/sim/workload/prng.js";
 
 const P = "prog_planner01";
@@ -22,6 +23,17 @@ describe("retention planner", () => {
     expect(contextTag(ref("branch.1", 3))).toBe("prog_planner01:branch.1:3");
     expect(contextTag(ref("has space"))).toBeUndefined();
     expect(contextTag(ref("main", 0, `prog_${"x".repeat(200)}`))).toBeUndefined();
+  });
+
+  it("takes a tag exactly where the KvRetentionTag schema does", () => {
+    const tagLike = fc.string({ unit: fc.constantFrom("a", "Z", "0", ".", "_", ":", "-", " ", "/", "é", "\n"), maxLength: 170 });
+    fc.assert(
+      fc.property(fc.oneof(tagLike, fc.string()), (text) => {
+        expect(isKvRetentionTag(text)).toBe(KvRetentionTag.safeParse(text).success);
+      }),
+      { numRuns: 5_000 },
+    );
+    for (const text of ["", "a".repeat(160), "a".repeat(161), "p:t:0", "p t"]) expect(isKvRetentionTag(text)).toBe(KvRetentionTag.safeParse(text).success);
   });
 
   it("keeps a context through a predicted tool wait: until the return plus the margin, on the engine that holds it", () => {
