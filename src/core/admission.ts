@@ -25,7 +25,7 @@
  * Pure and deterministic: the pool and the simulator feed the same events.
  */
 
-import { type EngineState, metricsSaturated, type SaturationSettings } from "./engines.js";
+import { backedUp, type EngineState, metricsSaturated, type SaturationSettings } from "./engines.js";
 
 export interface AdmissionSettings {
   /** Admit while projected KV stays within this share of capacity (0 < kvTarget <= 1). */
@@ -252,7 +252,7 @@ export class Admission {
   holdReason(engine: EngineState, candidate: AdmissionCandidate, saturation: SaturationSettings): HoldReason | undefined {
     if (!engine.healthy) return "unhealthy";
     if (engine.inFlight >= engine.maxInFlight) return "count";
-    if (engine.waiting > saturation.maxEngineWaiting) return "engine-backlog";
+    if (backedUp(engine, saturation)) return "engine-backlog";
     const account = this.#account(engine.id);
     if (account.capacityTokens === undefined) {
       if (metricsSaturated({ waiting: 0, kvUsage: engine.kvUsage }, saturation)) return "kv";

@@ -9,7 +9,7 @@
  */
 
 import { type Admission, type AdmissionSettings, HOLD_REASONS, type HoldReason, validateAdmissionSettings } from "./admission.js";
-import { type EngineState, isAvailable, type SaturationSettings, validateSaturationSettings } from "./engines.js";
+import { backedUp, type EngineState, isAvailable, type SaturationSettings, validateSaturationSettings } from "./engines.js";
 import { type ProgramQueue, type QueuedCall, type QueueSettings, validateQueueSettings } from "./queue.js";
 import {
   type EngineChoice,
@@ -141,7 +141,7 @@ function unavailableReason(engines: readonly EngineState[], saturation: Saturati
   for (const engine of engines) {
     if (!engine.healthy) reasons.add("unhealthy");
     else if (engine.inFlight >= engine.maxInFlight) reasons.add("count");
-    else if (engine.waiting > saturation.maxEngineWaiting) reasons.add("engine-backlog");
+    else if (backedUp(engine, saturation)) reasons.add("engine-backlog");
     else if (engine.kvUsage > saturation.maxKvUsage) reasons.add("kv");
   }
   return HOLD_REASONS.find((reason) => reasons.has(reason)) ?? "count";

@@ -20,6 +20,13 @@ export interface EngineState {
   maxDecodes?: number | undefined;
   /** The engine's own waiting queue from scraped metrics (0 if unknown). */
   waiting: number;
+  /**
+   * The waiting queue past which the engine is backed up; undefined: the pool's
+   * maxEngineWaiting. A prefill engine's is unbounded (PoolCore sets it): prompts waiting
+   * for its prefill budget are its normal state, and a program's long prompt is cheapest
+   * where its prefix is cached, so the count cap and KV bound what it is sent.
+   */
+  maxWaiting?: number | undefined;
   /** 0..1 from scraped metrics (0 if unknown). */
   kvUsage: number;
 }
@@ -41,8 +48,13 @@ export function validateSaturationSettings(settings: SaturationSettings): void {
 }
 
 /** The engine's own metrics say it is backed up (the part of saturation a scrape decides). */
-export function metricsSaturated(reading: Pick<EngineState, "waiting" | "kvUsage">, s: SaturationSettings): boolean {
-  return reading.waiting > s.maxEngineWaiting || reading.kvUsage > s.maxKvUsage;
+export function metricsSaturated(reading: Pick<EngineState, "waiting" | "kvUsage" | "maxWaiting">, s: SaturationSettings): boolean {
+  return backedUp(reading, s) || reading.kvUsage > s.maxKvUsage;
+}
+
+/** The engine's own waiting queue is past what the pool lets it hold. */
+export function backedUp(reading: Pick<EngineState, "waiting" | "maxWaiting">, s: SaturationSettings): boolean {
+  return reading.waiting > (reading.maxWaiting ?? s.maxEngineWaiting);
 }
 
 export function isSaturated(engine: EngineState, s: SaturationSettings): boolean {

@@ -470,7 +470,11 @@ export class PoolCore {
 
   /** The engines a new call may go to: all of them unless roles say otherwise (the same array then, so nothing changes for a mixed pool). */
   #placeable(): EngineState[] {
-    return this.roles.split ? this.engines.filter((engine) => this.roles.takesNewCalls(engine.id)) : this.engines;
+    if (!this.roles.split) return this.engines;
+    const placeable = this.engines.filter((engine) => this.roles.takesNewCalls(engine.id));
+    // A prefill engine's waiting queue is its normal state (engines.ts maxWaiting); a mixed one's is a backlog.
+    for (const engine of placeable) engine.maxWaiting = this.roles.role(engine.id) === "prefill" ? Number.POSITIVE_INFINITY : undefined;
+    return placeable;
   }
 
   #record(dispatch: Dispatch, chargeAccount: boolean): void {

@@ -104,6 +104,21 @@ describe("engine roles in the pool core", () => {
     expect(pool.admitDecode(makeCall(), new Set(["D1", "D2"]), 0)).toBeUndefined();
   });
 
+  it("keeps a program's long call on its prefill engine while that engine's own queue is long (its normal state), not on a mixed engine", () => {
+    const longCall = () => makeCall({ promptTokens: 12_000, affinityEngine: "A" });
+    const backlog = { healthy: true, waiting: SETTINGS.saturation.maxEngineWaiting + 6, kvUsage: 0.2 };
+    // Prefill engines: A's ten waiting prompts do not send the call to B, where its prefix is not cached.
+    const split = core([{ id: "A", role: "prefill" }, { id: "B", role: "prefill" }, { id: "D", role: "decode" }]);
+    split.engineReadings([{ id: "A", ...backlog }, { id: "B", healthy: true, waiting: 0, kvUsage: 0 }], 0);
+    split.enqueue(longCall(), 0);
+    expect(split.pump(0).dispatches.map((d) => d.engineId)).toEqual(["A"]);
+    // Mixed engines: a queue past maxEngineWaiting is a backlog, and the call goes elsewhere.
+    const mixed = core([{ id: "A" }, { id: "B" }]);
+    mixed.engineReadings([{ id: "A", ...backlog }, { id: "B", healthy: true, waiting: 0, kvUsage: 0 }], 0);
+    mixed.enqueue(longCall(), 0);
+    expect(mixed.pump(0).dispatches.map((d) => d.engineId)).toEqual(["B"]);
+  });
+
   it("recomputes a failed handoff on a mixed engine first, else on a decode engine", () => {
     const pool = core([{ id: "P", role: "prefill" }, { id: "D", role: "decode" }, { id: "M", role: "mixed" }]);
     const call = makeCall();
