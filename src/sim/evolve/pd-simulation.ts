@@ -67,7 +67,7 @@ import { type EvolveProgram, generationOf, promptOf, type TreeShape, toolMsAfter
  * driven as simulate.ts drives it: a program's call is enqueued when the program issues
  * it (its TTFT and end to end count from then), a pump per instant hands queued calls
  * out in the queue's order (PLAS by default) through admission (KV projected at peak,
- * the count cap, the scraped backlog) and routing (a long prompt back to the engine that
+ * the count cap, the scraped backlog of an engine that is not a prefill engine) and routing (a long prompt back to the engine that
  * prefilled the program's last call, its prefix cached there, unless clearly busier;
  * a short one to the least loaded), only to engines whose role takes new calls (a
  * prefill engine: the call's prefill; a mixed one: the whole call); engine readings on a
@@ -89,8 +89,8 @@ import { type EvolveProgram, generationOf, promptOf, type TreeShape, toolMsAfter
  * demand meter hears the decode when its prefill ends (as the pool's).
  *
  * Before the queue (main at 3998b3a) a new call went at once to the program's last engine
- * unless clearly busier; what the queue changed (npm run bench:evolve -- --only policies
- * --rate 0.5|0.6 --seed 7) is in the README, "Evolving pools".
+ * unless clearly busier; what the queue changed, and the pool rule it showed wrong (a
+ * prefill engine's waiting queue taken for a backlog), are in the README, "Evolving pools".
  */
 
 export type EvolvePolicy =
