@@ -293,6 +293,7 @@ export class PoolCore {
   }
 
   #decodeEngines(excluded: ReadonlySet<string>): EngineState[] {
+    this.#syncBacklogLimits();
     return this.engines.filter((engine) => !excluded.has(engine.id) && this.roles.takesDecodes(engine.id));
   }
 
@@ -471,10 +472,17 @@ export class PoolCore {
   /** The engines a new call may go to: all of them unless roles say otherwise (the same array then, so nothing changes for a mixed pool). */
   #placeable(): EngineState[] {
     if (!this.roles.split) return this.engines;
-    const placeable = this.engines.filter((engine) => this.roles.takesNewCalls(engine.id));
-    // A prefill engine's waiting queue is its normal state (engines.ts maxWaiting); a mixed one's is a backlog.
-    for (const engine of placeable) engine.maxWaiting = this.roles.role(engine.id) === "prefill" ? Number.POSITIVE_INFINITY : undefined;
-    return placeable;
+    this.#syncBacklogLimits();
+    return this.engines.filter((engine) => this.roles.takesNewCalls(engine.id));
+  }
+
+  /**
+   * A prefill engine's waiting queue is its normal state (engines.ts maxWaiting); a mixed or
+   * decode one's is a backlog. Set on every engine from its role at each decision, so one
+   * that switched out of prefill is not left unbounded.
+   */
+  #syncBacklogLimits(): void {
+    for (const engine of this.engines) engine.maxWaiting = this.roles.role(engine.id) === "prefill" ? Number.POSITIVE_INFINITY : undefined;
   }
 
   #record(dispatch: Dispatch, chargeAccount: boolean): void {

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { PoolCore } from "../../src/core/pool-core.js";
+import { metricsSaturated } from "../../src/core/engines.js";
 import { EngineRoleBook, validateEngineRoles } from "../../src/core/roles/engine-roles.js";
 import { DECODE_HOLD_MAX_MS, pickDecodeEngine } from "../../src/core/roles/decode-placement.js";
 import type { EngineRole, RoleSwitchMode } from "../../src/core/roles/roles.js";
@@ -117,6 +118,19 @@ describe("engine roles in the pool core", () => {
     mixed.engineReadings([{ id: "A", ...backlog }, { id: "B", healthy: true, waiting: 0, kvUsage: 0 }], 0);
     mixed.enqueue(longCall(), 0);
     expect(mixed.pump(0).dispatches.map((d) => d.engineId)).toEqual(["B"]);
+  });
+
+  it("counts a backlog again on an engine that switched from prefill to decode: its decodes are held, not piled on its queue", () => {
+    const pool = core([{ id: "P1", role: "prefill", switchMode: "overlap" }, { id: "P2", role: "prefill" }, { id: "D", role: "decode" }]);
+    const backlog = { healthy: true, waiting: SETTINGS.saturation.maxEngineWaiting + 6, kvUsage: 0.2 };
+    pool.engineReadings([{ id: "P1", ...backlog }], 0);
+    // As a prefill engine its queue is its normal state: a new call still goes to it.
+    pool.enqueue(makeCall({ promptTokens: 12_000, affinityEngine: "P1" }), 0);
+    expect(pool.pump(0).dispatches.map((d) => d.engineId)).toEqual(["P1"]);
+    expect(pool.startRoleSwitch({ engineId: "P1", from: "prefill", to: "decode", reason: "test" }, 1)).toBe(true);
+    // As a decode engine the same queue is a backlog: the decode is held (D refused it), with no pump in between.
+    expect(pool.admitDecode(makeCall(), new Set(["D"]), 0)).toEqual({ held: "engine-backlog" });
+    expect(metricsSaturated(pool.engine("P1")!, SETTINGS.saturation)).toBe(true);
   });
 
   it("recomputes a failed handoff on a mixed engine first, else on a decode engine", () => {

@@ -1,5 +1,5 @@
 import { HOLD_REASONS, type HoldReason } from "../admission.js";
-import type { EngineState, SaturationSettings } from "../engines.js";
+import { backedUp, type EngineState, type SaturationSettings } from "../engines.js";
 
 /*
  * Where a disaggregated call decodes (issue 13): among the decode engines that take
@@ -101,5 +101,5 @@ export function decodeCandidates(
 export function decodeHoldReason(engine: EngineState, saturation: SaturationSettings): HoldReason | undefined {
   if (!engine.healthy) return "unhealthy";
   if (engine.inFlight >= decodeCapOf(engine)) return "count";
-  return engine.waiting > saturation.maxEngineWaiting ? "engine-backlog" : undefined;
+  return backedUp(engine, saturation) ? "engine-backlog" : undefined;
 }

@@ -695,8 +695,10 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
 
   /** A metrics reading of an engine, as the pool's monitor takes it (waiting queue, KV use: the core's account is corrected by it); saturated, it is read again soon. */
   const readEngine = (engine: SimEngine) => {
-    core.engineReadings([{ id: engine.id, healthy: true, waiting: engine.model.numWaiting, kvUsage: engine.model.kvUsage }], now);
-    if (!engine.rescrapePending && metricsSaturated(engine.state, scheduling.saturation)) {
+    const reading = { id: engine.id, healthy: true, waiting: engine.model.numWaiting, kvUsage: engine.model.kvUsage };
+    core.engineReadings([reading], now);
+    // The monitor's rule (engine-monitor.ts): the reading itself over the limits, whatever the engine's role.
+    if (!engine.rescrapePending && metricsSaturated(reading, scheduling.saturation)) {
       engine.rescrapePending = true;
       events.push(now + Math.min(POOL_DEFAULTS.saturatedMetricsIntervalMs, POOL_DEFAULTS.metricsIntervalMs), { kind: "rescrape", engine });
     }
