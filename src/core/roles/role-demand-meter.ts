@@ -9,16 +9,13 @@ import type { RoleDemand } from "./roles.js";
  * decoding, and the latencies of the window. `read` closes a window. Pure: the caller
  * says what happened and when.
  *
- * A call's prefill work is priced when it is sent, before anyone knows what the
- * engine will find cached: the simulator assumes its program's context is (the
- * tokens new since its last call), the pool assumes nothing is. Both are wrong under
- * load: once prefill queues, contexts are evicted before their next call is served
- * and whole prompts are computed again (bench:evolve's mix at rate 0.6, per round:
- * 1.5–2× the simulator's estimate as a queue builds, 3.7× once the prefill caches
- * thrash, 5–8× after prefill engines leave with their caches); with prefix caching
- * working, the pool's estimate is many times the real cost. So each finished prefill's own report of what it found cached prices
- * the work it really did, and the estimates are scaled by the recent ratio of the two
- * (`prefillCostFactor`).
+ * A call's prefill work is priced when it is sent to a prefill engine, before anyone
+ * knows what the engine will find cached: the pool (and the simulator, which does as
+ * the pool) prices its whole prompt. With prefix caching working that is many times the
+ * real cost; once prefill queues, contexts are evicted before their next call is served
+ * and whole prompts are computed again. So each finished prefill's own report of what it
+ * found cached prices the work it really did, and the estimates are scaled by the recent
+ * ratio of the two (`prefillCostFactor`).
  */
 
 /** The engine cost model the meter prices work with: the decode terms and prefill attention, plus the batch a full decode step holds. */

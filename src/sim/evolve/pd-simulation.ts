@@ -57,8 +57,10 @@ import { type EvolveProgram, generationOf, promptOf, type TreeShape, toolMsAfter
  * moment, as the edge tells it after the agent's DELETE of the thread.
  *
  * Demand is measured by the core's RoleDemandMeter, as the pool measures it: each
- * call's prefill work as it is issued, its first token, the KV handed to decode, and
- * each decode engine's tokens per round at its mean context.
+ * split call's prefill work when the pump sends it to a prefill engine (its whole prompt,
+ * as the pool prices it; the engines' reports of what they found cached correct it), its
+ * first token, the KV handed to decode, and each decode engine's tokens per round at its
+ * mean context; calls still in the pool's queue are in the readings' prefill queue.
  *
  * The pool is the pool core (src/core/pool-core.ts, the object the pool service drives on
  * real time and src/sim/des/simulate.ts on virtual time), built from the pool config's
@@ -254,7 +256,6 @@ interface CallRun {
   tag: string | undefined;
   prompt: string[];
   hashes: number[];
-  newTokens: number;
   record: EvolveCallRecord;
   /** Where it was prefilled, and the blocks pinned there until the decode engine's pull ends. */
   prefillEngine: SimEngine | undefined;
@@ -462,7 +463,6 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
     const branch = tree === undefined ? undefined : treeCallOf(tree, index);
     const previous = branch === undefined ? program.prompt : branch.step === 0 ? program.roundContext : program.branchPrompts.get(branch.thread);
     const prompt = branch === undefined ? promptOf(program.spec, index, previous) : treePromptOf(program.spec, index, previous);
-    const newTokens = prompt.length - commonPrefixLength(prompt, previous);
     if (branch === undefined) program.prompt = prompt;
     else program.branchPrompts.set(branch.thread, prompt);
     const context: ContextRef = { programId: program.spec.id, threadId: branch?.thread ?? "main", generation: generationOf(program.spec.shape, index) };
@@ -516,13 +516,11 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
       tag: planner === undefined ? undefined : contextTag(context),
       prompt,
       hashes: promptBlockHashes(prompt, profile.blockSize),
-      newTokens,
       record,
       prefillEngine: undefined,
       held: undefined,
     };
     calls.set(key, call);
-    meter.prefillQueued(key, newTokens, prompt.length - newTokens);
     // It waits in the pool's queue (its TTFT and e2e count from now) until the pump gives it an engine that prefills.
     core.enqueue(queued, now);
     schedulePump();
@@ -533,6 +531,8 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
     call.prefillEngine = engine;
     call.record.prefillEngineId = engine.id;
     call.record.dispatchMs = now;
+    // As the pool's split call (kv-transfer-split.ts): its prefill work is heard when it is sent, priced as the pool prices it (its whole prompt, nothing assumed cached).
+    if (split) meter.prefillQueued(call.key, call.queued.promptTokens, 0);
     if (split) submit(engine, `${call.key}/p`, call, 1);
     else submit(engine, `${call.key}/m`, call, call.record.outputTokens);
   };
@@ -853,15 +853,6 @@ function kvTotals(stats: readonly EngineStats[], hintsSent: number, branchDropsA
     evictedKeptBlocks: sum((s) => s.evictedKeptBlocks),
     keepFactor,
   };
-}
-
-/** Tokens `next` shares with `previous` from the start (what the prefix cache can serve). */
-function commonPrefixLength(next: readonly string[], previous: readonly string[] | undefined): number {
-  if (previous === undefined) return 0;
-  const limit = Math.min(next.length, previous.length);
-  let k = 0;
-  while (k < limit && next[k] === previous[k]) k++;
-  return k;
 }
 
 export interface EvolveSummary {
