@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { type EvolveCallRecord, type EvolveResult, simulateEvolvingPool, summarise } from "../../src/sim/evolve/pd-simulation.js";
-import { type EvolveProgram, shiftingWorkload } from "../../src/sim/evolve/workload.js";
+import { CLIENT_MAX_TOKENS, type EvolveProgram, shiftingWorkload } from "../../src/sim/evolve/workload.js";
 import { DECODE_HOLD_MAX_MS } from "../../src/core/roles/decode-placement.js";
 
 /*
@@ -197,5 +197,15 @@ describe("new calls in the evolve simulator go through the pool core's queue", (
     const short = run(20);
     expect(short.veteran[1].arrivalMs).toBeLessThan(short.newcomer.arrivalMs);
     expect(short.veteran[1].dispatchMs).toBeLessThan(short.newcomer.dispatchMs);
+  });
+});
+
+describe("what the evolve simulator's agents send", () => {
+  it("refuses an agent whose answer is longer than the max_tokens it sends (the engine would stop at the cap, not at the answer)", () => {
+    const [program] = shiftingWorkload([{ kind: "math", durationMs: 1_000, programsPerSec: 2 }], 3) as [EvolveProgram];
+    const config = { engines: 2, profile, policy: { kind: "mixed" as const } };
+    expect(simulateEvolvingPool({ ...config, programs: [program] }).programsFinished).toBe(1);
+    const tooLong: EvolveProgram = { ...program, shape: { ...program.shape, outputTokens: CLIENT_MAX_TOKENS + 1 } };
+    expect(() => simulateEvolvingPool({ ...config, programs: [tooLong] })).toThrow(/past the client's max_tokens/);
   });
 });

@@ -9,6 +9,7 @@ import { RoleDemandMeter, type RoleWorkModel } from "../../core/roles/role-deman
 import { DEFAULT_ROLE_ROUND_MS, type RoleCapacity, type RoleController, type RoleSwitchMode, type SplitRole } from "../../core/roles/roles.js";
 import { ThresholdRoleController, type ThresholdControllerSettings } from "../../core/roles/threshold-controller.js";
 import { callStartValue, completeCall, NO_SERVICE, type ProgramService } from "../../core/service.js";
+import { expectedHandoffMs, handoffFactsOf } from "../../pool/handoff-estimate.js";
 import { handedOffTokens } from "../../pool/split-legs.js";
 import { EventQueue } from "../des/event-queue.js";
 import { DEFAULT_SIM_TENANT } from "../des/simulate.js";
@@ -22,7 +23,7 @@ import { decodeCostOf, type EngineProfile, type EngineProfileName, ENGINE_PROFIL
 import { promptBlockHashes } from "../token-hash.js";
 import { deriveSeed, hashString, Rng } from "../workload/prng.js";
 import { answerTokensOf, keptBranchOf, threadOf, treeCallIndex, treeCallOf, treeOf, treePromptOf } from "./tree-search.js";
-import { type EvolveProgram, generationOf, promptOf, type TreeShape, toolMsAfter } from "./workload.js";
+import { CLIENT_MAX_TOKENS, type EvolveProgram, generationOf, promptOf, type TreeShape, toolMsAfter } from "./workload.js";
 
 /*
  * A pool of modelled engines (EngineModel: the simulated engine's own step timing and
@@ -417,12 +418,16 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
     events.push(now, { kind: "pump" });
   };
 
-  /** Recent time per output token (ms, a moving average): how long a decode is expected to take. */
-  let tpotEstimateMs = 50;
-  /** A split call's prefill is done: the planner's rule keeps its copy on the prefill engine through the expected transfer and decode. */
-  const keepThroughDecode = (call: CallRun, transferMs: number) => {
+  /**
+   * A split call's prefill is done and its decode placed: the planner's rule keeps its copy
+   * on the prefill engine through the transfer and decode the pool expects (the pool's own
+   * estimate, handoff-estimate.ts: the output admission expects, at the decode engine's
+   * projected step; not the call's true output).
+   */
+  const keepThroughDecode = (call: CallRun, decodeEngineId: string) => {
     if (planner === undefined || call.prefillEngine === undefined) return;
-    sendHints(planner.prefillHandedOff(call.context, call.prefillEngine.id, transferMs + call.record.outputTokens * tpotEstimateMs, now));
+    const expectedMs = expectedHandoffMs(handoffFactsOf(core, call.queued, decodeEngineId, link));
+    sendHints(planner.prefillHandedOff(call.context, call.prefillEngine.id, expectedMs, now));
   };
 
   /** Returns the hints an engine applied (it held the context). */
@@ -489,6 +494,7 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
       decodeHoldReason: undefined,
     };
     const key = `${program.spec.id}#${index}`;
+    if (record.outputTokens > CLIENT_MAX_TOKENS) throw new RangeError(`${key}: an answer of ${record.outputTokens} tokens is past the client's max_tokens (${CLIENT_MAX_TOKENS})`);
     // What the edge tells the pool of the call: its program's values, and the engine that served the program last.
     const queued: QueuedCall = {
       callId: key,
@@ -500,7 +506,8 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
       waitMs: program.waitMs,
       weight: 1,
       promptTokens: prompt.length,
-      maxTokens: record.outputTokens,
+      // What an agent sends: a generous cap, not its answer's length (the engine stops at the answer's end, as at EOS).
+      maxTokens: CLIENT_MAX_TOKENS,
       enqueuedAt: now,
       ...(program.lastEngine === undefined ? {} : { affinityEngine: program.lastEngine }),
     };
@@ -639,7 +646,6 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
     if (part === "p") meter.prefillDone(key, call.record.firstTokenMs - call.record.arrivalMs, event.usage);
     if (part !== "p" && event.timing.tpotMs !== undefined) {
       meter.interToken(event.timing.tpotMs);
-      tpotEstimateMs += 0.05 * (event.timing.tpotMs - tpotEstimateMs);
     }
     if (part === "p" && call.record.outputTokens > 1) {
       handOff(call, key);
@@ -683,7 +689,7 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
     call.record.decodeHeldMs = heldMs;
     call.record.decodeEngineId = engine.id;
     // The planner's keep covers the transfer as if it started now (it cannot know the wait for room).
-    keepThroughDecode(call, kvTransferMs(link, call.prompt.length, "engine"));
+    keepThroughDecode(call, engine.id);
     submit(engine, requestId, call, call.record.outputTokens - 1, "decode");
     return true;
   };

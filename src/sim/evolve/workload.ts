@@ -11,11 +11,19 @@ import { deriveSeed, hashString, Rng } from "../workload/prng.js";
  * phase bind a different side; they are not measured traces.
  */
 
+/**
+ * The max_tokens every agent here sends: a generous cap above any answer it gives, as
+ * agent clients send (the pool's admission then learns each program's output from its
+ * answers), not the answer's own length, which no client knows in advance.
+ */
+export const CLIENT_MAX_TOKENS = 4_096;
+
 export interface AgentShape {
   /** The program's first prompt (system prompt and task), tokens. */
   firstPromptTokens: number;
   /** New tokens each later call appends (the tool result: a screenshot, a file, a check). */
   stepTokens: number;
+  /** Each answer's length (the engine stops there, as at EOS); at most CLIENT_MAX_TOKENS. */
   outputTokens: number;
   calls: number;
   /** The client's time between an answer and its next call (the tool), ms. */
