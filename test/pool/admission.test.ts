@@ -1,3 +1,5 @@
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { estimatePromptTokens } from "../../src/protocol/tokens.js";
 import { statsFromHeaders } from "../../src/protocol/stats.js";
@@ -17,15 +19,51 @@ import { metricValue, operatorGet, signedCall, testConfig } from "./helpers.js";
 const KV_CAPACITY = 4_000;
 let engine: SimEngineHandle;
 let pool: PoolHandle;
+let tap: Server;
+/** When each call reached the engine (by the name its message starts with): the pool's dispatch as the engine sees it. */
+const reachedEngine = new Map<string, number>();
+
+/**
+ * Between the pool and the engine: notes when each completion request arrives, then
+ * forwards it unchanged. The order of dispatches is read here, not from the client's
+ * clock (which would add each call's own, load-dependent trip to the pool).
+ */
+async function startTap(engineUrl: string): Promise<{ server: Server; url: string }> {
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on("data", (chunk: Buffer) => chunks.push(chunk));
+    req.on("end", () => {
+      const body = Buffer.concat(chunks);
+      if (req.method === "POST" && body.length > 0) {
+        const parsed = JSON.parse(body.toString("utf8")) as { messages?: Array<{ content?: string }> };
+        const name = parsed.messages?.[0]?.content?.split(" ")[0];
+        if (name !== undefined) reachedEngine.set(name, performance.now());
+      }
+      const headers = { "content-type": req.headers["content-type"] ?? "application/json" };
+      fetch(`${engineUrl}${req.url ?? "/"}`, { method: req.method ?? "GET", headers, ...(req.method === "POST" ? { body } : {}) })
+        .then(async (upstream) => {
+          const answer = Buffer.from(await upstream.arrayBuffer());
+          res.writeHead(upstream.status, { "content-type": upstream.headers.get("content-type") ?? "application/json" });
+          res.end(answer);
+        })
+        .catch(() => res.destroy());
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return { server, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}` };
+}
 
 beforeAll(async () => {
   engine = await startSimEngine({ engineId: "sim-1", timeScale: 10 });
+  const tapped = await startTap(engine.url);
+  tap = tapped.server;
   pool = await startPool(
-    testConfig({ engines: [{ id: "sim-1", url: engine.url, maxInFlight: 64, kvCapacityTokens: KV_CAPACITY, profile: "llama-3.1-8b-h100" }] }),
+    testConfig({ engines: [{ id: "sim-1", url: tapped.url, maxInFlight: 64, kvCapacityTokens: KV_CAPACITY, profile: "llama-3.1-8b-h100" }] }),
   );
 });
 afterAll(async () => {
   await pool?.close();
+  await new Promise((resolve) => tap?.close(resolve));
   await engine?.close();
 });
 
@@ -38,7 +76,8 @@ function messageOf(tokens: number, tag: string): { role: "user"; content: string
 
 interface Sent {
   name: string;
-  sentAt: number;
+  /** When the pool took the call (its dispatch less the queue time it reports), and when it reached the engine. */
+  arrivedAt: number;
   dispatchedAt: number;
   queueMs: number;
 }
@@ -48,13 +87,14 @@ async function send(name: string, program: string, serviceMs: number, promptToke
     fields: { program, serviceMs, pathMs: serviceMs },
     body: { model: DEFAULT_SIM_MODEL, messages: [messageOf(promptTokens, name)], max_tokens: maxTokens, ignore_eos: true },
   });
-  const sentAt = performance.now();
   const res = await fetch(`${pool.url}/v1/chat/completions`, { method: "POST", headers: signed.headers, body: signed.body });
   await res.arrayBuffer();
   expect(res.status).toBe(200);
   const stats = statsFromHeaders(res.headers);
   if (!stats) throw new Error("pool answered without stats headers");
-  return { name, sentAt, dispatchedAt: sentAt + stats.queueMs, queueMs: stats.queueMs };
+  const dispatchedAt = reachedEngine.get(name);
+  if (dispatchedAt === undefined) throw new Error(`${name} never reached the engine`);
+  return { name, arrivedAt: dispatchedAt - stats.queueMs, dispatchedAt, queueMs: stats.queueMs };
 }
 
 const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -74,7 +114,7 @@ describe("admission by KV on a live pool", () => {
     // The queue held calls: each fresh call waited for room.
     for (const call of freshCalls) expect(call.queueMs).toBeGreaterThan(20);
     // Every deep call still queued when the fresh ones arrived entered after all of them.
-    const freshArrived = Math.max(...freshCalls.map((c) => c.sentAt));
+    const freshArrived = Math.max(...freshCalls.map((c) => c.arrivedAt));
     const heldDeep = deepCalls.filter((c) => c.dispatchedAt > freshArrived + 5);
     expect(heldDeep.length).toBeGreaterThanOrEqual(2);
     const lastFresh = Math.max(...freshCalls.map((c) => c.dispatchedAt));
