@@ -5,7 +5,7 @@ import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { statsHeaders } from "../protocol/stats.js";
 import { CALL_ERROR_MESSAGES, callErrorResponse, engineRequestErrorResponse } from "./call-errors.js";
 import { answerFactsReader, type CallFacts } from "./call-facts.js";
-import { DirectAnswer } from "./direct-answer.js";
+import { DirectAnswer, headerList } from "./direct-answer.js";
 import type { CallApi } from "./engine-request.js";
 import type { EngineAdapter } from "./engines/adapter.js";
 import type { CallOutcome } from "./metrics.js";
@@ -298,7 +298,9 @@ class EngineRelay implements EngineAnswerListener {
       () => new Response(bytes, { status, headers: responseHeaders }),
       // Behind the pool's server, written as is with its plain headers: no Headers object built and read back.
       (outgoing, extraHeaders) => {
-        outgoing.writeHead(status, { ...responseHeaders, ...extraHeaders, "content-length": String(bytes.byteLength) });
+        const head = headerList(responseHeaders, extraHeaders);
+        head.push("content-length", String(bytes.byteLength));
+        outgoing.writeHead(status, head);
         outgoing.end(bytes);
       },
     );
