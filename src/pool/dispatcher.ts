@@ -397,7 +397,7 @@ export class Dispatcher implements RoleSwitchTarget {
       }
       metrics.engine(dispatch.engineId).dispatched(dispatch.reason).inc();
       if (dispatch.promoted) metrics.promotions.inc();
-      if (pending.failedEngines.size === 0) metrics.queueSeconds.observe((now - pending.call.enqueuedAt) / 1000);
+      if (pending.failedEngines.size === 0) metrics.queueWait.observe((now - pending.call.enqueuedAt) / 1000);
       pending.level = dispatch.level;
       this.#start(pending, dispatch.engineId, slot, now);
     }
@@ -648,8 +648,8 @@ export class Dispatcher implements RoleSwitchTarget {
       serviceMs: end.serviceMs,
       ...(end.outcome === "completed" && usage !== undefined ? { outputTokens: usage.completionTokens } : {}),
     });
-    metrics.serviceSeconds.observe({ engine }, end.wallMs / 1000);
     const meters = metrics.engine(engine);
+    meters.serviceSeconds.observe(end.wallMs / 1000);
     if (end.outcome === "completed") (usage ? meters.usageReported : meters.usageEstimated).inc();
     if (usage !== undefined) {
       meters.promptTokens[end.outcome].inc(usage.promptTokens);
