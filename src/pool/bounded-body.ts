@@ -66,16 +66,40 @@ export async function readBoundedBody(request: Request, maxBytes: number): Promi
   return body.done();
 }
 
-/** The same from Node's message; a client that goes away mid-body rejects (as the web stream's read does). */
+/**
+ * The body's length when Content-Length declares it (without Transfer-Encoding, which
+ * Node's parser would go by instead); undefined otherwise.
+ */
+function declaredLength(incoming: IncomingMessage): number | undefined {
+  const declared = incoming.headers["content-length"];
+  if (declared === undefined || incoming.headers["transfer-encoding"] !== undefined) return undefined;
+  const length = Number(declared);
+  return Number.isSafeInteger(length) && length > 0 ? length : undefined;
+}
+
+/**
+ * The same from Node's message; a client that goes away mid-body rejects (as the web
+ * stream's read does). A body whose declared length has arrived is whole at that chunk:
+ * Node's parser ends the message at that count, and its 'end' comes only ticks later
+ * (the parser's completion, then the stream's end, each in its own tick: 6 µs p50 in
+ * bench:hop's probes), so it is not waited for. A body without a declared length waits
+ * for 'end'.
+ */
 export function readIncomingBody(incoming: IncomingMessage, maxBytes: number): Promise<BoundedBody> {
   if (declaredOver(incoming.headers["content-length"], maxBytes)) return Promise.resolve({ ok: false, receivedBytes: 0 });
   const body = new BodyAccumulator(maxBytes);
   if (incoming.readableEnded) return Promise.resolve(body.done());
+  const length = declaredLength(incoming);
   return new Promise((resolve, reject) => {
     // Methods, not named closures: the pool's tsx renames each named closure it makes (relay-attempt.ts).
     const listeners = {
       data(chunk: Buffer): void {
-        if (body.add(chunk)) return;
+        if (body.add(chunk)) {
+          if (body.size !== length) return;
+          listeners.off();
+          resolve(body.done());
+          return;
+        }
         listeners.off();
         // The rest is not read; @hono/node-server drains or drops it after the 413.
         incoming.pause();

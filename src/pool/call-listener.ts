@@ -45,6 +45,34 @@ function callPathOf(url: string | undefined): string | undefined {
   return query === -1 ? url : url.slice(0, query);
 }
 
+/**
+ * Writes an engine's answer straight to the call's response, once, where the dispatcher
+ * hands it over (CallSubmission.takeAnswer: for a whole answer, inside undici's callback
+ * of the engine's last byte), else when submit() resolves with it. A write that throws
+ * is answered as a refusal (what a handler's throw got), and never thrown into the
+ * dispatcher or undici.
+ */
+class AnswerWriter {
+  #written = false;
+
+  constructor(
+    readonly dispatcher: Dispatcher,
+    readonly incoming: IncomingMessage,
+    readonly outgoing: ServerResponse,
+    readonly respond: (incoming: IncomingMessage, outgoing: ServerResponse, response: Response) => void,
+  ) {}
+
+  write(answer: DirectAnswer): void {
+    if (this.#written) return;
+    this.#written = true;
+    try {
+      answer.write(this.outgoing, poolHeadersOf(this.dispatcher));
+    } catch (error) {
+      this.respond(this.incoming, this.outgoing, poolErrorResponse(error));
+    }
+  }
+}
+
 export function callListener(deps: CallListenerDeps, fallback: RequestListener): RequestListener {
   const { calls, dispatcher, hostname } = deps;
   /** Writes `response` as the node server writes a handler's answer. */
@@ -54,17 +82,26 @@ export function callListener(deps: CallListenerDeps, fallback: RequestListener):
 
   const serve = async (verify: CallVerifier, incoming: IncomingMessage, outgoing: ServerResponse): Promise<void> => {
     let answer: CallAnswer;
+    const writer = new AnswerWriter(dispatcher, incoming, outgoing, respond);
     try {
       // The dispatcher's promise awaited here, not through answerCall's: two promise hops fewer between the engine's answer and its write.
       const { fields, request, forms } = await verify(nodeSignedRequest(incoming));
-      answer = await dispatcher.submit({ fields, request, forms, client: nodeClientLink(incoming, outgoing) });
+      answer = await dispatcher.submit({
+        fields,
+        request,
+        forms,
+        client: nodeClientLink(incoming, outgoing),
+        // A method, not an arrow property: the pool's tsx renames each named closure it makes (relay-attempt.ts).
+        takeAnswer(direct) {
+          writer.write(direct);
+        },
+      });
     } catch (error) {
       respond(incoming, outgoing, poolErrorResponse(error));
       return;
     }
-    const poolHeaders = poolHeadersOf(dispatcher);
-    if (answer instanceof DirectAnswer) answer.write(outgoing, poolHeaders);
-    else respond(incoming, outgoing, withPoolHeaders(answer, poolHeaders));
+    if (answer instanceof DirectAnswer) writer.write(answer);
+    else respond(incoming, outgoing, withPoolHeaders(answer, poolHeadersOf(dispatcher)));
   };
 
   return (incoming, outgoing) => {

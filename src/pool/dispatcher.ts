@@ -34,7 +34,7 @@ import type { RoleDemandMeter, RoleEngineReadings } from "../core/roles/role-dem
 import type { RoleEngineState, RoleSwitch } from "../core/roles/roles.js";
 import type { RoleSwitchTarget } from "./role-control.js";
 import type { ClientLink } from "./client-link.js";
-import type { CallAnswer } from "./direct-answer.js";
+import type { CallAnswer, DirectAnswer } from "./direct-answer.js";
 import { AttemptAbort } from "./attempt-abort.js";
 import { clientClosedResponse, type EngineSlot, type PendingCall, shuttingDownResponse } from "./pending-call.js";
 import { SplitCalls } from "./split-call.js";
@@ -103,6 +103,12 @@ export interface CallSubmission {
   forms: CallForms;
   /** Says when the client goes away (client-link.ts). */
   client: ClientLink;
+  /**
+   * Writes an engine's answer straight to the client where it is handed over (the pool's
+   * Node listener), before the promise hops to submit()'s caller; the promise still
+   * settles with the same answer.
+   */
+  takeAnswer?(answer: DirectAnswer): void;
 }
 
 /** What /health and tests can read. */
@@ -228,7 +234,7 @@ export class Dispatcher implements RoleSwitchTarget {
    * otherwise the promise settles with the response to send and never rejects.
    */
   submit(submission: CallSubmission): Promise<CallAnswer> {
-    const { fields, request, forms, client } = submission;
+    const { fields, request, forms, client, takeAnswer } = submission;
     const { metrics, clock } = this.#options;
     const now = clock.now();
     if (this.#closed) throw this.#unavailable(fields, "shutting_down", "The pool is shutting down");
@@ -295,6 +301,7 @@ export class Dispatcher implements RoleSwitchTarget {
       resolve,
       detach: NOT_LISTENING,
     };
+    if (takeAnswer !== undefined) pending.takeAnswer = takeAnswer;
     this.#calls.set(call.callId, pending);
     pending.detach = client.onGone(() => this.#clientGone(pending));
     this.pump();
@@ -397,7 +404,7 @@ export class Dispatcher implements RoleSwitchTarget {
       }
       metrics.engine(dispatch.engineId).dispatched(dispatch.reason).inc();
       if (dispatch.promoted) metrics.promotions.inc();
-      if (pending.failedEngines.size === 0) metrics.queueSeconds.observe((now - pending.call.enqueuedAt) / 1000);
+      if (pending.failedEngines.size === 0) metrics.queueWait.observe((now - pending.call.enqueuedAt) / 1000);
       pending.level = dispatch.level;
       this.#start(pending, dispatch.engineId, slot, now);
     }
@@ -587,6 +594,7 @@ export class Dispatcher implements RoleSwitchTarget {
     const dispatcher = this;
     const form = formFor(pending.forms, slot.nativeApis);
     const body = this.#bodyFor(pending, slot, form);
+    let handedOver = false;
     relayToEngine({
       engine: slot.target,
       callId: pending.call.callId,
@@ -609,8 +617,16 @@ export class Dispatcher implements RoleSwitchTarget {
       },
       // The slot, metrics, signals and the next call's start follow a whole answer's writing.
       endAfterAnswer: true,
+      onWholeAnswer(start) {
+        // Only an answer written straight as the engine gave it (not one translated first).
+        if (pending.takeAnswer === undefined || form.answer !== undefined) return;
+        handedOver = true;
+        dispatcher.#attemptStarted(pending, engineId, start, form);
+      },
     }).then(
-      (start) => this.#attemptStarted(pending, engineId, start, form),
+      (start) => {
+        if (!handedOver) this.#attemptStarted(pending, engineId, start, form);
+      },
       (error: unknown) => {
         // relayToEngine handles its own failures; this is a bug guard, not a path.
         console.error(`agentix pool: call ${pending.call.callId}: relay to engine ${engineId} threw`, error);
@@ -648,8 +664,8 @@ export class Dispatcher implements RoleSwitchTarget {
       serviceMs: end.serviceMs,
       ...(end.outcome === "completed" && usage !== undefined ? { outputTokens: usage.completionTokens } : {}),
     });
-    metrics.serviceSeconds.observe({ engine }, end.wallMs / 1000);
     const meters = metrics.engine(engine);
+    meters.serviceSeconds.observe(end.wallMs / 1000);
     if (end.outcome === "completed") (usage ? meters.usageReported : meters.usageEstimated).inc();
     if (usage !== undefined) {
       meters.promptTokens[end.outcome].inc(usage.promptTokens);
@@ -670,7 +686,10 @@ export class Dispatcher implements RoleSwitchTarget {
       // A whole answer whose attempt ends once it is written: nothing runs for the call any more (the pool's load, a client gone now).
       if (start.endPending === true) pending.stage = "done";
       const callId = pending.call.callId;
-      if (form.answer === undefined) return pending.resolve(start.direct ?? start.response);
+      if (form.answer === undefined) {
+        if (start.direct !== undefined) pending.takeAnswer?.(start.direct);
+        return pending.resolve(start.direct ?? start.response);
+      }
       form.answer(start.response).then(pending.resolve, (error: unknown) => {
         // The translations read what they can and pass the rest; this is a bug guard, not a path.
         console.error(`agentix pool: call ${callId}: the answer from engine ${engineId} could not be put in the call's API`, error);

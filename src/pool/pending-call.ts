@@ -1,7 +1,7 @@
 import type { UnofficialStatusCode } from "hono/utils/http-status";
 import type { ContextRef } from "../core/kv/retention-planner.js";
 import type { ClientLink } from "./client-link.js";
-import type { CallAnswer } from "./direct-answer.js";
+import type { CallAnswer, DirectAnswer } from "./direct-answer.js";
 import type { QueuedCall } from "../core/queue.js";
 import { callErrorResponse } from "./call-errors.js";
 import type { CallApi, CallForms } from "./engine-request.js";
@@ -31,6 +31,8 @@ export interface PendingCall {
   attempt?: { engineId: string; controller: { abort(reason?: unknown): void } };
   /** Hands the call its answer: a Response, or an engine's answer the server may write straight (direct-answer.ts). */
   resolve(answer: CallAnswer): void;
+  /** Writes an engine's answer straight to the client before it is resolved (CallSubmission.takeAnswer); absent: the caller writes what resolve() gives it. */
+  takeAnswer?(answer: DirectAnswer): void;
   detach(): void;
 }
 

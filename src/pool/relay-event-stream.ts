@@ -4,7 +4,7 @@ import { dataEvent, eventObject, formatEvent, isDoneEvent, SseEventCutter } from
 import { statsCommentEvent } from "../protocol/stats.js";
 import { CALL_ERROR_MESSAGES, callErrorBody } from "./call-errors.js";
 import { answerFactsReader } from "./call-facts.js";
-import { DirectAnswer } from "./direct-answer.js";
+import { DirectAnswer, headerList } from "./direct-answer.js";
 import type { EngineAnswerListener, EngineExchange } from "./engine-exchange.js";
 import type { CallApi } from "./engine-request.js";
 import { describe, type RelayAttempt, round } from "./relay-attempt.js";
@@ -139,7 +139,7 @@ class EventStreamRelay implements EngineAnswerListener {
   /** Straight to Node's response: the headers with the first events, each turn's events in one write. */
   #writeTo(outgoing: ServerResponse, extraHeaders: Readonly<Record<string, string>>): void {
     const body = this.#body;
-    outgoing.writeHead(200, { ...this.#headers, ...extraHeaders });
+    outgoing.writeHead(200, headerList(this.#headers, extraHeaders));
     outgoing.on("close", () => {
       if (!outgoing.writableFinished) this.#clientGone();
     });

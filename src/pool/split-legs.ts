@@ -28,7 +28,7 @@ export class SplitLegs {
   prefillEnded(pending: PendingCall, engineId: string, end: RelayEnd): void {
     const host = this.#host;
     host.release(pending, engineId, end.outcome, { serviceMs: end.serviceMs });
-    host.metrics.serviceSeconds.observe({ engine: engineId }, end.wallMs / 1000);
+    host.metrics.engine(engineId).serviceSeconds.observe(end.wallMs / 1000);
     const usage = end.facts?.usage;
     if (usage !== undefined) host.metrics.engineTokens.inc({ engine: engineId, kind: "prompt", outcome: end.outcome }, usage.promptTokens);
     // Its first token is out when the prefill ends (a failed one is no longer backlog either); what it found cached prices the work it did.
@@ -47,7 +47,7 @@ export class SplitLegs {
       clock.now(),
     );
     metrics.calls.inc({ engine: engineId, outcome: end.outcome });
-    metrics.serviceSeconds.observe({ engine: engineId }, end.wallMs / 1000);
+    metrics.engine(engineId).serviceSeconds.observe(end.wallMs / 1000);
     if (end.outcome === "completed") metrics.cacheObservations.inc({ engine: engineId, usage: usage ? "reported" : "estimated" });
     if (usage !== undefined) metrics.engineTokens.inc({ engine: engineId, kind: "completion", outcome: end.outcome }, usage.completionTokens);
     if (usage !== undefined && usage.completionTokens > 0) {

@@ -1,7 +1,9 @@
-import { afterEach, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { POOL_PATHS } from "../../src/protocol/signing.js";
 import type { PoolConfigInput } from "../../src/pool/config.js";
 import { type PoolHandle, startPool } from "../../src/pool/server.js";
+import { EngineExchange } from "../../src/pool/engine-exchange.js";
+import { DirectAnswer } from "../../src/pool/direct-answer.js";
 import { type FakeBehavior, type FakeEngine, startFakeEngine } from "./fake-engine.js";
 import { chatBody, metricValue, type SignedCall, signedCall, testConfig, waitFor } from "./helpers.js";
 
@@ -67,6 +69,50 @@ describe("a whole answer's attempt ends after the answer has left, exactly once"
     expect((await first).status).toBe(200);
     expect((await second).status).toBe(200);
     expect(engine.calls).toHaveLength(2);
+    expect(await ended(pool, "completed")).toBe(2);
+    expect(inFlight(pool)).toBe(0);
+  });
+
+  it("is written from within the engine's end, and what follows it (the queued call's dispatch) after undici's callback", async () => {
+    const { engine, pool } = await setup((index) => (index === 0 ? { kind: "json", hold: true } : { kind: "json" }));
+    let insideEngineEnd = false;
+    const onResponseEnd = EngineExchange.prototype.onResponseEnd;
+    const ends = vi.spyOn(EngineExchange.prototype, "onResponseEnd").mockImplementation(function (this: EngineExchange) {
+      insideEngineEnd = true;
+      try {
+        onResponseEnd.call(this);
+      } finally {
+        insideEngineEnd = false;
+      }
+    });
+    const writes: boolean[] = [];
+    const write = DirectAnswer.prototype.write;
+    const written = vi.spyOn(DirectAnswer.prototype, "write").mockImplementation(function (this: DirectAnswer, ...args: Parameters<DirectAnswer["write"]>) {
+      writes.push(insideEngineEnd);
+      write.apply(this, args);
+    });
+    const dispatches: boolean[] = [];
+    const send = EngineExchange.send.bind(EngineExchange);
+    const sent = vi.spyOn(EngineExchange, "send").mockImplementation((...args: Parameters<typeof EngineExchange.send>) => {
+      dispatches.push(insideEngineEnd);
+      return send(...args);
+    });
+    try {
+      const first = overSocket(pool, await signedCall());
+      await engine.call(0);
+      const second = overSocket(pool, await signedCall());
+      await waitFor(() => pool.dispatcher.queuedCount === 1, "the second call queued behind the first");
+      engine.calls[0]?.release();
+      expect((await first).status).toBe(200);
+      expect((await second).status).toBe(200);
+    } finally {
+      ends.mockRestore();
+      written.mockRestore();
+      sent.mockRestore();
+    }
+    // Both answers written inside the engine's end; the second call sent to the engine outside any.
+    expect(writes).toEqual([true, true]);
+    expect(dispatches).toEqual([false, false]);
     expect(await ended(pool, "completed")).toBe(2);
     expect(inFlight(pool)).toBe(0);
   });

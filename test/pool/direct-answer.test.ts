@@ -4,7 +4,7 @@ import { Header } from "../../src/protocol/headers.js";
 import { eventObject, isDoneEvent } from "../../src/protocol/sse.js";
 import { parseStatsEvent } from "../../src/protocol/stats.js";
 import { DEFAULT_SIM_MODEL } from "../../src/sim/engine-server.js";
-import { DirectAnswer } from "../../src/pool/direct-answer.js";
+import { DirectAnswer, headerList } from "../../src/pool/direct-answer.js";
 import { chatBody, signedCall, useSimEnginePool, waitFor } from "./helpers.js";
 
 /*
@@ -79,6 +79,30 @@ describe("an engine's answer, written to Node's response or read as a Response",
     expect(content(texts[0])).toBe(content(texts[1]));
   });
 
+  it("sends each of an answer's headers once, its own then the pool's, a whole answer's length last", async () => {
+    const { pool } = stack;
+    /** The raw header names of an answer over the socket, without those Node adds to every answer. */
+    const headerNames = async (body: unknown): Promise<string[]> => {
+      const call = await signedCall({ body });
+      const url = new URL(`${pool.url}/v1/chat/completions`);
+      return new Promise((resolve, reject) => {
+        const request = http.request({ host: url.hostname, port: url.port, path: url.pathname, method: "POST", headers: call.headers }, (answer) => {
+          answer.resume();
+          answer.on("end", () => {
+            const names = answer.rawHeaders.filter((_, i) => i % 2 === 0).map((name) => name.toLowerCase());
+            resolve(names.filter((name) => !["date", "connection", "keep-alive", "transfer-encoding"].includes(name)));
+          });
+        });
+        request.on("error", reject);
+        request.end(call.body);
+      });
+    };
+    const whole = await headerNames(chatBody({ model: DEFAULT_SIM_MODEL, max_tokens: 4 }));
+    expect(whole).toEqual([Header.engine, Header.queueMs, Header.serviceMs, "content-type", Header.poolLoad, "content-length"]);
+    const stream = await headerNames(streamingBody(4));
+    expect(stream).toEqual(["content-type", "cache-control", Header.engine, Header.queueMs, Header.poolLoad]);
+  });
+
   it("delivers every event of a long stream to a client that did not read for a while", async () => {
     const { pool, engine } = stack;
     const tokens = 20_000;
@@ -111,6 +135,11 @@ describe("a direct answer", () => {
     const written: string[] = [];
     return { written, outgoing: { end: (text: string) => written.push(text) } as unknown as http.ServerResponse };
   };
+
+  it("lists headers for Node's writeHead as name, value pairs: the answer's own, then the added ones", () => {
+    expect(headerList({ "content-type": "application/json", "x-b": "2" }, { "x-load": "0.5" })).toEqual(["content-type", "application/json", "x-b", "2", "x-load", "0.5"]);
+    expect(headerList({}, {})).toEqual([]);
+  });
 
   it("builds its Response only when asked, once, and runs what waited for it once", () => {
     let built = 0;

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { adapterFor } from "../../src/pool/engines/index.js";
+import { ChatCompletionRequest } from "../../src/protocol/chat.js";
 
 const body = { model: "client-model", messages: [{ role: "user", content: "hi" }], priority: -100, foo: { bar: 1 } };
 const position = { api: "chat", level: 2, levels: 10 } as const;
@@ -34,6 +35,22 @@ describe("engine adapters", () => {
     expect(out).toMatchObject({ model: "engine-model", priority: 2 });
     expect(plain).toEqual({ model: "client-model", messages: [{ role: "user", content: "hi" }], foo: { bar: 1 } });
     expect(Object.keys(adapterFor("vllm").buildBody(body, position))).toEqual(["model", "messages", "foo", "priority"]);
+  });
+
+  it("sends a parsed request as the edge sent it, with the engine's fields added after, and never writes into it", () => {
+    for (const stream of [false, true]) {
+      // As the pool holds a call's body: zod's output of the request the edge sent.
+      const parsed = ChatCompletionRequest.parse(JSON.parse(JSON.stringify({ model: "client-model", messages: [{ role: "user", content: "hi" }], stream, max_tokens: 16, ignore_eos: true })));
+      const before = JSON.stringify(parsed);
+      const out = adapterFor("vllm").buildBody(parsed, { ...position, model: "engine-model" });
+      const streamOptions = stream ? ',"stream_options":{"include_usage":true,"continuous_usage_stats":true}' : "";
+      expect(JSON.stringify(out)).toBe(
+        `{"model":"engine-model","messages":[{"role":"user","content":"hi"}],"stream":${stream},"max_tokens":16,"ignore_eos":true,"priority":2${streamOptions}}`,
+      );
+      expect(out).not.toBe(parsed);
+      out.extra = 1;
+      expect(JSON.stringify(parsed)).toBe(before);
+    }
   });
 
   it("forces include_usage on streams, keeping other stream options", () => {

@@ -119,6 +119,21 @@ interface TrackedThread {
   lastEndedAt: number | undefined;
   /** The thread ended at this generation: its context was dropped on these engines. */
   ended: { generation: number; droppedOn: Set<string> } | undefined;
+  /**
+   * Its context's tag once made (#tagOf; null: the IDs form none), undefined before: a
+   * thread's object is replaced when its generation changes, so this is the current one's.
+   */
+  tag: string | null | undefined;
+}
+
+/**
+ * A tracked thread's context tag, made once per thread object (its generation's): a
+ * pool's call is hinted at its start and its end, and the tag's string and its check
+ * (the KvRetentionTag regex) were made again at each.
+ */
+function tagOf(programId: string, threadId: string, thread: TrackedThread): string | undefined {
+  if (thread.tag === undefined) thread.tag = contextTag({ programId, threadId, generation: thread.generation }) ?? null;
+  return thread.tag ?? undefined;
 }
 
 interface TrackedProgram {
@@ -143,6 +158,7 @@ const newThread = (generation: number): TrackedThread => ({
   keptUntil: undefined,
   lastEndedAt: undefined,
   ended: undefined,
+  tag: undefined,
 });
 
 /** Every engine holding the thread's current context: where it ran and where it was handed. */
@@ -308,7 +324,7 @@ export class RetentionPlanner {
       const holders = this.#settings.keepHandedOverCopies ? holdersOf(thread) : thread.engines;
       if (thread.live > 0 || holders.size === 0) continue;
       if (thread.lastEndedAt === undefined || thread.lastEndedAt < program.turnStartedAt) continue;
-      const tag = contextTag({ programId, threadId, generation: thread.generation });
+      const tag = tagOf(programId, threadId, thread);
       if (tag === undefined) continue;
       thread.keptUntil = now + rounded;
       for (const engineId of holders) hints.push({ engineId, hint: { action: "keep", tag, keep_ms: rounded } });
@@ -408,7 +424,7 @@ export class RetentionPlanner {
   }
 
   #hints(programId: string, threadId: string, thread: TrackedThread, action: "normal" | "drop"): EngineRetentionHint[] {
-    const tag = contextTag({ programId, threadId, generation: thread.generation });
+    const tag = tagOf(programId, threadId, thread);
     if (tag === undefined) return [];
     return [...holdersOf(thread)].map((engineId) => ({ engineId, hint: { action, tag } }));
   }

@@ -90,6 +90,22 @@ describe("retention planner", () => {
     expect(planner.toolWait(P, 5_000, 3_000)).toEqual([{ engineId: "e2", hint: { action: "keep", tag: tag("main", 1), keep_ms: 4_000 } }]);
   });
 
+  it("hints a thread's new generation by its own tag after its older one was hinted, and never a thread whose IDs form none", () => {
+    const planner = afterOneCall("e1");
+    expect(planner.toolWait(P, 5_000, 1_000).map((h) => h.hint.tag)).toEqual([tag("main", 0)]);
+    expect(planner.callArrived(ref("main", 1), 2_000)).toEqual([{ engineId: "e1", hint: { action: "drop", tag: tag("main", 0) } }]);
+    planner.callStarted(ref("main", 1), "e1", 2_100);
+    planner.callEnded(ref("main", 1), 3_000);
+    expect(planner.toolWait(P, 9_000, 3_000).map((h) => h.hint.tag)).toEqual([tag("main", 1)]);
+    expect(planner.callStarted(ref("main", 1), "e1", 4_000)).toEqual([{ engineId: "e1", hint: { action: "normal", tag: tag("main", 1) } }]);
+
+    const untagged = afterOneCall("e1", ref("has space"));
+    for (let i = 0; i < 2; i++) {
+      expect(untagged.toolWait(P, 9_000 + i, 1_000 + i)).toEqual([]);
+      expect(untagged.callArrived(ref("has space", i + 1), 1_000 + i)).toEqual([]);
+    }
+  });
+
   it("keeps only the branches the program's last turn used: a thread it left earlier is not kept", () => {
     const planner = afterOneCall("e1", ref("main"));
     // The next turn runs on another branch only.
