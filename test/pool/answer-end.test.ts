@@ -34,6 +34,17 @@ const throughHono = (pool: PoolHandle, call: SignedCall, path: string = POOL_PAT
   pool.app.request(path, { method: "POST", headers: call.headers, body: call.body });
 
 const inFlight = (pool: PoolHandle) => pool.dispatcher.engineSnapshots().find((e) => e.id === "e1")?.inFlight;
+/** Two calls over sockets: the first held at the engine, the second queued behind it; the first released, both answered. */
+async function answerWithOneQueuedBehind(engine: FakeEngine, pool: PoolHandle): Promise<void> {
+  const first = overSocket(pool, await signedCall());
+  await engine.call(0);
+  const second = overSocket(pool, await signedCall());
+  await waitFor(() => pool.dispatcher.queuedCount === 1, "the second call queued behind the first");
+  engine.calls[0]?.release();
+  expect((await first).status).toBe(200);
+  expect((await second).status).toBe(200);
+}
+
 async function ended(pool: PoolHandle, outcome: string): Promise<number> {
   return metricValue(await pool.metrics.registry.metrics(), `agentix_pool_calls_total{engine="e1",outcome="${outcome}"}`) ?? 0;
 }
@@ -61,13 +72,7 @@ describe("a whole answer's attempt ends after the answer has left, exactly once"
 
   it("starts the call queued behind an answer once it has been written", async () => {
     const { engine, pool } = await setup((index) => (index === 0 ? { kind: "json", hold: true } : { kind: "json" }));
-    const first = overSocket(pool, await signedCall());
-    await engine.call(0);
-    const second = overSocket(pool, await signedCall());
-    await waitFor(() => pool.dispatcher.queuedCount === 1, "the second call queued behind the first");
-    engine.calls[0]?.release();
-    expect((await first).status).toBe(200);
-    expect((await second).status).toBe(200);
+    await answerWithOneQueuedBehind(engine, pool);
     expect(engine.calls).toHaveLength(2);
     expect(await ended(pool, "completed")).toBe(2);
     expect(inFlight(pool)).toBe(0);
@@ -98,13 +103,7 @@ describe("a whole answer's attempt ends after the answer has left, exactly once"
       return send(...args);
     });
     try {
-      const first = overSocket(pool, await signedCall());
-      await engine.call(0);
-      const second = overSocket(pool, await signedCall());
-      await waitFor(() => pool.dispatcher.queuedCount === 1, "the second call queued behind the first");
-      engine.calls[0]?.release();
-      expect((await first).status).toBe(200);
-      expect((await second).status).toBe(200);
+      await answerWithOneQueuedBehind(engine, pool);
     } finally {
       ends.mockRestore();
       written.mockRestore();
