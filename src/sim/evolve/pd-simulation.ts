@@ -538,10 +538,11 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
     call.prefillEngine = engine;
     call.record.prefillEngineId = engine.id;
     call.record.dispatchMs = now;
-    // As the pool's split call (kv-transfer-split.ts): its prefill work is heard when it is sent, priced as the pool prices it (its whole prompt, nothing assumed cached).
-    if (split) meter.prefillQueued(call.key, call.queued.promptTokens, 0);
-    if (split) submit(engine, `${call.key}/p`, call, 1);
-    else submit(engine, `${call.key}/m`, call, call.record.outputTokens);
+    if (split) {
+      // As the pool's split call (kv-transfer-split.ts): its prefill work is heard when it is sent, priced as the pool prices it (its whole prompt, nothing assumed cached).
+      meter.prefillQueued(call.key, call.queued.promptTokens, 0);
+      submit(engine, `${call.key}/p`, call, 1);
+    } else submit(engine, `${call.key}/m`, call, call.record.outputTokens);
   };
 
   /**
