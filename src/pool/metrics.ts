@@ -100,6 +100,16 @@ class CounterCells<T extends string> {
   }
 }
 
+/** The cell under `key` in `cache`, made by `make` the first time (a label set bound once, then found by one Map lookup). */
+function cachedCell(cache: Map<string, CounterCell>, key: string, make: () => CounterCell): CounterCell {
+  let cell = cache.get(key);
+  if (cell === undefined) {
+    cell = make();
+    cache.set(key, cell);
+  }
+  return cell;
+}
+
 /** A counter that takes its cells' sums at every scrape (and any inc() of its own as usual). */
 function countedBy<T extends string>(cells: CounterCells<T>, config: CounterConfiguration<T>): Counter<T> {
   return new Counter<T>({
@@ -199,23 +209,12 @@ export class EngineMeters {
 
   /** agentix_pool_kv_retention_hints_total for this action and outcome (the planner makes hints at most calls' arrival and end). */
   retentionHints(action: KvRetentionHint["action"], outcome: RetentionHintOutcome): CounterCell {
-    const key = `${action} ${outcome}`;
-    let cell = this.#retentionHints.get(key);
-    if (cell === undefined) {
-      cell = this.#retentionHintCells.cell({ engine: this.engine, action, outcome });
-      this.#retentionHints.set(key, cell);
-    }
-    return cell;
+    return cachedCell(this.#retentionHints, `${action} ${outcome}`, () => this.#retentionHintCells.cell({ engine: this.engine, action, outcome }));
   }
 
   /** agentix_pool_dispatches_total for this routing reason. */
   dispatched(reason: string): CounterCell {
-    let cell = this.#dispatches.get(reason);
-    if (cell === undefined) {
-      cell = this.#dispatchCells.cell({ engine: this.engine, reason });
-      this.#dispatches.set(reason, cell);
-    }
-    return cell;
+    return cachedCell(this.#dispatches, reason, () => this.#dispatchCells.cell({ engine: this.engine, reason }));
   }
 }
 
@@ -549,12 +548,7 @@ export class PoolMetrics {
 
   /** agentix_pool_readiness_predictions_total for this evidence source (a prediction is renewed at most calls' end). */
   readinessPrediction(source: string): CounterCell {
-    let cell = this.#predictions.get(source);
-    if (cell === undefined) {
-      cell = this.#cells.predictions.cell({ source });
-      this.#predictions.set(source, cell);
-    }
-    return cell;
+    return cachedCell(this.#predictions, source, () => this.#cells.predictions.cell({ source }));
   }
 
   reject(reason: RejectReason): void {
