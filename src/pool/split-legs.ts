@@ -28,9 +28,11 @@ export class SplitLegs {
   prefillEnded(pending: PendingCall, engineId: string, end: RelayEnd): void {
     const host = this.#host;
     host.release(pending, engineId, end.outcome, { serviceMs: end.serviceMs });
-    host.metrics.engine(engineId).serviceSeconds.observe(end.wallMs / 1000);
+    // The engine's cells, as the dispatcher's whole calls count (metrics.ts EngineMeters).
+    const meters = host.metrics.engine(engineId);
+    meters.serviceSeconds.observe(end.wallMs / 1000);
     const usage = end.facts?.usage;
-    if (usage !== undefined) host.metrics.engineTokens.inc({ engine: engineId, kind: "prompt", outcome: end.outcome }, usage.promptTokens);
+    if (usage !== undefined) meters.promptTokens[end.outcome].inc(usage.promptTokens);
     // Its first token is out when the prefill ends (a failed one is no longer backlog either); what it found cached prices the work it did.
     const completed = end.outcome === "completed";
     host.roleMeter?.prefillDone(pending.call.callId, completed ? host.clock.now() - pending.call.enqueuedAt : undefined, completed ? usage : undefined);
@@ -46,10 +48,11 @@ export class SplitLegs {
       { serviceMs: end.serviceMs, ...(end.outcome === "completed" && usage !== undefined ? { outputTokens: usage.completionTokens } : {}) },
       clock.now(),
     );
-    metrics.calls.inc({ engine: engineId, outcome: end.outcome });
-    metrics.engine(engineId).serviceSeconds.observe(end.wallMs / 1000);
-    if (end.outcome === "completed") metrics.cacheObservations.inc({ engine: engineId, usage: usage ? "reported" : "estimated" });
-    if (usage !== undefined) metrics.engineTokens.inc({ engine: engineId, kind: "completion", outcome: end.outcome }, usage.completionTokens);
+    const meters = metrics.engine(engineId);
+    meters.calls[end.outcome].inc();
+    meters.serviceSeconds.observe(end.wallMs / 1000);
+    if (end.outcome === "completed") (usage ? meters.usageReported : meters.usageEstimated).inc();
+    if (usage !== undefined) meters.completionTokens[end.outcome].inc(usage.completionTokens);
     if (usage !== undefined && usage.completionTokens > 0) {
       const context = usage.promptTokens + usage.completionTokens / 2;
       roleMeter?.decoded(usage.completionTokens, context, end.wallMs / usage.completionTokens);
@@ -66,7 +69,7 @@ export class SplitLegs {
     const host = this.#host;
     console.warn(`agentix pool: call ${pending.call.callId}: decode engine ${decodeId} failed before its first byte: ${start.reason}`);
     host.core.decodeEnded(pending.call.callId, { serviceMs: 0 }, host.clock.now());
-    host.metrics.calls.inc({ engine: decodeId, outcome: "engine_error" });
+    host.metrics.engine(decodeId).calls.engine_error.inc();
     host.metrics.splitHandoffs.inc({ outcome: "decode_failed" });
     pending.failedEngines.add(decodeId);
     if (start.connectionFailed) {
