@@ -2,6 +2,7 @@ import type { ToolEvent } from "../protocol/tool-events.js";
 import { Admission, type CallTokens, type DecodeCostModel, type HoldReason, standaloneCallMs } from "./admission.js";
 import { type Dispatch, type DispatchSettings, pickAdmittedEngine, takeDispatches, validateDispatchSettings } from "./dispatch.js";
 import type { EngineState } from "./engines.js";
+import { AffinityTurnover } from "./kv/affinity-turnover.js";
 import { ProgramQueue, type QueuedCall } from "./queue.js";
 import type { PrefixMatcher, RoundRobinCursor } from "./routing.js";
 import { DEFAULT_ADMISSION_SETTINGS, DEFAULT_KV_CAPACITY_TOKENS } from "./settings.js";
@@ -26,7 +27,9 @@ import type { EngineRole, RoleEngineState, RoleSwitch, RoleSwitchMode } from "./
  * - admission: whether an engine may take the next call in order (KV room, step time,
  *   the safety limits); off by setting, the account still feeds TAO's engine views;
  * - a placement policy: "routing" (routing.ts: affinity, or a baseline: least-loaded,
- *   round-robin, cache-aware) deciding call by call among the admitting engines, or
+ *   round-robin, cache-aware) deciding call by call among the admitting engines (an
+ *   affinity hint whose engine has turned over its KV since is dropped at enqueue:
+ *   kv/affinity-turnover.ts, fed by callLeft's usage), or
  *   "tao" (tao/tao-placement.ts) placing the waiting programs jointly under the same
  *   account's free KV;
  * - the tool signals (tao/tool-signals.ts: readiness predictor, cache credit), fed in
@@ -138,6 +141,10 @@ export class PoolCore {
   /** Disaggregated calls' decodes, by call ID. */
   readonly #decodes = new Map<string, SentAttempt>();
   readonly roles: EngineRoleBook;
+  /** Affinity routing with a turnover setting: which hints name an engine that turned over its KV since. */
+  readonly #turnover: AffinityTurnover | undefined;
+  /** Hints dropped at enqueue because their engine turned over its KV (kv/affinity-turnover.ts). */
+  affinityHintsDropped = 0;
   #lastPruneAt = Number.NEGATIVE_INFINITY;
 
   constructor(options: PoolCoreOptions) {
@@ -148,6 +155,11 @@ export class PoolCore {
     this.placement = placement.policy;
     this.#gate = options.settings.admission !== undefined && placement.policy === "routing";
     this.#prefixes = options.prefixes;
+    const routing = options.settings.routing;
+    this.#turnover =
+      placement.policy === "routing" && (routing.policy ?? "affinity") === "affinity" && routing.affinityTurnover !== undefined
+        ? new AffinityTurnover(routing.affinityTurnover)
+        : undefined;
     for (const engine of options.engines) {
       if (this.#byId.has(engine.id)) throw new RangeError(`engine ids must be unique: ${engine.id}`);
       const state: EngineState = { id: engine.id, healthy: true, inFlight: 0, maxInFlight: engine.maxInFlight, maxDecodes: engine.maxDecodes, waiting: 0, kvUsage: 0 };
@@ -184,8 +196,19 @@ export class PoolCore {
     return this.#byId.get(engineId);
   }
 
-  /** A call arrived at the pool. Throws when the queue refuses it (a duplicate, values out of range). */
-  enqueue(call: QueuedCall, now: number): void {
+  /**
+   * A call arrived at the pool. Throws when the queue refuses it (a duplicate, values out
+   * of range). `prefixKept`: the caller's retention planner holds a keep of the call's
+   * context on its hint's engine, so that engine's turnover does not count against it.
+   */
+  enqueue(call: QueuedCall, now: number, prefixKept = false): void {
+    const hint = call.affinityEngine;
+    if (hint !== undefined && !prefixKept && this.#turnover?.stale(call.programId, hint, this.kvCapacityTokens(hint))) {
+      // Routed as a call without a hint (routing.ts says why in the dispatch's reason).
+      delete call.affinityEngine;
+      call.affinityTurnedOver = hint;
+      this.affinityHintsDropped += 1;
+    }
     this.queue.enqueue(call);
     this.signals.callArrived(call.programId, now);
   }
@@ -398,12 +421,15 @@ export class PoolCore {
   /** The call left the pool (answered, failed, abandoned): once per call, whatever its attempts. */
   callLeft(programId: string, end: CallEnd, now: number): void {
     this.signals.callEnded(programId, now, end);
+    const usage = end.facts?.usage;
+    if (end.engineId !== undefined && usage !== undefined) this.#turnover?.callLeft(programId, end.engineId, usage);
   }
 
   /** The program is over: its reservation is released and what the signals knew of it forgotten. */
   programEnded(programId: string): void {
     this.#tao?.programEnded(programId, this.engines);
     this.signals.forgetProgram(programId);
+    this.#turnover?.forgetProgram(programId);
   }
 
   /** A metrics reading of the engines (health, waiting, KV use, stated capacity). */

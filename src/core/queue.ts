@@ -64,6 +64,8 @@ export interface QueuedCall {
   maxTokens?: number;
   /** Engine that served the program last. */
   affinityEngine?: string;
+  /** The hint the core dropped at enqueue: that engine turned over its KV since (kv/affinity-turnover.ts). */
+  affinityTurnedOver?: string;
   /** ms, injected clock. */
   enqueuedAt: number;
   /**

@@ -36,6 +36,12 @@ export interface RoutingSettings {
    * the matching engine; default DEFAULT_CACHE_THRESHOLD (SGLang's cache_threshold).
    */
   cacheThreshold?: number;
+  /**
+   * "affinity" only: a long call's hint is dropped once its engine has computed more
+   * than this × its KV capacity in prompt tokens since the program's call left it (the
+   * prefix is likely evicted: kv/affinity-turnover.ts). Undefined: hints are always kept.
+   */
+  affinityTurnover?: number;
 }
 
 export type RoutingPolicy = "affinity" | "least-loaded" | "round-robin" | "cache-aware";
@@ -60,6 +66,8 @@ export interface PrefixMatcher<C> {
 export type RouteReason =
   | "short-least-loaded"
   | "long-no-affinity"
+  /** The hint's engine turned over its KV since the program's call left it (kv/affinity-turnover.ts): least-loaded. */
+  | "long-affinity-turned-over"
   | "long-affinity"
   | "long-affinity-unavailable"
   | "long-imbalance"
@@ -75,6 +83,15 @@ export type RouteReason =
   | "tao-plan"
   /** TAO: the engine a reservation held for the program. */
   | "tao-reserved";
+
+/** What routing reads of a call. */
+export interface RoutedCall {
+  promptTokens: number;
+  /** The engine that served the program last. */
+  affinityEngine?: string | undefined;
+  /** The hint the pool dropped because that engine turned over its KV since (kv/affinity-turnover.ts). */
+  affinityTurnedOver?: string | undefined;
+}
 
 /** Where round-robin routing resumes: the index (in the engine list) to try first. Owned by the caller. */
 export interface RoundRobinCursor {
@@ -97,6 +114,9 @@ export function validateRoutingSettings(settings: RoutingSettings): void {
   }
   if (settings.cacheThreshold !== undefined && !(settings.cacheThreshold >= 0 && settings.cacheThreshold <= 1)) {
     throw new RangeError(`cacheThreshold must be in [0, 1], got ${settings.cacheThreshold}`);
+  }
+  if (settings.affinityTurnover !== undefined && !(Number.isFinite(settings.affinityTurnover) && settings.affinityTurnover > 0)) {
+    throw new RangeError(`affinityTurnover must be a finite number > 0, got ${settings.affinityTurnover}`);
   }
 }
 
@@ -199,7 +219,7 @@ export function cacheAwareChoice<C extends { promptTokens: number }>(
  * needs the caller's cursor (and advances it), cache-aware routing the caller's
  * prefix matcher; the other policies ignore both.
  */
-export function pickEngine<C extends { promptTokens: number; affinityEngine?: string }>(
+export function pickEngine<C extends RoutedCall>(
   call: C,
   engines: readonly EngineState[],
   routing: RoutingSettings,
@@ -221,7 +241,7 @@ export function pickEngine<C extends { promptTokens: number; affinityEngine?: st
   if (least === undefined) return undefined;
   if (policy === "least-loaded") return { engine: least, reason: "least-loaded" };
   if (call.promptTokens < routing.longPromptTokens) return { engine: least, reason: "short-least-loaded" };
-  if (call.affinityEngine === undefined) return { engine: least, reason: "long-no-affinity" };
+  if (call.affinityEngine === undefined) return { engine: least, reason: call.affinityTurnedOver === undefined ? "long-no-affinity" : "long-affinity-turned-over" };
   const affinity = engines.find((engine) => engine.id === call.affinityEngine);
   if (affinity === undefined || !isAvailable(affinity, saturation)) {
     return { engine: least, reason: "long-affinity-unavailable" };
@@ -235,7 +255,7 @@ export function pickEngine<C extends { promptTokens: number; affinityEngine?: st
 }
 
 /** Among healthy, unsaturated engines. undefined when none can take a call. */
-export function chooseEngine<C extends { promptTokens: number; affinityEngine?: string }>(
+export function chooseEngine<C extends RoutedCall>(
   call: C,
   engines: readonly EngineState[],
   routing: RoutingSettings,

@@ -63,6 +63,7 @@ export const DEFAULT_ROUTING_SETTINGS: RoutingSettings = Object.freeze({
   longPromptTokens: 2_048,
   imbalanceAbs: 32,
   imbalanceRatio: 1.1,
+  affinityTurnover: 0.5,
 });
 
 export const DEFAULT_SATURATION_SETTINGS: SaturationSettings = Object.freeze({
@@ -84,6 +85,14 @@ export const DEFAULT_DISPATCH_SETTINGS: DispatchSettings = Object.freeze({
   admission: DEFAULT_ADMISSION_SETTINGS,
   service: "work",
 });
+
+/** The settings with routing's affinity-turnover rule set to `fraction` (null: off), the rest as given. */
+export function withAffinityTurnover(settings: DispatchSettings, fraction: number | null): DispatchSettings {
+  const routing = { ...settings.routing };
+  if (fraction === null) delete routing.affinityTurnover;
+  else routing.affinityTurnover = fraction;
+  return { ...settings, routing };
+}
 
 /**
  * KV-cache capacity assumed for an engine that neither is configured with one nor states

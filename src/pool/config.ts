@@ -173,7 +173,13 @@ const RoutingOverrides = z.strictObject({
   longPromptTokens: z.number().optional(),
   imbalanceAbs: z.number().optional(),
   imbalanceRatio: z.number().optional(),
-}) satisfies z.ZodType<Partial<RoutingSettings>>;
+  /**
+   * A long call's hint to its program's engine is dropped once that engine computed more
+   * than this × its KV capacity since the program's call left it (core/kv/affinity-turnover.ts);
+   * null: hints are always kept.
+   */
+  affinityTurnover: z.number().nullable().optional(),
+});
 
 const SaturationOverrides = z.strictObject({
   maxEngineWaiting: z.number().optional(),
@@ -206,7 +212,7 @@ const SchedulingConfig = z
   .transform((overrides, ctx): { dispatch: DispatchSettings; placement: PlacementSettings } => {
     const settings: DispatchSettings = {
       queue: { ...DEFAULT_DISPATCH_SETTINGS.queue, ...overrides.queue },
-      routing: { ...DEFAULT_DISPATCH_SETTINGS.routing, ...overrides.routing },
+      routing: routingSettings(overrides.routing),
       saturation: { ...DEFAULT_DISPATCH_SETTINGS.saturation, ...overrides.saturation },
       admission: admissionSettings(overrides.admission),
       service: overrides.service ?? DEFAULT_DISPATCH_SETTINGS.service,
@@ -219,6 +225,14 @@ const SchedulingConfig = z
     }
     return { dispatch: settings, placement: { policy: overrides.placement, tao: overrides.tao } };
   });
+
+function routingSettings(overrides: z.output<typeof RoutingOverrides>): RoutingSettings {
+  const { affinityTurnover, ...given } = overrides;
+  const routing: RoutingSettings = { ...DEFAULT_DISPATCH_SETTINGS.routing, ...given };
+  if (affinityTurnover === null) delete routing.affinityTurnover;
+  else if (affinityTurnover !== undefined) routing.affinityTurnover = affinityTurnover;
+  return routing;
+}
 
 function admissionSettings(overrides: z.output<typeof AdmissionOverrides>): AdmissionSettings | undefined {
   const { enabled, ...given } = overrides;

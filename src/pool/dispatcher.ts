@@ -276,8 +276,9 @@ export class Dispatcher implements RoleSwitchTarget {
       resolve(clientClosedResponse(call.callId));
       return response;
     }
+    const context: ContextRef = { programId: call.programId, threadId: call.threadId, generation: fields.generation };
     try {
-      this.#core.enqueue(call, now);
+      this.#core.enqueue(call, now, this.#prefixKept(context, call.affinityEngine, now));
     } catch (error) {
       // The core validates the call (e.g. a value that overflowed to Infinity): the edge sent bad figures.
       metrics.reject("invalid_request");
@@ -285,7 +286,6 @@ export class Dispatcher implements RoleSwitchTarget {
         code: "invalid_forward_headers",
       });
     }
-    const context: ContextRef = { programId: call.programId, threadId: call.threadId, generation: fields.generation };
     // A newer generation than its thread's: the context it replaced may be evicted first.
     this.#retentionRelay.send(this.#retention.callArrived(context, now));
     const pending: PendingCall = {
@@ -503,6 +503,11 @@ export class Dispatcher implements RoleSwitchTarget {
     let running = 0;
     for (const pending of this.#calls.values()) if (pending.stage === "running") running += 1;
     return running;
+  }
+
+  /** A keep of the context is in force on the hint's engine, and that engine honours keeps: its turnover does not evict the prefix. */
+  #prefixKept(context: ContextRef, engineId: string | undefined, now: number): boolean {
+    return engineId !== undefined && this.#retentionRelay.takesHints(engineId) && this.#retention.keeps(context, engineId, now);
   }
 
   /** Calls queued and running per healthy engine: what every call's answer tells the edge (x-agentix-pool-load). */

@@ -26,7 +26,7 @@ describe('"cache-aware" routing', () => {
   it("is a known policy with SGLang's threshold, and the pool's defaults do not change", () => {
     expect(ROUTING_POLICIES).toContain("cache-aware");
     expect(DEFAULT_CACHE_THRESHOLD).toBe(0.5);
-    expect(DEFAULT_ROUTING_SETTINGS).toEqual({ longPromptTokens: 2_048, imbalanceAbs: 32, imbalanceRatio: 1.1 });
+    expect(DEFAULT_ROUTING_SETTINGS).toEqual({ longPromptTokens: 2_048, imbalanceAbs: 32, imbalanceRatio: 1.1, affinityTurnover: 0.5 });
     expect(() => validateRoutingSettings(routing)).not.toThrow();
     for (const bad of [-0.1, 1.5, Number.NaN]) expect(() => validateRoutingSettings({ ...routing, cacheThreshold: bad })).toThrow(/cacheThreshold/);
   });

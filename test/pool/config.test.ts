@@ -82,6 +82,13 @@ describe("pool config", () => {
     expect(parsePoolConfig({ ...minimal, scheduling: { admission: { enabled: false } } }).scheduling.admission).toBeUndefined();
   });
 
+  it("sets the routing's affinity-turnover rule, or turns it off with null", () => {
+    expect(parsePoolConfig({ ...minimal, scheduling: { routing: { affinityTurnover: 0.25 } } }).scheduling.routing.affinityTurnover).toBe(0.25);
+    const off = parsePoolConfig({ ...minimal, scheduling: { routing: { affinityTurnover: null } } }).scheduling.routing;
+    expect(off).not.toHaveProperty("affinityTurnover");
+    expect(off.longPromptTokens).toBe(DEFAULT_DISPATCH_SETTINGS.routing.longPromptTokens);
+  });
+
   it("gives engines the mixed role unless told, and reads a disaggregated pool's roles", () => {
     expect(parsePoolConfig(minimal).engines[0]?.role).toBe("mixed");
     expect(parsePoolConfig(minimal).roles).toEqual({ controller: "off", roundMs: 2_500 });
@@ -155,6 +162,7 @@ describe("pool config", () => {
     ["a misspelt key", { ...minimal, retry: 3 }, /retry/],
     ["a scheduling value the core refuses", { ...minimal, scheduling: { queue: { growth: 1 } } }, /growth must be/],
     ["an unknown scheduling knob", { ...minimal, scheduling: { routing: { longPrompt: 5 } } }, /longPrompt/],
+    ["an affinity turnover of 0", { ...minimal, scheduling: { routing: { affinityTurnover: 0 } } }, /affinityTurnover must be a finite number > 0/],
     ["an unknown service measure", { ...minimal, scheduling: { service: "cpu" } }, /service/],
     ["a replay window shorter than 2 × the timestamp window", { ...minimal, replayWindowMs: 30_000 }, /replayWindowMs/],
     ["prefill engines without a decode engine", { ...minimal, engines: [{ id: "p", url: "http://x", role: "prefill" }, { id: "m", url: "http://y" }] }, /needs at least one decode engine/],

@@ -358,6 +358,13 @@ export class RetentionPlanner {
     return hints;
   }
 
+  /** Whether a keep of the context is in force on the engine now (a call that comes back there should find its prefix). */
+  keeps(ref: ContextRef, engineId: string, now: number): boolean {
+    const thread = this.#programs.get(ref.programId)?.threads.get(ref.threadId);
+    if (thread === undefined || thread.generation !== ref.generation || thread.keptUntil === undefined || thread.keptUntil <= now) return false;
+    return thread.engines.has(engineId) || (this.#settings.keepHandedOverCopies && thread.copies.has(engineId));
+  }
+
   /** Each thread's current context of the program; undefined when the planner knows nothing of it. */
   inspect(programId: string, now: number): ContextInspection[] | undefined {
     const program = this.#programs.get(programId);

@@ -8,6 +8,7 @@ import { RatioRoleController, type RatioControllerSettings } from "../../core/ro
 import { RoleDemandMeter, type RoleWorkModel } from "../../core/roles/role-demand-meter.js";
 import { DEFAULT_ROLE_ROUND_MS, type RoleCapacity, type RoleController, type RoleSwitchMode, type SplitRole } from "../../core/roles/roles.js";
 import { ThresholdRoleController, type ThresholdControllerSettings } from "../../core/roles/threshold-controller.js";
+import { withAffinityTurnover } from "../../core/settings.js";
 import { callStartValue, completeCall, NO_SERVICE, type ProgramService } from "../../core/service.js";
 import { expectedHandoffMs, handoffFactsOf } from "../../pool/handoff-estimate.js";
 import { handedOffTokens } from "../../pool/split-legs.js";
@@ -136,6 +137,8 @@ export interface EvolveConfig {
    * right to within a third; the planner adds its own margin).
    */
   predictionError?: number;
+  /** The routing's turnover rule over the pool's default (routing.affinityTurnover: a fraction of KV capacity; null: hints always kept). */
+  affinityTurnover?: number | null;
   /** Which of the planner's hints reach the engines: all (default), or only drops (the ablation: tags and drops without keeps). */
   retentionHints?: "all" | "drops";
   /** Tree-search programs' abandoned branches reach the planner as threadEnded (the edge's thread_ended; default true). */
@@ -184,6 +187,9 @@ export interface RoleSwitchRecord {
 }
 
 /** KV beyond one GPU, summed over the pool's engines. */
+/** The pool rules a bench run may set over the pool's defaults (its ablations). */
+export type EvolvePoolRules = Pick<EvolveConfig, "maxDecodes" | "decodeHoldMaxMs" | "affinityTurnover">;
+
 export interface EvolveKvTotals {
   gpuHitTokens: number;
   /** Prompt tokens decode engines pulled from prefill engines (a split call's handed-over KV; not prefix hits). */
@@ -204,6 +210,8 @@ export interface EvolveKvTotals {
   evictedKeptBlocks: number;
   /** The planner's learned keep factor at the end (undefined: no planner, or the fixed margin applied). */
   keepFactor: number | undefined;
+  /** Affinity hints the pool core dropped: their engine had turned over its KV since (core/kv/affinity-turnover.ts). */
+  affinityHintsDropped: number;
 }
 
 export interface EvolveResult {
@@ -327,7 +335,7 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
   // admission; placement: routing) and an engine configured with this profile (count cap, decode cap, KV capacity, cost model).
   if (POOL_DEFAULTS.placement.policy !== "routing") throw new Error(`the evolve simulator drives the pool's routing placement; the pool's default is ${POOL_DEFAULTS.placement.policy}`);
   const configured = poolEngineDefaults(config.profile);
-  const scheduling = POOL_DEFAULTS.scheduling;
+  const scheduling = config.affinityTurnover === undefined ? POOL_DEFAULTS.scheduling : withAffinityTurnover(POOL_DEFAULTS.scheduling, config.affinityTurnover);
   const core = new PoolCore({
     settings: scheduling,
     engines: Array.from({ length: config.engines }, (_, i) => ({
@@ -370,7 +378,7 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
   let branchDropsApplied = 0;
   const threadEndedSignal = config.threadEndedSignal ?? true;
   const dropsOnly = config.retentionHints === "drops";
-  const result: EvolveResult = { kv: kvTotals([], 0, 0, undefined), calls: [], switches: [], programsFinished: 0, programsStarted: 0, simMs: 0, prefillEnginesByRound: [], kvBlocksHeldAtEnd: 0 };
+  const result: EvolveResult = { kv: kvTotals([], 0, 0, undefined, 0), calls: [], switches: [], programsFinished: 0, programsStarted: 0, simMs: 0, prefillEnginesByRound: [], kvBlocksHeldAtEnd: 0 };
   // Demand measured as the pool measures it (the core's meter), on virtual time.
   const workModel = roleWorkModelOf(profile);
   const meter = new RoleDemandMeter(workModel, 0);
@@ -529,7 +537,9 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
     };
     calls.set(key, call);
     // It waits in the pool's queue (its TTFT and e2e count from now) until the pump gives it an engine that prefills.
-    core.enqueue(queued, now);
+    // A keep the engines heard (not the drops-only ablation's) shields the prefix from its engine's turnover.
+    const kept = planner !== undefined && !dropsOnly && queued.affinityEngine !== undefined && planner.keeps(context, queued.affinityEngine, now);
+    core.enqueue(queued, now, kept);
     schedulePump();
   };
 
@@ -838,11 +848,12 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
     hintsSent,
     branchDropsApplied,
     planner?.keepFactor,
+    core.affinityHintsDropped,
   );
   return result;
 }
 
-function kvTotals(stats: readonly EngineStats[], hintsSent: number, branchDropsApplied: number, keepFactor: number | undefined): EvolveKvTotals {
+function kvTotals(stats: readonly EngineStats[], hintsSent: number, branchDropsApplied: number, keepFactor: number | undefined, affinityHintsDropped: number): EvolveKvTotals {
   const sum = (read: (s: EngineStats) => number) => stats.reduce((total, s) => total + read(s), 0);
   return {
     gpuHitTokens: sum((s) => s.prefixCacheHits),
@@ -859,6 +870,7 @@ function kvTotals(stats: readonly EngineStats[], hintsSent: number, branchDropsA
     evictedOrdinaryBlocks: sum((s) => s.evictedOrdinaryBlocks),
     evictedKeptBlocks: sum((s) => s.evictedKeptBlocks),
     keepFactor,
+    affinityHintsDropped,
   };
 }
 

@@ -49,6 +49,21 @@ describe("retention planner", () => {
     expect(planner.toolWait(P, 1_000 - DEFAULT_RETENTION_SETTINGS.keepMarginMs - 1, 1_000)).toEqual([]);
   });
 
+  it("says a keep is in force on the engine it was sent to, until it runs out, for the kept generation only", () => {
+    const planner = afterOneCall("e1");
+    expect(planner.keeps(ref(), "e1", 1_000)).toBe(false);
+    planner.toolWait(P, 1_000 + 8_000, 1_000);
+    const until = 1_000 + 8_000 + DEFAULT_RETENTION_SETTINGS.keepMarginMs;
+    expect(planner.keeps(ref(), "e1", until - 1)).toBe(true);
+    expect(planner.keeps(ref(), "e1", until)).toBe(false);
+    expect(planner.keeps(ref(), "e2", 2_000)).toBe(false);
+    expect(planner.keeps(ref("main", 1), "e1", 2_000)).toBe(false);
+    expect(planner.keeps(ref("other"), "e1", 2_000)).toBe(false);
+    // The context's next call withdraws the keep.
+    planner.callStarted(ref(), "e1", 3_000);
+    expect(planner.keeps(ref(), "e1", 3_001)).toBe(false);
+  });
+
   it("keeps nothing of a program it never saw run, nor of a thread with a call running", () => {
     const planner = new RetentionPlanner();
     expect(planner.toolWait("prog_unknown01", 5_000, 0)).toEqual([]);
