@@ -1,4 +1,4 @@
-import { type EvolveConfig, type EvolvePolicy, percentileOf, simulateEvolvingPool } from "../../sim/evolve/pd-simulation.js";
+import { type EvolvePolicy, type EvolvePoolRules, percentileOf, simulateEvolvingPool } from "../../sim/evolve/pd-simulation.js";
 import { shiftingWorkload } from "../../sim/evolve/workload.js";
 
 /*
@@ -30,7 +30,7 @@ export interface CapacityOptions {
   phaseSeconds: number;
   seed: number;
   /** The pool's decode rules where the run changes them (bench:evolve --max-decodes, --decode-hold-seconds). */
-  decodeRules?: Pick<EvolveConfig, "maxDecodes" | "decodeHoldMaxMs">;
+  poolRules?: EvolvePoolRules;
 }
 
 export interface CapacityTrial {
@@ -67,7 +67,7 @@ export function capacityTrial(policy: EvolvePolicy, computerUsePerSec: number, o
     ],
     options.seed,
   );
-  const result = simulateEvolvingPool({ engines: options.engines, profile: "llama-3.1-8b-h100", programs, policy, maxSimMs: mathMs + phaseMs + settleMs, ...options.decodeRules });
+  const result = simulateEvolvingPool({ engines: options.engines, profile: "llama-3.1-8b-h100", programs, policy, maxSimMs: mathMs + phaseMs + settleMs, ...options.poolRules });
   const steady = result.calls.filter((c) => c.phase === 1 && c.arrivalMs >= mathMs + settleMs);
   const p95TtftMs = percentileOf(steady.map((c) => c.firstTokenMs - c.arrivalMs), 0.95) ?? Number.NaN;
   const answered = new Map<string, number>();

@@ -1,7 +1,7 @@
 import { parseArgs } from "node:util";
 import type { RetentionSettings } from "../../core/kv/retention-planner.js";
 import type { RatioControllerSettings } from "../../core/roles/ratio-controller.js";
-import { type EvolveConfig, type EvolvePolicy, simulateEvolvingPool, summarise, type EvolveSummary } from "../../sim/evolve/pd-simulation.js";
+import { type EvolveConfig, type EvolvePolicy, type EvolvePoolRules, simulateEvolvingPool, summarise, type EvolveSummary } from "../../sim/evolve/pd-simulation.js";
 import type { HostKvWritePolicy } from "../../sim/host-kv-tier.js";
 import { AGENT_SHAPES, shiftingWorkload, type WorkloadPhase } from "../../sim/evolve/workload.js";
 import { DEFAULT_BRANCH_RATES } from "./evolve-branches.js";
@@ -27,7 +27,7 @@ import { DEFAULT_BRANCH_RATES } from "./evolve-branches.js";
  * the policy table's best fixed split) with LRU and with retention. All on the same programs.
  */
 
-export const EVOLVE_BENCH_USAGE = `usage: npm run bench:evolve -- [--engines 8] [--rate 0.5] [--phase-seconds 240] [--seed 7] [--kv-rate 2] [--branch-rates 0.04,0.06,0.08,0.1] [--branch-decision-seconds 3] [--only policies|kv|branches|capacity] [--max-decodes 128] [--decode-hold-seconds 30]
+export const EVOLVE_BENCH_USAGE = `usage: npm run bench:evolve -- [--engines 8] [--rate 0.5] [--phase-seconds 240] [--seed 7] [--kv-rate 2] [--branch-rates 0.04,0.06,0.08,0.1] [--branch-decision-seconds 3] [--only policies|kv|branches|capacity] [--max-decodes 128] [--decode-hold-seconds 30] [--affinity-turnover F|off]
   --rate scales every phase's programs per second (math 4, computer-use 6, coding 1 at 1.0)
   --kv-rate: coding-long programs per second in the KV variants' third phase
   --branch-rates: tree-search programs per second, one table block each (the abandoned-branch signal; one engine)
@@ -35,7 +35,8 @@ export const EVOLVE_BENCH_USAGE = `usage: npm run bench:evolve -- [--engines 8] 
   --only: just the policy table, the KV variants, the abandoned-branch table, or the throughput after the shift
           (capacity: each policy's highest sustained computer-use rate, by bisection; not in the default run)
   --max-decodes: the pool's decode cap per engine (default what the pool gives an engine of the profile: its batch, 128); a decode is held at it
-  --decode-hold-seconds: how long a decode no engine admits is held (default the pool's DECODE_HOLD_MAX_MS, 30 s; 0: never held)`;
+  --decode-hold-seconds: how long a decode no engine admits is held (default the pool's DECODE_HOLD_MAX_MS, 30 s; 0: never held)
+  --affinity-turnover: the routing's turnover rule (a long call's hint to its program's engine is dropped once that engine computed F × its KV since; default the pool's; off: never dropped)`;
 
 export interface EvolveBenchOptions {
   engines: number;
@@ -46,8 +47,8 @@ export interface EvolveBenchOptions {
   branchRates: number[];
   branchDecisionSeconds: number;
   only: "policies" | "kv" | "branches" | "capacity" | undefined;
-  /** The pool's decode rules, where they differ from its defaults (the ablations). */
-  decodeRules: Pick<EvolveConfig, "maxDecodes" | "decodeHoldMaxMs">;
+  /** The pool's decode and routing rules, where they differ from its defaults (the ablations). */
+  poolRules: EvolvePoolRules;
 }
 
 export function parseEvolveBenchArgs(argv: readonly string[]): EvolveBenchOptions | undefined {
@@ -64,6 +65,7 @@ export function parseEvolveBenchArgs(argv: readonly string[]): EvolveBenchOption
       only: { type: "string" },
       "max-decodes": { type: "string" },
       "decode-hold-seconds": { type: "string" },
+      "affinity-turnover": { type: "string" },
       help: { type: "boolean", default: false },
     },
   });
@@ -79,13 +81,16 @@ export function parseEvolveBenchArgs(argv: readonly string[]): EvolveBenchOption
     branchRates: values["branch-rates"].split(",").map(Number),
     branchDecisionSeconds: Number(values["branch-decision-seconds"]),
     only,
-    decodeRules: {
+    poolRules: {
       ...(values["max-decodes"] === undefined ? {} : { maxDecodes: Number(values["max-decodes"]) }),
       ...(values["decode-hold-seconds"] === undefined ? {} : { decodeHoldMaxMs: Number(values["decode-hold-seconds"]) * 1_000 }),
+      ...(values["affinity-turnover"] === undefined ? {} : { affinityTurnover: values["affinity-turnover"] === "off" ? null : Number(values["affinity-turnover"]) }),
     },
   };
   if (!options.branchRates.every((rate) => rate > 0)) throw new RangeError("--branch-rates: positive numbers, comma-separated");
   if (!(options.branchDecisionSeconds >= 0)) throw new RangeError("--branch-decision-seconds: a number >= 0");
+  const turnover = options.poolRules.affinityTurnover;
+  if (turnover !== undefined && turnover !== null && !(Number.isFinite(turnover) && turnover > 0)) throw new RangeError("--affinity-turnover: a positive number, or off");
   if (!(options.kvRate > 0)) throw new RangeError("--kv-rate: a positive number");
   if (!Number.isInteger(options.engines) || options.engines < 2) throw new RangeError("--engines: an integer of at least 2");
   if (!(options.rate > 0) || !(options.phaseSeconds > 0) || !Number.isInteger(options.seed)) throw new RangeError("--rate and --phase-seconds: positive numbers; --seed: an integer");
@@ -138,7 +143,7 @@ export function runEvolveBench(options: EvolveBenchOptions): EvolveBenchRow[] {
     [`agentix ratio, overlap with the old settings (${from}; 10 s rounds, sustain 3, cooldown 30 s)`, { kind: "ratio", prefillEngines: start, settings: RATIO_BEFORE }, { roundMs: ROUND_BEFORE_MS }],
   ];
   return policies.map(([policy, spec, switching]) => {
-    const result = simulateEvolvingPool({ engines: options.engines, profile: "llama-3.1-8b-h100", programs, policy: spec, ...switching, ...options.decodeRules });
+    const result = simulateEvolvingPool({ engines: options.engines, profile: "llama-3.1-8b-h100", programs, policy: spec, ...switching, ...options.poolRules });
     return { policy, all: summarise(result), phases: phases.map((_, index) => summarise(result, index)) };
   });
 }
@@ -196,7 +201,7 @@ export function runEvolveKvVariants(options: EvolveBenchOptions): EvolveKvRow[] 
   return variants.map(({ variant, policy, host, rules }) => {
     const started = performance.now();
     const hostTier = host === undefined ? {} : { hostTier: true, hostWritePolicy: host };
-    const result = simulateEvolvingPool({ engines: options.engines, profile: "llama-3.1-8b-h100", programs, policy, ...hostTier, retention: rules !== undefined, ...rules, ...options.decodeRules });
+    const result = simulateEvolvingPool({ engines: options.engines, profile: "llama-3.1-8b-h100", programs, policy, ...hostTier, retention: rules !== undefined, ...rules, ...options.poolRules });
     return { variant, all: summarise(result), wallMs: performance.now() - started };
   });
 }
@@ -205,7 +210,7 @@ const s = (ms: number) => (Number.isFinite(ms) ? `${(ms / 1_000).toFixed(2)} s` 
 
 export function formatEvolveReport(rows: readonly EvolveBenchRow[], options: EvolveBenchOptions): string {
   const lines = [
-    `bench:evolve — ${options.engines} × llama-3.1-8b-h100, math → computer-use → coding, ${options.phaseSeconds} s a phase, rate ×${options.rate}, seed ${options.seed}${decodeRulesNote(options)}`,
+    `bench:evolve — ${options.engines} × llama-3.1-8b-h100, math → computer-use → coding, ${options.phaseSeconds} s a phase, rate ×${options.rate}, seed ${options.seed}${poolRulesNote(options)}`,
     "",
     "| policy | calls | mean e2e | P95 e2e | P95 TTFT | output tok/s | decode-side recomputed | decode waits: room / KV (mean); decodes held | switches | mean e2e by phase (math / computer-use / coding) |",
     "|---|---|---|---|---|---|---|---|---|---|",
@@ -236,9 +241,10 @@ export function formatEvolveReport(rows: readonly EvolveBenchRow[], options: Evo
 
 const millions = (tokens: number) => `${(tokens / 1e6).toFixed(2)} M`;
 /** The pool's decode rules a run changed, for its header. */
-const decodeRulesNote = ({ decodeRules }: EvolveBenchOptions) =>
-  (decodeRules.maxDecodes === undefined ? "" : `, decode cap ${decodeRules.maxDecodes} per engine`) +
-  (decodeRules.decodeHoldMaxMs === undefined ? "" : `, decodes held up to ${decodeRules.decodeHoldMaxMs / 1_000} s`);
+const poolRulesNote = ({ poolRules }: EvolveBenchOptions) =>
+  (poolRules.maxDecodes === undefined ? "" : `, decode cap ${poolRules.maxDecodes} per engine`) +
+  (poolRules.decodeHoldMaxMs === undefined ? "" : `, decodes held up to ${poolRules.decodeHoldMaxMs / 1_000} s`) +
+  (poolRules.affinityTurnover === undefined ? "" : `, affinity turnover ${poolRules.affinityTurnover ?? "off"}`);
 
 const holdReasons = (a: EvolveSummary) =>
   Object.entries(a.decodeHoldsByReason)
@@ -256,15 +262,15 @@ export function formatEvolveKvReport(rows: readonly EvolveKvRow[], options: Evol
   const lines = [
     `KV beyond one GPU — agentix ratio (from ${start}:${options.engines - start}) unless a fixed split is named, math → computer-use → coding-long (${options.kvRate}/s: 15 s ± 60 % tools, compaction every 5 calls), ${options.phaseSeconds} s a phase, one node's host tier (1 TB: half a DGX H100's 2 TB, PCIe Gen5 64 GB/s)`,
     "",
-    "| variant | calls | mean e2e | P95 e2e | P95 TTFT | output tok/s | recomputed tokens | decode-side recomputed | decode waits: room / KV (mean); decodes held | host hits (tokens) | GPU prefix hits (tokens) | pulled by decode engines (tokens) | over PCIe | keeps / normals / drops applied (hints sent) | keep factor | switches | wall |",
-    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    "| variant | calls | mean e2e | P95 e2e | P95 TTFT | output tok/s | recomputed tokens | decode-side recomputed | decode waits: room / KV (mean); decodes held | host hits (tokens) | GPU prefix hits (tokens) | pulled by decode engines (tokens) | over PCIe | keeps / normals / drops applied (hints sent) | keep factor | affinity hints dropped | switches | wall |",
+    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
   ];
   for (const row of rows) {
     const a = row.all;
     const kv = a.kv;
     const factor = kv.keepFactor === undefined ? (kv.hintsSent > 0 ? "+2 s" : "—") : `×${kv.keepFactor.toFixed(2)}`;
     lines.push(
-      `| ${row.variant} | ${a.calls} | ${s(a.meanE2eMs)} | ${s(a.p95E2eMs)} | ${s(a.p95TtftMs)} | ${a.outputTokensPerSec.toFixed(0)} | ${millions(kv.recomputedTokens)} | ${millions(a.decodeRecomputedTokens)} | ${decodeWaits(a)} | ${millions(kv.hostHitTokens)} | ${millions(kv.gpuHitTokens)} | ${millions(kv.pulledTokens)} | ${(kv.pcieBytes / 1e9).toFixed(0)} GB | ${kv.keepsApplied} / ${kv.normalsApplied} / ${kv.dropsApplied} (${kv.hintsSent}) | ${factor} | ${a.switches} | ${(row.wallMs / 1_000).toFixed(0)} s |`,
+      `| ${row.variant} | ${a.calls} | ${s(a.meanE2eMs)} | ${s(a.p95E2eMs)} | ${s(a.p95TtftMs)} | ${a.outputTokensPerSec.toFixed(0)} | ${millions(kv.recomputedTokens)} | ${millions(a.decodeRecomputedTokens)} | ${decodeWaits(a)} | ${millions(kv.hostHitTokens)} | ${millions(kv.gpuHitTokens)} | ${millions(kv.pulledTokens)} | ${(kv.pcieBytes / 1e9).toFixed(0)} GB | ${kv.keepsApplied} / ${kv.normalsApplied} / ${kv.dropsApplied} (${kv.hintsSent}) | ${factor} | ${kv.affinityHintsDropped} | ${a.switches} | ${(row.wallMs / 1_000).toFixed(0)} s |`,
     );
   }
   const base = rows[0];
