@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type PoolHandle, startPool } from "../../src/pool/server.js";
 import { DEFAULT_SIM_MODEL, type SimEngineHandle, startSimEngine } from "../../src/sim/engine-server.js";
-import { chatBody, metricValue, operatorGet, signedCall, testConfig } from "./helpers.js";
+import { startFakeEngine } from "./fake-engine.js";
+import { chatBody, metricValue, operatorGet, operatorHeaders, signedCall, testConfig, waitFor } from "./helpers.js";
 
 /*
  * The routing's turnover rule through the pool (core/kv/affinity-turnover.ts), with the
@@ -67,5 +68,58 @@ describe("affinity turnover through the pool", () => {
     await runCall("prog_turnover_c", "e2", `${"Add a retry to the uploader. ".repeat(12)}With backoff.`);
     expect(await dispatches("e2", "long-affinity")).toBe(kept + 1);
     expect(await dispatches("e1", "long-affinity-turned-over")).toBe(1);
+  });
+});
+
+/*
+ * The retention shield through the pool: a context the pool keeps through a tool wait on
+ * an engine that takes retention hints is not judged by that engine's turnover.
+ */
+describe("affinity turnover and retention keeps", () => {
+  async function comeBack(retention: boolean): Promise<string[]> {
+    const fakes = await Promise.all(
+      ["e1", "e2"].map((id) =>
+        startFakeEngine({
+          // The program's answer names a tool (TAO predicts its return: the pool keeps its context); the churn's prompts are computed whole.
+          answer: (call) =>
+            String(call.body.messages && JSON.stringify(call.body.messages)).includes("churn")
+              ? { usage: { prompt: 3_000, completion: 1, cached: 1 } }
+              : { usage: { prompt: 600, completion: 5, cached: 500 }, toolCalls: [{ id: "call_1", name: "bash", arguments: '{"cmd":"make test"}' }] },
+          ...(retention ? { retention: "takes" as const } : {}),
+        }),
+      ),
+    );
+    const front = await startPool(
+      testConfig({
+        engines: fakes.map((fake, i) => ({ id: `e${i + 1}`, url: fake.url, kvCapacityTokens: 4_000, ...(retention ? { retentionHints: "agentix" as const } : {}) })),
+        scheduling: { routing: { longPromptTokens: 1, affinityTurnover: 0.5 } },
+      }),
+    );
+    try {
+      const call = async (program: string, content: string) => {
+        const signed = await signedCall({ fields: { program, engine: "e2" }, body: chatBody({ messages: [{ role: "user", content }] }) });
+        const res = await front.app.request("/v1/chat/completions", { method: "POST", headers: signed.headers, body: signed.body });
+        expect(res.status).toBe(200);
+        await res.text();
+      };
+      await call("prog_shielded", "Run the tests and fix what fails.");
+      if (retention) await waitFor(() => (fakes[1]?.retentionBatches.length ?? 0) > 0, "the keep through the tool wait");
+      await call("prog_churn_1", "churn one");
+      await call("prog_churn_2", "churn two");
+      await call("prog_shielded", "Run the tests and fix what fails. The tests ran.");
+      const text = await (await front.app.request("/metrics", { headers: operatorHeaders() })).text();
+      return text.split("\n").filter((line) => line.startsWith("agentix_pool_dispatches_total") && !line.endsWith(" 0"));
+    } finally {
+      await front.close();
+      await Promise.all(fakes.map((fake) => fake.close()));
+    }
+  }
+
+  it("keeps the hint of a context kept on its engine, and drops it where no keep was sent", async () => {
+    const kept = await comeBack(true);
+    expect(kept).toContain('agentix_pool_dispatches_total{engine="e2",reason="long-affinity"} 4');
+    expect(kept.some((line) => line.includes("long-affinity-turned-over"))).toBe(false);
+    const unkept = await comeBack(false);
+    expect(unkept).toContain('agentix_pool_dispatches_total{engine="e1",reason="long-affinity-turned-over"} 1');
   });
 });
