@@ -1,4 +1,4 @@
-import { type EvolvePolicy, type EvolvePoolRules, percentileOf, simulateEvolvingPool } from "../../sim/evolve/pd-simulation.js";
+import { type EvolveConfig, type EvolvePolicy, type EvolvePoolRules, percentileOf, simulateEvolvingPool } from "../../sim/evolve/pd-simulation.js";
 import { shiftingWorkload } from "../../sim/evolve/workload.js";
 
 /*
@@ -19,6 +19,10 @@ import { shiftingWorkload } from "../../sim/evolve/workload.js";
  */
 
 export const CAPACITY_TTFT_TARGET_MS = 2_000;
+/** The controllers' round before switches overlapped (commit 7d25bf8's default). */
+export const ROUND_BEFORE_MS = 10_000;
+/** How engines switched then: drain, then switch, looked at every 10 s (the policy table's "before" rows; closer to a planner that adds and removes workers). */
+export const DRAINING_SWITCHES: Pick<EvolveConfig, "roleSwitch" | "roundMs"> = Object.freeze({ roleSwitch: "drain", roundMs: ROUND_BEFORE_MS });
 const LOWEST = 1;
 const HIGHEST = 8;
 const RESOLUTION = 0.125;
@@ -56,7 +60,7 @@ export interface CapacityRow {
 }
 
 /** One run: math, then computer-use agents at `computerUsePerSec`; the verdict on its steady state. */
-export function capacityTrial(policy: EvolvePolicy, computerUsePerSec: number, options: CapacityOptions): CapacityTrial {
+export function capacityTrial(policy: EvolvePolicy, computerUsePerSec: number, options: CapacityOptions, switching: Pick<EvolveConfig, "roleSwitch" | "roundMs"> = {}): CapacityTrial {
   const phaseMs = options.phaseSeconds * 1_000;
   const mathMs = phaseMs / 2;
   const settleMs = phaseMs / 4;
@@ -67,7 +71,7 @@ export function capacityTrial(policy: EvolvePolicy, computerUsePerSec: number, o
     ],
     options.seed,
   );
-  const result = simulateEvolvingPool({ engines: options.engines, profile: "llama-3.1-8b-h100", programs, policy, maxSimMs: mathMs + phaseMs + settleMs, ...options.poolRules });
+  const result = simulateEvolvingPool({ engines: options.engines, profile: "llama-3.1-8b-h100", programs, policy, maxSimMs: mathMs + phaseMs + settleMs, ...switching, ...options.poolRules });
   const steady = result.calls.filter((c) => c.phase === 1 && c.arrivalMs >= mathMs + settleMs);
   const p95TtftMs = percentileOf(steady.map((c) => c.firstTokenMs - c.arrivalMs), 0.95) ?? Number.NaN;
   const answered = new Map<string, number>();
@@ -108,17 +112,19 @@ export function sustainedRate(trial: (perSec: number) => CapacityTrial, lowest =
 /** Every policy of the policy table (mixed, each fixed split, both controllers from the decode-heavy split, the ratio controller's old cooldown). */
 export function runCapacityBench(options: CapacityOptions, start: number, log: (line: string) => void = () => undefined): CapacityRow[] {
   const from = `from ${start}:${options.engines - start}`;
-  const policies: [string, EvolvePolicy][] = [
+  const policies: [string, EvolvePolicy, Pick<EvolveConfig, "roleSwitch" | "roundMs">?][] = [
     ["mixed", { kind: "mixed" }],
     ...Array.from({ length: options.engines - 1 }, (_, i): [string, EvolvePolicy] => [`fixed ${i + 1}:${options.engines - i - 1}`, { kind: "fixed", prefillEngines: i + 1 }]),
     [`threshold (${from})`, { kind: "threshold", prefillEngines: start }],
+    // The threshold controller as a Dynamo-like planner switches: drain first, 10 s rounds.
+    [`threshold, draining (${from}; drain, 10 s rounds)`, { kind: "threshold", prefillEngines: start }, DRAINING_SWITCHES],
     [`agentix ratio (${from})`, { kind: "ratio", prefillEngines: start }],
     // Its cooldown before 2026-12-05's second round, in the same run.
     [`agentix ratio, 15 s cooldown (${from})`, { kind: "ratio", prefillEngines: start, settings: { cooldownMs: 15_000 } }],
   ];
-  return policies.map(([policy, spec]) => {
+  return policies.map(([policy, spec, switching]) => {
     const found = sustainedRate((perSec) => {
-      const trial = capacityTrial(spec, perSec, options);
+      const trial = capacityTrial(spec, perSec, options, switching);
       log(`[bench:evolve capacity] ${policy} at ${perSec}/s: ${trial.sustained ? "sustained" : "not sustained"} (P95 TTFT ${(trial.p95TtftMs / 1_000).toFixed(2)} s, ${trial.unfinishedPrograms} unfinished)`);
       return trial;
     });

@@ -5,6 +5,7 @@ import { type EvolveConfig, type EvolvePolicy, type EvolvePoolRules, simulateEvo
 import type { HostKvWritePolicy } from "../../sim/host-kv-tier.js";
 import { AGENT_SHAPES, shiftingWorkload, type WorkloadPhase } from "../../sim/evolve/workload.js";
 import { DEFAULT_BRANCH_RATES } from "./evolve-branches.js";
+import { DRAINING_SWITCHES, ROUND_BEFORE_MS } from "./evolve-capacity.js";
 
 /*
  * `npm run bench:evolve`: the shifting agent mix (math → computer-use → coding, one
@@ -114,8 +115,6 @@ function benchPhases(options: EvolveBenchOptions, third?: WorkloadPhase): Worklo
 
 export const startingSplit = (options: EvolveBenchOptions) => Math.max(1, Math.round(options.engines / 4));
 
-/** The controllers' round before switches overlapped (commit 7d25bf8's default). */
-const ROUND_BEFORE_MS = 10_000;
 /** The ratio controller's floor and margin before 2026-12-05: nothing moved below 0.7 of the busier side's engines, a 15 % margin. */
 const RATIO_IDLE_FLOOR_BEFORE: Partial<RatioControllerSettings> = Object.freeze({ minLoadToAct: 0.7, hysteresis: 0.15 });
 /** The ratio controller's cooldown before 2026-12-05's second round (15 s, now 7.5 s). */
@@ -131,7 +130,7 @@ export function runEvolveBench(options: EvolveBenchOptions): EvolveBenchRow[] {
   const programs = shiftingWorkload(phases, options.seed);
   const start = startingSplit(options);
   const from = `from ${start}:${options.engines - start}`;
-  const before = { roleSwitch: "drain", roundMs: ROUND_BEFORE_MS } as const;
+  const before = DRAINING_SWITCHES;
   const policies: PolicyRun[] = [
     ["mixed", { kind: "mixed" }],
     ...Array.from({ length: options.engines - 1 }, (_, i): PolicyRun => [`fixed ${i + 1}:${options.engines - i - 1}`, { kind: "fixed", prefillEngines: i + 1 }]),
