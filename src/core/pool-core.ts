@@ -203,13 +203,23 @@ export class PoolCore {
    */
   enqueue(call: QueuedCall, now: number, prefixKept = false): void {
     const hint = call.affinityEngine;
-    if (hint !== undefined && !prefixKept && this.#turnover?.stale(call.programId, hint, this.kvCapacityTokens(hint))) {
-      // Routed as a call without a hint (routing.ts says why in the dispatch's reason).
+    const turnedOver = hint !== undefined && !prefixKept && this.#turnover?.stale(call.programId, hint, this.kvCapacityTokens(hint)) === true;
+    // Routed as a call without a hint (routing.ts says why in the dispatch's reason), retries too: the queue keeps a copy, the caller this object.
+    if (turnedOver) {
       delete call.affinityEngine;
       call.affinityTurnedOver = hint;
-      this.affinityHintsDropped += 1;
     }
-    this.queue.enqueue(call);
+    try {
+      this.queue.enqueue(call);
+    } catch (error) {
+      // A refused call leaves as it came.
+      if (turnedOver) {
+        call.affinityEngine = hint;
+        delete call.affinityTurnedOver;
+      }
+      throw error;
+    }
+    if (turnedOver) this.affinityHintsDropped += 1;
     this.signals.callArrived(call.programId, now);
   }
 

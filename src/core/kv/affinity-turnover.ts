@@ -19,8 +19,8 @@
  * prompt would count whole (vLLM reports them with --enable-prompt-tokens-details;
  * SGLang and the simulated engines always), and a hint to any other engine is kept.
  *
- * Memory: one mark per program, until the program ends or its mark is read as stale;
- * at most MAX_MARKS, the least recently marked going first.
+ * Memory: one mark per program, until the program ends; at most MAX_MARKS, the least
+ * recently marked going first.
  */
 
 const MAX_MARKS = 200_000;
@@ -42,11 +42,16 @@ export class AffinityTurnover {
     if (!(Number.isFinite(fraction) && fraction > 0)) throw new RangeError(`affinity turnover fraction must be a finite number > 0, got ${fraction}`);
   }
 
-  /** A call of the program left the engine that prefilled it, with the engine's usage for it. */
+  /**
+   * A call of the program left the engine that prefilled it, with the engine's usage for
+   * it. Usage that is not a pair of finite counts is ignored: this runs where a call
+   * settles, which an engine's odd figures must not break.
+   */
   callLeft(programId: string, engineId: string, usage: { promptTokens: number; cachedTokens: number }): void {
-    const computed = Math.max(0, usage.promptTokens - usage.cachedTokens);
-    if (!(Number.isFinite(computed) && Number.isFinite(usage.cachedTokens))) throw new RangeError(`usage must be finite, got ${usage.promptTokens} / ${usage.cachedTokens}`);
-    if (usage.cachedTokens > 0) this.#reportsCached.add(engineId);
+    const { promptTokens, cachedTokens } = usage;
+    if (!(Number.isFinite(promptTokens) && Number.isFinite(cachedTokens) && promptTokens >= 0 && cachedTokens >= 0)) return;
+    const computed = Math.max(0, promptTokens - cachedTokens);
+    if (cachedTokens > 0) this.#reportsCached.add(engineId);
     const total = (this.#computed.get(engineId) ?? 0) + computed;
     this.#computed.set(engineId, total);
     // Re-inserted so the Map's order is the marks' recency.
@@ -57,16 +62,13 @@ export class AffinityTurnover {
 
   /**
    * True when the hint to `engineId` is stale: the program's last call left that engine,
-   * which has since computed more than fraction × `capacityTokens`. A stale mark is
-   * forgotten (the program's next call there marks it again).
+   * which has since computed more than fraction × `capacityTokens`. Reading changes
+   * nothing (every call of the program is judged alike until its next call leaves).
    */
   stale(programId: string, engineId: string, capacityTokens: number): boolean {
     const mark = this.#marks.get(programId);
     if (mark === undefined || mark.engineId !== engineId || !this.#reportsCached.has(engineId)) return false;
-    const since = (this.#computed.get(engineId) ?? 0) - mark.computedAt;
-    if (since <= this.fraction * capacityTokens) return false;
-    this.#marks.delete(programId);
-    return true;
+    return (this.#computed.get(engineId) ?? 0) - mark.computedAt > this.fraction * capacityTokens;
   }
 
   /** Tokens the engine computed since the program's call left it; undefined when its last call left another engine (or none is known). */

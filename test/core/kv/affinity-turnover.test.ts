@@ -19,8 +19,9 @@ describe("AffinityTurnover", () => {
     expect(turnover.stale("prog_a", "A", CAPACITY)).toBe(false);
     turnover.callLeft("prog_c", "A", used(1_001, 1_000));
     expect(turnover.stale("prog_a", "A", CAPACITY)).toBe(true);
-    // Read as stale once: the mark is gone, the next call there marks the program again.
-    expect(turnover.computedSince("prog_a", "A")).toBeUndefined();
+    // Reading changes nothing; the program's next call there marks it afresh.
+    expect(turnover.stale("prog_a", "A", CAPACITY)).toBe(true);
+    turnover.callLeft("prog_a", "A", used(40_000, 39_000));
     expect(turnover.stale("prog_a", "A", CAPACITY)).toBe(false);
     // Computed elsewhere does not count against A; the hint's own engine is what is judged.
     turnover.callLeft("prog_d", "B", used(90_000, 1));
@@ -44,6 +45,13 @@ describe("AffinityTurnover", () => {
     expect(turnover.stale("prog_a", "A", CAPACITY)).toBe(false);
     turnover.callLeft("prog_c", "A", used(100, 50));
     expect(turnover.stale("prog_a", "A", CAPACITY)).toBe(true);
+  });
+
+  it("ignores usage that is not a pair of finite counts (it runs where a call settles)", () => {
+    const turnover = new AffinityTurnover(0.5);
+    turnover.callLeft("prog_a", "A", used(10, 5));
+    for (const bad of [used(Number.NaN, 1), used(Number.POSITIVE_INFINITY, 1), used(90_000, -1)]) expect(() => turnover.callLeft("prog_b", "A", bad)).not.toThrow();
+    expect(turnover.computedSince("prog_a", "A")).toBe(0);
   });
 
   it("forgets an ended program, and refuses a fraction that is not a positive number", () => {
@@ -99,6 +107,16 @@ describe("PoolCore with the turnover rule", () => {
     expect(kept.affinityEngine).toBe("A");
     expect(pool.affinityHintsDropped).toBe(0);
     expect(pool.pump(2).dispatches.map((d) => [d.engineId, d.reason])).toEqual([["A", "long-affinity"]]);
+  });
+
+  it("changes nothing for a call the queue refuses", () => {
+    const pool = core(0.5);
+    pool.callLeft("prog_long", { completed: true, engineId: "A", facts: { usage: { promptTokens: 30_000, cachedTokens: 20_000, completionTokens: 500 } }, promptTokensEstimate: 30_000 }, 0);
+    pool.callLeft("prog_other", { completed: true, engineId: "A", facts: { usage: { promptTokens: 91_000, cachedTokens: 1_000, completionTokens: 10 } }, promptTokensEstimate: 90_000 }, 1);
+    const refused = makeCall({ programId: "prog_long", promptTokens: 31_000, affinityEngine: "A", weight: 0 });
+    expect(() => pool.enqueue(refused, 2)).toThrow(RangeError);
+    expect(refused.affinityEngine).toBe("A");
+    expect(pool.affinityHintsDropped).toBe(0);
   });
 
   it("forgets the program's mark when the program ends", () => {
