@@ -150,14 +150,15 @@ export function formatCapacityReport(rows: readonly CapacityRow[], options: Capa
     lines.push(`| ${row.policy} | ${perSec(row)} | ${calls} | ${atText} | ${overText} | ${row.trials.length} |`);
   }
   const ratio = rows.find((r) => r.policy.startsWith("agentix"));
-  const threshold = rows.find((r) => r.policy.startsWith("threshold"));
+  const threshold = rows.find((r) => r.policy.startsWith("threshold ("));
+  const draining = rows.find((r) => r.policy.startsWith("threshold, draining"));
   const fixed = rows.filter((r) => r.policy.startsWith("fixed") && r.sustainedPerSec !== undefined);
   const best = fixed.reduce<CapacityRow | undefined>((a, b) => (a === undefined || (b.sustainedPerSec ?? 0) > (a.sustainedPerSec ?? 0) ? b : a), undefined);
   const times = (a: CapacityRow | undefined, b: CapacityRow | undefined) =>
     a?.sustainedPerSec === undefined || b?.sustainedPerSec === undefined ? "—" : `${(a.sustainedPerSec / b.sustainedPerSec).toFixed(2)}×`;
   lines.push(
     "",
-    `agentix ÷ best fixed split for this phase (${best?.policy ?? "none"}): ${times(ratio, best)}; agentix ÷ threshold: ${times(ratio, threshold)}; agentix ÷ mixed: ${times(ratio, rows[0])}`,
+    `agentix ÷ best fixed split for this phase (${best?.policy ?? "none"}): ${times(ratio, best)}; agentix ÷ threshold: ${times(ratio, threshold)} (draining, Dynamo-like: ${times(ratio, draining)}); agentix ÷ mixed: ${times(ratio, rows[0])}`,
     "  published, Evolving Infra after the shift: 2.1× Dynamo's throughput, 1.28× the best fixed split's",
   );
   return `${lines.join("\n")}\n`;
