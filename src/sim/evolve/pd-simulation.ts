@@ -186,10 +186,10 @@ export interface RoleSwitchRecord {
   reason: string;
 }
 
-/** KV beyond one GPU, summed over the pool's engines. */
 /** The pool rules a bench run may set over the pool's defaults (its ablations). */
 export type EvolvePoolRules = Pick<EvolveConfig, "maxDecodes" | "decodeHoldMaxMs" | "affinityTurnover">;
 
+/** KV beyond one GPU, summed over the pool's engines. */
 export interface EvolveKvTotals {
   gpuHitTokens: number;
   /** Prompt tokens decode engines pulled from prefill engines (a split call's handed-over KV; not prefix hits). */
