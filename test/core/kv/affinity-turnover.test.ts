@@ -71,10 +71,14 @@ describe("PoolCore with the turnover rule", () => {
   ];
   const core = (fraction: number | null) => new PoolCore({ settings: withAffinityTurnover({ ...DEFAULT_DISPATCH_SETTINGS, queue: TEST_QUEUE_SETTINGS }, fraction), engines });
 
+  /** A call of `program` left A having computed `computed` prompt tokens there (1,000 more were cached). */
+  const leftA = (pool: PoolCore, program: string, computed: number, now: number) =>
+    pool.callLeft(program, { completed: true, engineId: "A", facts: { usage: { promptTokens: computed + 1_000, cachedTokens: 1_000, completionTokens: 10 } }, promptTokensEstimate: computed }, now);
+
   /** The program's first call runs on A and leaves; then other programs compute `churn` tokens on A; then its next long call comes back with the hint to A, while A is busier than B but within the imbalance margins. */
   function nextCallAfter(pool: PoolCore, churn: number) {
-    pool.callLeft("prog_long", { completed: true, engineId: "A", facts: { usage: { promptTokens: 30_000, cachedTokens: 20_000, completionTokens: 500 } }, promptTokensEstimate: 30_000 }, 0);
-    pool.callLeft("prog_other", { completed: true, engineId: "A", facts: { usage: { promptTokens: churn + 1_000, cachedTokens: 1_000, completionTokens: 10 } }, promptTokensEstimate: churn }, 1);
+    leftA(pool, "prog_long", 10_000, 0);
+    leftA(pool, "prog_other", churn, 1);
     const busy = makeCall({ programId: "prog_busy", promptTokens: 100 });
     pool.enqueue(busy, 2);
     expect(pool.pump(2).dispatches.map((d) => d.engineId)).toEqual(["A"]);
@@ -100,8 +104,8 @@ describe("PoolCore with the turnover rule", () => {
 
   it("keeps the hint of a call whose prefix the caller's retention keeps there, whatever the turnover", () => {
     const pool = core(0.5);
-    pool.callLeft("prog_long", { completed: true, engineId: "A", facts: { usage: { promptTokens: 30_000, cachedTokens: 20_000, completionTokens: 500 } }, promptTokensEstimate: 30_000 }, 0);
-    pool.callLeft("prog_other", { completed: true, engineId: "A", facts: { usage: { promptTokens: 91_000, cachedTokens: 1_000, completionTokens: 10 } }, promptTokensEstimate: 90_000 }, 1);
+    leftA(pool, "prog_long", 10_000, 0);
+    leftA(pool, "prog_other", 90_000, 1);
     const kept = makeCall({ programId: "prog_long", promptTokens: 31_000, affinityEngine: "A" });
     pool.enqueue(kept, 2, true);
     expect(kept.affinityEngine).toBe("A");
@@ -111,8 +115,8 @@ describe("PoolCore with the turnover rule", () => {
 
   it("changes nothing for a call the queue refuses", () => {
     const pool = core(0.5);
-    pool.callLeft("prog_long", { completed: true, engineId: "A", facts: { usage: { promptTokens: 30_000, cachedTokens: 20_000, completionTokens: 500 } }, promptTokensEstimate: 30_000 }, 0);
-    pool.callLeft("prog_other", { completed: true, engineId: "A", facts: { usage: { promptTokens: 91_000, cachedTokens: 1_000, completionTokens: 10 } }, promptTokensEstimate: 90_000 }, 1);
+    leftA(pool, "prog_long", 10_000, 0);
+    leftA(pool, "prog_other", 90_000, 1);
     const refused = makeCall({ programId: "prog_long", promptTokens: 31_000, affinityEngine: "A", weight: 0 });
     expect(() => pool.enqueue(refused, 2)).toThrow(RangeError);
     expect(refused.affinityEngine).toBe("A");
@@ -121,9 +125,9 @@ describe("PoolCore with the turnover rule", () => {
 
   it("forgets the program's mark when the program ends", () => {
     const pool = core(0.5);
-    pool.callLeft("prog_long", { completed: true, engineId: "A", facts: { usage: { promptTokens: 30_000, cachedTokens: 20_000, completionTokens: 500 } }, promptTokensEstimate: 30_000 }, 0);
+    leftA(pool, "prog_long", 10_000, 0);
     pool.programEnded("prog_long");
-    pool.callLeft("prog_other", { completed: true, engineId: "A", facts: { usage: { promptTokens: 91_000, cachedTokens: 1_000, completionTokens: 10 } }, promptTokensEstimate: 90_000 }, 1);
+    leftA(pool, "prog_other", 90_000, 1);
     const next = makeCall({ programId: "prog_long", promptTokens: 31_000, affinityEngine: "A" });
     pool.enqueue(next, 2);
     expect(next.affinityEngine).toBe("A");
