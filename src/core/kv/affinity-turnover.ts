@@ -16,8 +16,9 @@
  * engine that prefilled it. Decode blocks are left out: a small share for the long
  * prompts this rule is about, and a split call's are on its decode engine. Only engines
  * that report cached tokens are judged (one report above 0 so far): without it every
- * prompt would count whole (vLLM reports them with --enable-prompt-tokens-details;
- * SGLang and the simulated engines always), and a hint to any other engine is kept.
+ * prompt would count whole (vLLM reports them with --enable-prompt-tokens-details,
+ * SGLang with --enable-cache-report, the simulated engines always), and a hint to any
+ * other engine is kept.
  *
  * Memory: one mark per program, until the program ends; at most MAX_MARKS, the least
  * recently marked going first.
