@@ -86,12 +86,12 @@ export const DEFAULT_DISPATCH_SETTINGS: DispatchSettings = Object.freeze({
   service: "work",
 });
 
-/** The settings with routing's affinity-turnover rule set to `fraction` (null: off), the rest as given. */
-export function withAffinityTurnover(settings: DispatchSettings, fraction: number | null): DispatchSettings {
-  const routing = { ...settings.routing };
-  if (fraction === null) delete routing.affinityTurnover;
-  else routing.affinityTurnover = fraction;
-  return { ...settings, routing };
+/** The routing settings with the affinity-turnover rule set to `fraction` (null: off), the rest as given. */
+export function withAffinityTurnover(routing: RoutingSettings, fraction: number | null): RoutingSettings {
+  const changed = { ...routing };
+  if (fraction === null) delete changed.affinityTurnover;
+  else changed.affinityTurnover = fraction;
+  return changed;
 }
 
 /**

@@ -5,7 +5,7 @@ import type { AdmissionSettings, DecodeCostModel } from "../core/admission.js";
 import type { SaturationSettings } from "../core/engines.js";
 import type { QueueSettings } from "../core/queue.js";
 import type { RoutingSettings } from "../core/routing.js";
-import { DEFAULT_DISPATCH_SETTINGS, DEFAULT_KV_CAPACITY_TOKENS } from "../core/settings.js";
+import { DEFAULT_DISPATCH_SETTINGS, DEFAULT_KV_CAPACITY_TOKENS, withAffinityTurnover } from "../core/settings.js";
 import { DEFAULT_SIGNING_KEY_ID, SigningKey, SigningSecret } from "../protocol/signing.js";
 import { decodeCostOf, ENGINE_PROFILES, isEngineProfileName } from "../sim/profiles.js";
 import { KV_LINKS } from "../sim/kv-links.js";
@@ -179,7 +179,7 @@ const RoutingOverrides = z.strictObject({
    * null: hints are always kept.
    */
   affinityTurnover: z.number().nullable().optional(),
-});
+}) satisfies z.ZodType<Partial<Omit<RoutingSettings, "affinityTurnover">> & { affinityTurnover?: number | null | undefined }>;
 
 const SaturationOverrides = z.strictObject({
   maxEngineWaiting: z.number().optional(),
@@ -229,9 +229,7 @@ const SchedulingConfig = z
 function routingSettings(overrides: z.output<typeof RoutingOverrides>): RoutingSettings {
   const { affinityTurnover, ...given } = overrides;
   const routing: RoutingSettings = { ...DEFAULT_DISPATCH_SETTINGS.routing, ...given };
-  if (affinityTurnover === null) delete routing.affinityTurnover;
-  else if (affinityTurnover !== undefined) routing.affinityTurnover = affinityTurnover;
-  return routing;
+  return affinityTurnover === undefined ? routing : withAffinityTurnover(routing, affinityTurnover);
 }
 
 function admissionSettings(overrides: z.output<typeof AdmissionOverrides>): AdmissionSettings | undefined {

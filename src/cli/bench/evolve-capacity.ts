@@ -1,4 +1,4 @@
-import { type EvolveConfig, type EvolvePolicy, type EvolvePoolRules, percentileOf, simulateEvolvingPool } from "../../sim/evolve/pd-simulation.js";
+import { type EvolvePolicy, type EvolvePoolRules, type EvolveSwitching, percentileOf, simulateEvolvingPool } from "../../sim/evolve/pd-simulation.js";
 import { shiftingWorkload } from "../../sim/evolve/workload.js";
 
 /*
@@ -22,7 +22,7 @@ export const CAPACITY_TTFT_TARGET_MS = 2_000;
 /** The controllers' round before switches overlapped (commit 7d25bf8's default). */
 export const ROUND_BEFORE_MS = 10_000;
 /** How engines switched then: drain, then switch, looked at every 10 s (the policy table's "before" rows; closer to a planner that adds and removes workers). */
-export const DRAINING_SWITCHES: Pick<EvolveConfig, "roleSwitch" | "roundMs"> = Object.freeze({ roleSwitch: "drain", roundMs: ROUND_BEFORE_MS });
+export const DRAINING_SWITCHES: EvolveSwitching = Object.freeze({ roleSwitch: "drain", roundMs: ROUND_BEFORE_MS });
 const LOWEST = 1;
 const HIGHEST = 8;
 const RESOLUTION = 0.125;
@@ -60,7 +60,7 @@ export interface CapacityRow {
 }
 
 /** One run: math, then computer-use agents at `computerUsePerSec`; the verdict on its steady state. */
-export function capacityTrial(policy: EvolvePolicy, computerUsePerSec: number, options: CapacityOptions, switching: Pick<EvolveConfig, "roleSwitch" | "roundMs"> = {}): CapacityTrial {
+export function capacityTrial(policy: EvolvePolicy, computerUsePerSec: number, options: CapacityOptions, switching: EvolveSwitching = {}): CapacityTrial {
   const phaseMs = options.phaseSeconds * 1_000;
   const mathMs = phaseMs / 2;
   const settleMs = phaseMs / 4;
@@ -112,7 +112,7 @@ export function sustainedRate(trial: (perSec: number) => CapacityTrial, lowest =
 /** Every policy of the policy table (mixed, each fixed split, both controllers from the decode-heavy split, the ratio controller's old cooldown). */
 export function runCapacityBench(options: CapacityOptions, start: number, log: (line: string) => void = () => undefined): CapacityRow[] {
   const from = `from ${start}:${options.engines - start}`;
-  const policies: [string, EvolvePolicy, Pick<EvolveConfig, "roleSwitch" | "roundMs">?][] = [
+  const policies: [string, EvolvePolicy, EvolveSwitching?][] = [
     ["mixed", { kind: "mixed" }],
     ...Array.from({ length: options.engines - 1 }, (_, i): [string, EvolvePolicy] => [`fixed ${i + 1}:${options.engines - i - 1}`, { kind: "fixed", prefillEngines: i + 1 }]),
     [`threshold (${from})`, { kind: "threshold", prefillEngines: start }],

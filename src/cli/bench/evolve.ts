@@ -1,7 +1,7 @@
 import { parseArgs } from "node:util";
 import type { RetentionSettings } from "../../core/kv/retention-planner.js";
 import type { RatioControllerSettings } from "../../core/roles/ratio-controller.js";
-import { type EvolveConfig, type EvolvePolicy, type EvolvePoolRules, simulateEvolvingPool, summarise, type EvolveSummary } from "../../sim/evolve/pd-simulation.js";
+import { type EvolveConfig, type EvolvePolicy, type EvolvePoolRules, type EvolveSwitching, simulateEvolvingPool, summarise, type EvolveSummary } from "../../sim/evolve/pd-simulation.js";
 import type { HostKvWritePolicy } from "../../sim/host-kv-tier.js";
 import { AGENT_SHAPES, shiftingWorkload, type WorkloadPhase } from "../../sim/evolve/workload.js";
 import { DEFAULT_BRANCH_RATES } from "./evolve-branches.js";
@@ -123,7 +123,7 @@ const RATIO_COOLDOWN_BEFORE: Partial<RatioControllerSettings> = Object.freeze({ 
 const RATIO_BEFORE: Partial<RatioControllerSettings> = Object.freeze({ ...RATIO_IDLE_FLOOR_BEFORE, sustainRounds: 3, cooldownMs: 30_000, smoothing: 0.3 });
 
 /** A row of the policy table: its policy and, where it differs from the simulator's defaults, how engines switch and the round. */
-type PolicyRun = [string, EvolvePolicy, Pick<EvolveConfig, "roleSwitch" | "roundMs">?];
+type PolicyRun = [string, EvolvePolicy, EvolveSwitching?];
 
 export function runEvolveBench(options: EvolveBenchOptions): EvolveBenchRow[] {
   const phases = benchPhases(options);

@@ -186,6 +186,9 @@ export interface RoleSwitchRecord {
   reason: string;
 }
 
+/** How engines switch roles and how often the controller looks (a bench row's departure from the simulator's defaults). */
+export type EvolveSwitching = Pick<EvolveConfig, "roleSwitch" | "roundMs">;
+
 /** The pool rules a bench run may set over the pool's defaults (its ablations). */
 export type EvolvePoolRules = Pick<EvolveConfig, "maxDecodes" | "decodeHoldMaxMs" | "affinityTurnover">;
 
@@ -335,7 +338,8 @@ export function simulateEvolvingPool(config: EvolveConfig): EvolveResult {
   // admission; placement: routing) and an engine configured with this profile (count cap, decode cap, KV capacity, cost model).
   if (POOL_DEFAULTS.placement.policy !== "routing") throw new Error(`the evolve simulator drives the pool's routing placement; the pool's default is ${POOL_DEFAULTS.placement.policy}`);
   const configured = poolEngineDefaults(config.profile);
-  const scheduling = config.affinityTurnover === undefined ? POOL_DEFAULTS.scheduling : withAffinityTurnover(POOL_DEFAULTS.scheduling, config.affinityTurnover);
+  const defaults = POOL_DEFAULTS.scheduling;
+  const scheduling = config.affinityTurnover === undefined ? defaults : { ...defaults, routing: withAffinityTurnover(defaults.routing, config.affinityTurnover) };
   const core = new PoolCore({
     settings: scheduling,
     engines: Array.from({ length: config.engines }, (_, i) => ({

@@ -69,7 +69,8 @@ describe("PoolCore with the turnover rule", () => {
     { id: "A", maxInFlight: 8, capacityTokens: CAPACITY },
     { id: "B", maxInFlight: 8, capacityTokens: CAPACITY },
   ];
-  const core = (fraction: number | null) => new PoolCore({ settings: withAffinityTurnover({ ...DEFAULT_DISPATCH_SETTINGS, queue: TEST_QUEUE_SETTINGS }, fraction), engines });
+  const core = (fraction: number | null) =>
+    new PoolCore({ settings: { ...DEFAULT_DISPATCH_SETTINGS, queue: TEST_QUEUE_SETTINGS, routing: withAffinityTurnover(DEFAULT_DISPATCH_SETTINGS.routing, fraction) }, engines });
 
   /** A call of `program` left A having computed `computed` prompt tokens there (1,000 more were cached). */
   const leftA = (pool: PoolCore, program: string, computed: number, now: number) =>
