@@ -1,7 +1,8 @@
 import type { CallFacts, CallToolCall, CallUsage } from "../core/tao/tool-signals.js";
 import { Usage, usageCounts } from "../protocol/chat.js";
-import { eventData } from "../protocol/sse.js";
+import { eventAt, eventData } from "../protocol/sse.js";
 import type { CallApi } from "./engine-request.js";
+import { eventsIn, utf8Of } from "./event-text.js";
 import { factsFromMessage, factsFromResponse, MessagesStreamFacts, ResponsesStreamFacts } from "./native-call-facts.js";
 
 /*
@@ -9,13 +10,14 @@ import { factsFromMessage, factsFromResponse, MessagesStreamFacts, ResponsesStre
  * completion tokens: the cache-credit ledger's observation) and the tool calls the
  * model asked for (names, ids and arguments: the readiness predictor's evidence).
  *
- * Non-streaming: read from the JSON body the relay holds anyway. Streaming: each event
- * is looked at as it passes, never held back; only events that can carry tool-call
- * deltas are parsed (a cheap text test first), and tool-call arguments, which arrive
- * in fragments, are the only thing accumulated, capped. Usage is the latest an event
- * carried: the final usage chunk of a whole stream, or, from an engine asked for
- * `continuous_usage_stats` (usage on every chunk), the count up to the last chunk of
- * a stream cut short, so a call the client abandoned still says what the engine did.
+ * Non-streaming: read from the JSON body the relay holds anyway. Streaming: each run of
+ * events the relay passes on (event-text.ts: latin1, whole events) is looked at as it
+ * passes, never held back; only events that can carry tool-call deltas are parsed (a
+ * text search over the run first), and tool-call arguments, which arrive in fragments,
+ * are the only thing accumulated, capped. Usage is the latest an event carried: the
+ * final usage chunk of a whole stream, or, from an engine asked for
+ * `continuous_usage_stats` (usage on every chunk), the count up to the last chunk of a
+ * stream cut short, so a call the client abandoned still says what the engine did.
  * Only that latest usage event is kept, as text, and parsed when the facts are read.
  */
 
@@ -25,7 +27,9 @@ export type { CallFacts, CallToolCall, CallUsage };
 const MAX_TOOL_CALLS = 64;
 const MAX_ARGUMENT_CHARS = 64 * 1024;
 
-const USAGE_OBJECT = /"usage"\s*:\s*\{/;
+/** A usage object at this position (sticky: tried at each `"usage"` from a run's end). */
+const USAGE_OBJECT_AT = /"usage"\s*:\s*\{/y;
+const USAGE_KEY = '"usage"';
 const TOOL_CALLS_ARRAY = /"tool_calls"\s*:\s*\[/;
 
 type JsonRecord = Record<string, unknown>;
@@ -93,16 +97,33 @@ interface PartialToolCall {
   args: string;
 }
 
+/** The last event of a run that carries a usage object, or undefined. */
+function lastUsageEvent(text: string): string | undefined {
+  for (let at = text.lastIndexOf(USAGE_KEY); at !== -1; at = at === 0 ? -1 : text.lastIndexOf(USAGE_KEY, at - 1)) {
+    USAGE_OBJECT_AT.lastIndex = at;
+    if (USAGE_OBJECT_AT.test(text)) return eventAt(text, at);
+  }
+  return undefined;
+}
+
 /** Collects facts from a stream's events as they pass (see the top of this file). */
 export class StreamFactsCollector {
-  /** The latest event that carried a usage object (parsed only when the facts are read). */
+  /** The latest event that carried a usage object, latin1 (parsed only when the facts are read). */
   #usageEvent: string | undefined;
   readonly #calls = new Map<string, PartialToolCall>();
 
-  /** One SSE event (without its blank line). */
-  observe(event: string): void {
-    if (USAGE_OBJECT.test(event)) this.#usageEvent = event;
-    if (!TOOL_CALLS_ARRAY.test(event)) return;
+  /** A run of whole events as the relay cut it (latin1, with their blank lines: event-text.ts). */
+  observeEvents(text: string): void {
+    const usageEvent = lastUsageEvent(text);
+    if (usageEvent !== undefined) this.#usageEvent = usageEvent;
+    if (!text.includes('"tool_calls"')) return;
+    for (const event of eventsIn(text)) {
+      if (TOOL_CALLS_ARRAY.test(event)) this.#observeToolCalls(utf8Of(event));
+    }
+  }
+
+  /** An event that names tool calls (UTF-8). */
+  #observeToolCalls(event: string): void {
     const chunk = chunkOf(event);
     if (chunk === undefined) return;
     for (const choice of Array.isArray(chunk.choices) ? chunk.choices : []) {
@@ -115,7 +136,7 @@ export class StreamFactsCollector {
   /** What the events seen so far say: at the end of a stream, or when it was cut short. */
   facts(): CallFacts {
     const facts: CallFacts = {};
-    const usage = this.#usageEvent === undefined ? undefined : usageOf(chunkOf(this.#usageEvent)?.usage);
+    const usage = this.#usageEvent === undefined ? undefined : usageOf(chunkOf(utf8Of(this.#usageEvent))?.usage);
     if (usage !== undefined) facts.usage = usage;
     if (this.#calls.size > 0) {
       facts.toolCalls = [...this.#calls.values()].map((partial) => {
@@ -147,10 +168,16 @@ export class StreamFactsCollector {
   }
 }
 
+/** What a stream's facts are read from: runs of whole events, latin1 (event-text.ts), as the relay passes them on. */
+export interface StreamFacts {
+  observeEvents(text: string): void;
+  facts(): CallFacts;
+}
+
 /** Reads an answer's facts in the API it was written in (the engine's form of the call: engine-request.ts). */
 export interface AnswerFactsReader {
   fromJsonBytes(bytes: ArrayBuffer | Uint8Array): CallFacts;
-  stream(): { observe(event: string): void; facts(): CallFacts };
+  stream(): StreamFacts;
 }
 
 /** One decoder for all answers (decode() without `stream` keeps no state between calls). */
@@ -164,19 +191,17 @@ function jsonFacts(bytes: ArrayBuffer | Uint8Array, read: (body: unknown) => Cal
   }
 }
 
-type StreamFacts = ReturnType<AnswerFactsReader["stream"]>;
-
 /**
  * A stream's facts are read twice at its end (for the stats comment, then for the
  * attempt's end), with no event between as a rule: read once (the usage event's JSON
- * parse and zod check) until the next event comes.
+ * parse and zod check) until the next events come.
  */
 function readOncePerEvent(collector: StreamFacts): StreamFacts {
   let read: CallFacts | undefined;
   return {
-    observe(event) {
+    observeEvents(text) {
       read = undefined;
-      collector.observe(event);
+      collector.observeEvents(text);
     },
     facts() {
       return (read ??= collector.facts());
@@ -184,9 +209,25 @@ function readOncePerEvent(collector: StreamFacts): StreamFacts {
   };
 }
 
+/** A collector of single events (UTF-8, without their blank lines) read from runs of them. */
+function eventByEvent(collector: { observe(event: string): void; facts(): CallFacts }): StreamFacts {
+  return {
+    observeEvents(text) {
+      for (const event of eventsIn(text)) collector.observe(utf8Of(event));
+    },
+    facts: () => collector.facts(),
+  };
+}
+
 const CHAT_FACTS: AnswerFactsReader = { fromJsonBytes: factsFromJsonBytes, stream: () => readOncePerEvent(new StreamFactsCollector()) };
-const MESSAGES_FACTS: AnswerFactsReader = { fromJsonBytes: (bytes) => jsonFacts(bytes, factsFromMessage), stream: () => readOncePerEvent(new MessagesStreamFacts()) };
-const RESPONSES_FACTS: AnswerFactsReader = { fromJsonBytes: (bytes) => jsonFacts(bytes, factsFromResponse), stream: () => readOncePerEvent(new ResponsesStreamFacts()) };
+const MESSAGES_FACTS: AnswerFactsReader = {
+  fromJsonBytes: (bytes) => jsonFacts(bytes, factsFromMessage),
+  stream: () => readOncePerEvent(eventByEvent(new MessagesStreamFacts())),
+};
+const RESPONSES_FACTS: AnswerFactsReader = {
+  fromJsonBytes: (bytes) => jsonFacts(bytes, factsFromResponse),
+  stream: () => readOncePerEvent(eventByEvent(new ResponsesStreamFacts())),
+};
 
 export function answerFactsReader(api: CallApi): AnswerFactsReader {
   if (api === "messages") return MESSAGES_FACTS;

@@ -1,26 +1,29 @@
 import type { ServerResponse } from "node:http";
 import { Header } from "../protocol/headers.js";
-import { dataEvent, eventObject, formatEvent, isDoneEvent, SseEventCutter } from "../protocol/sse.js";
+import { dataEvent, eventAt, eventObject, eventStartAt, isDoneEvent } from "../protocol/sse.js";
 import { statsCommentEvent } from "../protocol/stats.js";
 import { CALL_ERROR_MESSAGES, callErrorBody } from "./call-errors.js";
-import { answerFactsReader } from "./call-facts.js";
+import { answerFactsReader, type CallFacts } from "./call-facts.js";
 import { DirectAnswer, headerList } from "./direct-answer.js";
 import type { EngineAnswerListener, EngineExchange } from "./engine-exchange.js";
 import type { CallApi } from "./engine-request.js";
+import { EventTextCutter, latin1Of, utf8Of } from "./event-text.js";
 import { describe, type RelayAttempt, round } from "./relay-attempt.js";
 import type { RelayRequest } from "./relay.js";
 
 /*
  * An engine's event stream, relayed (relay.ts). The engine's body chunks come straight
- * from its exchange (engine-exchange.ts) and are cut into events synchronously as each
- * arrives; the events completed
- * within one event-loop turn go to the client as one chunk (one encode and one socket
- * write, where there was one per event), with the stats comment in its place among
- * them. Nothing is read until a sink is attached: the pool's server writes to the Node
- * response (direct-answer.ts); anything else (a translation of the answer, Hono's
- * app.request() in tests) reads the Response's web stream, made only then, which
- * attaches at its first read. A class whose listeners are set in its constructor: see
- * relay-attempt.ts.
+ * from its exchange (engine-exchange.ts) and are cut at their last event boundary
+ * synchronously as each arrives; each run of whole events is passed on as the engine
+ * wrote it, as latin1 text (event-text.ts: bytes in, the same bytes out, no UTF-8
+ * decode, re-framing and encode per token), with the stats comment put in before the
+ * stream's last event. The runs completed within one event-loop turn go to the client
+ * as one chunk (one socket write, where there was one per event). What the events say
+ * (usage, tool calls) is read after they have gone out (#unobserved). Nothing is read
+ * until a sink is attached: the pool's server writes to the Node response
+ * (direct-answer.ts); anything else (a translation of the answer, Hono's app.request()
+ * in tests) reads the Response's web stream, made only then, which attaches at its
+ * first read. A class whose listeners are set in its constructor: see relay-attempt.ts.
  */
 
 const NATIVE_FINAL_EVENTS: Partial<Record<CallApi, ReadonlySet<string>>> = {
@@ -28,26 +31,41 @@ const NATIVE_FINAL_EVENTS: Partial<Record<CallApi, ReadonlySet<string>>> = {
   responses: new Set(["response.completed", "response.incomplete", "response.failed"]),
 };
 
-/** A Messages or Responses stream's last event (they end without `[DONE]`). */
-function endsNativeStream(api: CallApi, event: string): boolean {
-  const finals = NATIVE_FINAL_EVENTS[api];
-  // A text test first: only an event naming one of them is parsed (engines need not write an `event:` line).
-  if (finals === undefined || ![...finals].some((type) => event.includes(`"${type}"`))) return false;
-  const type = eventObject(event)?.type;
-  return typeof type === "string" && finals.has(type);
+/** Where the first event of a run that is one `is` accepts starts, looking only at events holding `marker`; -1 when none. */
+function eventStartWhere(text: string, marker: string, is: (event: string) => boolean): number {
+  for (let at = text.indexOf(marker); at !== -1; at = text.indexOf(marker, at + marker.length)) {
+    if (is(eventAt(text, at))) return eventStartAt(text, at);
+  }
+  return -1;
 }
+
+/**
+ * Where the stream's last event starts in this run of whole events, or -1: `data:
+ * [DONE]`, or a Messages or Responses stream's final event (they end without it). A
+ * text search first: only an event naming one of them is looked at (engines need not
+ * write an `event:` line).
+ */
+function lastEventStart(api: CallApi, text: string): number {
+  let first = eventStartWhere(text, "[DONE]", isDoneEvent);
+  for (const type of NATIVE_FINAL_EVENTS[api] ?? []) {
+    const at = eventStartWhere(text, `"${type}"`, (event) => eventObject(utf8Of(event))?.type === type);
+    if (at !== -1 && (first === -1 || at < first)) first = at;
+  }
+  return first;
+}
+
+/** Text of events passed on that a stream holds before it reads their facts (~100 tokens' events). */
+const UNOBSERVED_CHARS = 32 * 1024;
 
 /** Chunks the relay's stream may hold before it pauses the engine's body (backpressure from the client's socket, or no reader yet). */
 const STREAM_HIGH_WATER_CHUNKS = 16;
 
-/** Where a relayed stream's text goes: the Node response itself, or the web stream a Response carries. */
+/** Where a relayed stream's text (latin1: its bytes) goes: the Node response itself, or the web stream a Response carries. */
 interface RelaySink {
   /** False: the client's side is full; the engine's body pauses until the sink asks for more (drain, or the web stream's next pull). */
   write(text: string): boolean;
   close(text: string): void;
 }
-
-const encoder = new TextEncoder();
 
 /** A relayed event stream's answer (headers known at its start; events as they come): the exchange's listener from now. */
 export function relayEventStream(exchange: EngineExchange, req: RelayRequest, attempt: RelayAttempt): DirectAnswer {
@@ -62,7 +80,7 @@ class EventStreamRelay implements EngineAnswerListener {
   readonly #body: EngineExchange;
   readonly #req: RelayRequest;
   readonly #attempt: RelayAttempt;
-  readonly #cutter = new SseEventCutter();
+  readonly #cutter = new EventTextCutter();
   readonly #facts: ReturnType<ReturnType<typeof answerFactsReader>["stream"]>;
   #lastByteMs: number | undefined;
   #statsWritten = false;
@@ -75,6 +93,14 @@ class EventStreamRelay implements EngineAnswerListener {
    */
   #pending = "";
   #flushScheduled = false;
+  /**
+   * Runs of events passed on whose facts are not read yet: read when the facts are
+   * needed (the stats, the attempt's end, after the last write), or before a run that
+   * would take them past UNOBSERVED_CHARS. Reading them as they passed put that work
+   * between the engine's last bytes and their write to the client.
+   */
+  readonly #unobserved: string[] = [];
+  #unobservedChars = 0;
   #webAttached = false;
   /** What came before a sink was attached: the body's chunks, and whether it ended. */
   #early: Buffer[] | undefined = [];
@@ -118,11 +144,11 @@ class EventStreamRelay implements EngineAnswerListener {
           relay.#webAttached = true;
           relay.#attach({
             write(text) {
-              controller.enqueue(encoder.encode(text));
+              controller.enqueue(Buffer.from(text, "latin1"));
               return (controller.desiredSize ?? 0) > -STREAM_HIGH_WATER_CHUNKS;
             },
             close(text) {
-              if (text !== "") controller.enqueue(encoder.encode(text));
+              if (text !== "") controller.enqueue(Buffer.from(text, "latin1"));
               controller.close();
             },
           });
@@ -150,12 +176,12 @@ class EventStreamRelay implements EngineAnswerListener {
     });
     this.#attach({
       write(text) {
-        return outgoing.destroyed || outgoing.write(text);
+        return outgoing.destroyed || outgoing.write(text, "latin1");
       },
       close(text) {
         if (outgoing.destroyed) return;
         if (text === "") outgoing.end();
-        else outgoing.end(text);
+        else outgoing.end(text, "latin1");
       },
     });
   }
@@ -199,21 +225,34 @@ class EventStreamRelay implements EngineAnswerListener {
     this.#statsWritten = true;
     const attempt = this.#attempt;
     // The usage (a JSON parse and a zod check of the last usage event) only where the charge reads it; else it is read at the attempt's end, after the write.
-    const facts = this.#req.serviceReadsFacts === false ? undefined : this.#facts.facts();
-    return statsCommentEvent(attempt.stats(attempt.charge(this.#lastByteMs, facts)));
+    const facts = this.#req.serviceReadsFacts === false ? undefined : this.#factsNow();
+    return latin1Of(statsCommentEvent(attempt.stats(attempt.charge(this.#lastByteMs, facts))));
   }
 
-  /** The relayed text of these events, the stats comment before the stream's last one. */
-  #relayed(events: readonly string[]): string {
-    let text = "";
-    for (const event of events) {
-      const done = isDoneEvent(event);
-      if (!done) this.#facts.observe(event);
-      // Before the stream's last event, read by then, so a client that hangs up once it has the end still leaves the edge the stats.
-      if (done || endsNativeStream(this.#req.api, event)) text += this.#statsText();
-      text += formatEvent(event);
-    }
-    return text;
+  /** What the events passed on so far say. */
+  #factsNow(): CallFacts {
+    this.#observePassed();
+    return this.#facts.facts();
+  }
+
+  #observePassed(): void {
+    const runs = this.#unobserved;
+    for (const text of runs) this.#facts.observeEvents(text);
+    runs.length = 0;
+    this.#unobservedChars = 0;
+  }
+
+  /** A run of whole events as relayed (its facts read later: #unobserved), the stats comment before the stream's last event. */
+  #relayed(text: string): string {
+    if (text === "") return text;
+    // A long stream's runs are read as they pile up (the text held stays bounded), the rest once the facts are needed.
+    if (this.#unobservedChars + text.length > UNOBSERVED_CHARS) this.#observePassed();
+    this.#unobserved.push(text);
+    this.#unobservedChars += text.length;
+    if (this.#statsWritten) return text;
+    // Before the stream's last event, read by then, so a client that hangs up once it has the end still leaves the edge the stats.
+    const last = lastEventStart(this.#req.api, text);
+    return last === -1 ? text : text.slice(0, last) + this.#statsText() + text.slice(last);
   }
 
   #flushPending(): void {
@@ -248,10 +287,10 @@ class EventStreamRelay implements EngineAnswerListener {
     this.#finished = true;
     const last = this.#cutter.end();
     // An engine that ends without [DONE] still gets its stats written, at the end.
-    const text = this.#pending + this.#relayed(last === undefined ? [] : [last]) + this.#statsText();
+    const text = this.#pending + (last === undefined ? "" : this.#relayed(last)) + this.#statsText();
     this.#pending = "";
     this.#closeSink(text);
-    this.#attempt.end("completed", this.#lastByteMs, this.#facts.facts());
+    this.#attempt.end("completed", this.#lastByteMs, this.#factsNow());
   }
 
   #error(error: Error): void {
@@ -266,17 +305,17 @@ class EventStreamRelay implements EngineAnswerListener {
     if (!aborted) console.error(`agentix pool: call ${req.callId}: engine ${req.engine.id} broke off the stream (${describe(error)})`);
     // The edge relays this event as is: a fixed message and the call's ID, nothing of the engine.
     const message = `${aborted ? CALL_ERROR_MESSAGES.call_cancelled : CALL_ERROR_MESSAGES.engine_stream_error} (request ${req.callId})`;
-    const text = this.#pending + dataEvent(callErrorBody(502, message, req.callId, { code: "engine_stream_error" })) + this.#statsText();
+    const text = this.#pending + latin1Of(dataEvent(callErrorBody(502, message, req.callId, { code: "engine_stream_error" }))) + this.#statsText();
     this.#pending = "";
     this.#closeSink(text);
-    this.#attempt.end(aborted ? "aborted" : "failed", this.#lastByteMs, this.#facts.facts());
+    this.#attempt.end(aborted ? "aborted" : "failed", this.#lastByteMs, this.#factsNow());
   }
 
   /** The client went away mid-stream: what the engine had reported so far is its work for the call. */
   #clientGone(): void {
     if (!this.#finished) {
       this.#finished = true;
-      this.#attempt.end("aborted", undefined, this.#facts.facts());
+      this.#attempt.end("aborted", undefined, this.#factsNow());
     }
     this.#body.abort(new Error("client gone"));
   }

@@ -11,43 +11,20 @@ import { isJsonObject, type JsonObject } from "./json.js";
 export const EVENT_BOUNDARY = /\r?\n\r?\n/;
 const LF = 10;
 const CR = 13;
+const SPACE = 32;
 
 /**
  * The splitting rule itself, synchronous: bytes in, the complete events they finish
- * out (without their blank line); `end()` gives a last event left without one. For a
- * caller that reads Node streams (the pool's relay) as for SseEventSplitter below.
+ * out (without their blank line); `end()` gives a last event left without one.
  */
 export class SseEventCutter {
   readonly #decoder = new TextDecoder();
   #buffer = "";
 
-  /*
-   * The boundary is EVENT_BOUNDARY's leftmost match, found by scanning for line feeds:
-   * the first "\n" followed by "\n" or "\r\n" ends an event (a "\r" before it is the
-   * boundary's too). One pass and one slice per event; the regex was run again over
-   * the rest of the buffer, re-sliced, at every event.
-   */
   push(chunk: Uint8Array): string[] {
     const buffer = this.#buffer + this.#decoder.decode(chunk, { stream: true });
     const events: string[] = [];
-    let start = 0;
-    let from = 0;
-    for (;;) {
-      const lf = buffer.indexOf("\n", from);
-      if (lf === -1) break;
-      const next = buffer.charCodeAt(lf + 1);
-      let after: number;
-      if (next === LF) after = lf + 2;
-      else if (next === CR && buffer.charCodeAt(lf + 2) === LF) after = lf + 3;
-      else {
-        from = lf + 1;
-        continue;
-      }
-      const end = lf > start && buffer.charCodeAt(lf - 1) === CR ? lf - 1 : lf;
-      if (end > start) events.push(buffer.slice(start, end));
-      start = after;
-      from = after;
-    }
+    const start = cutEvents(buffer, events);
     this.#buffer = start === 0 ? buffer : buffer.slice(start);
     return events;
   }
@@ -57,6 +34,65 @@ export class SseEventCutter {
     this.#buffer = "";
     return rest.trim().length > 0 ? rest.replace(/\r?\n$/, "") : undefined;
   }
+}
+
+/**
+ * Appends the whole events of `text` to `events` (without their blank lines; empty ones
+ * skipped) and returns where its unfinished rest starts. The boundary is
+ * EVENT_BOUNDARY's leftmost match, found by scanning for line feeds: the first "\n"
+ * followed by "\n" or "\r\n" ends an event (a "\r" before it is the boundary's too).
+ * One pass and one slice per event; the regex was run again over the rest of the
+ * buffer, re-sliced, at every event.
+ */
+export function cutEvents(text: string, events: string[]): number {
+  let start = 0;
+  let from = 0;
+  for (;;) {
+    const lf = text.indexOf("\n", from);
+    if (lf === -1) break;
+    const next = text.charCodeAt(lf + 1);
+    let after: number;
+    if (next === LF) after = lf + 2;
+    else if (next === CR && text.charCodeAt(lf + 2) === LF) after = lf + 3;
+    else {
+      from = lf + 1;
+      continue;
+    }
+    const end = lf > start && text.charCodeAt(lf - 1) === CR ? lf - 1 : lf;
+    if (end > start) events.push(text.slice(start, end));
+    start = after;
+    from = after;
+  }
+  return start;
+}
+
+/**
+ * Where the event holding position `at` of `text` starts: just past the last blank line
+ * ("\n\n" or "\n\r\n", as cutEvents finds them) that ends at or before `at`; 0 when
+ * none does. At `text.length`: where the text's unfinished rest starts. Found from the
+ * line feeds back from `at`, so the search ends at the event's own start (a search for
+ * "\n\r\n" in a stream without one ran to the text's start).
+ */
+export function eventStartAt(text: string, at: number): number {
+  for (let lf = text.lastIndexOf("\n", at - 1); lf > 0; lf = text.lastIndexOf("\n", lf - 1)) {
+    const before = text.charCodeAt(lf - 1);
+    if (before === LF || (before === CR && lf >= 2 && text.charCodeAt(lf - 2) === LF)) return lf + 1;
+  }
+  return 0;
+}
+
+/** The event holding position `at` of `text`, without its boundary (to the text's end when none follows). */
+export function eventAt(text: string, at: number): string {
+  const start = eventStartAt(text, at);
+  let end = text.length;
+  for (let lf = text.indexOf("\n", at); lf !== -1; lf = text.indexOf("\n", lf + 1)) {
+    const next = text.charCodeAt(lf + 1);
+    if (next === LF || (next === CR && text.charCodeAt(lf + 2) === LF)) {
+      end = lf > start && text.charCodeAt(lf - 1) === CR ? lf - 1 : lf;
+      break;
+    }
+  }
+  return text.slice(start, end);
 }
 
 /** Bytes in, one string per complete event out (without its blank line). */
@@ -77,6 +113,8 @@ export class SseEventSplitter extends TransformStream<Uint8Array, string> {
 
 /** The joined `data:` payload of an event, or undefined when it has none. */
 export function eventData(event: string): string | undefined {
+  // The usual event: one data line.
+  if (event.startsWith("data:") && !event.includes("\n")) return event.charCodeAt(5) === SPACE ? event.slice(6) : event.slice(5);
   const lines = event.split(/\r?\n/).filter((line) => line.startsWith("data:"));
   if (lines.length === 0) return undefined;
   return lines.map((line) => line.slice(5).replace(/^ /, "")).join("\n");

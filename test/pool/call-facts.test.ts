@@ -6,6 +6,8 @@ const usage = { prompt_tokens: 900, completion_tokens: 40, total_tokens: 940, pr
 
 /** An SSE event as the splitter hands it over: without its blank line. */
 const event = (payload: unknown) => dataEvent(payload).trimEnd();
+/** Events as the relay passes them on: a run of whole events with their blank lines, latin1 (their UTF-8 bytes as characters). */
+const asRelayed = (...events: string[]) => Buffer.from(events.map((e) => `${e}\n\n`).join(""), "utf8").toString("latin1");
 
 const chunk = (delta: object, extra: object = {}) => ({
   id: "c",
@@ -68,7 +70,7 @@ describe("facts of a stream", () => {
       event({ ...chunk({}), choices: [], usage }),
       DONE_EVENT,
     ];
-    for (const e of events) collector.observe(e);
+    for (const e of events) collector.observeEvents(asRelayed(e));
     expect(collector.facts()).toEqual({
       usage: { promptTokens: 900, completionTokens: 40, cachedTokens: 512 },
       toolCalls: [
@@ -85,21 +87,41 @@ describe("facts of a stream", () => {
   ])("keeps the latest usage: per-chunk usage of a stream cut short, then the final usage chunk (%s)", (_name, collect) => {
     const collector = collect();
     const soFar = (completion: number) => ({ prompt_tokens: 900, completion_tokens: completion, total_tokens: 900 + completion });
-    collector.observe(event(chunk({ role: "assistant", content: "" }, { usage: soFar(0) })));
+    collector.observeEvents(asRelayed(event(chunk({ role: "assistant", content: "" }, { usage: soFar(0) }))));
     expect(collector.facts()).toEqual({ usage: { promptTokens: 900, completionTokens: 0, cachedTokens: 0 } });
-    for (let i = 1; i <= 3; i++) collector.observe(event(chunk({ content: `t${i}` }, { usage: soFar(i) })));
+    for (let i = 1; i <= 3; i++) collector.observeEvents(asRelayed(event(chunk({ content: `t${i}` }, { usage: soFar(i) }))));
     // Cut here (client gone): the engine's count up to the last chunk read.
     expect(collector.facts()).toEqual({ usage: { promptTokens: 900, completionTokens: 3, cachedTokens: 0 } });
-    collector.observe(event(chunk({ content: "t4" }, { usage: null })));
-    collector.observe(event({ ...chunk({}), choices: [], usage: { ...soFar(40), prompt_tokens_details: { cached_tokens: 512 } } }));
+    collector.observeEvents(asRelayed(event(chunk({ content: "t4" }, { usage: null }))));
+    collector.observeEvents(asRelayed(event({ ...chunk({}), choices: [], usage: { ...soFar(40), prompt_tokens_details: { cached_tokens: 512 } } })));
     expect(collector.facts()).toEqual({ usage: { promptTokens: 900, completionTokens: 40, cachedTokens: 512 } });
+  });
+
+  it("reads a run of events at once as one event after another: the last usage object, every tool call, arguments in UTF-8", () => {
+    const collector = new StreamFactsCollector();
+    const soFar = (completion: number) => ({ prompt_tokens: 900, completion_tokens: completion, total_tokens: 900 + completion });
+    collector.observeEvents(
+      asRelayed(
+        event(chunk({ role: "assistant", content: "" }, { usage: soFar(0) })),
+        event(chunk({ tool_calls: [{ index: 0, id: "call_é", type: "function", function: { name: "write", arguments: '{"text":"naïve ' } }] }, { usage: soFar(1) })),
+        event(chunk({ content: "" }, { usage: null })),
+      ),
+    );
+    expect(collector.facts().usage).toEqual({ promptTokens: 900, completionTokens: 1, cachedTokens: 0 });
+    // CRLF boundaries; the argument's 🙂 arrives as four bytes.
+    const crlf = asRelayed(event(chunk({ tool_calls: [{ index: 0, function: { arguments: '🙂"}' } }] }, { usage: soFar(2) }))).replaceAll("\n", "\r\n");
+    collector.observeEvents(crlf + asRelayed(event(chunk({ content: "the usage" }, { usage: null })), DONE_EVENT));
+    expect(collector.facts()).toEqual({
+      usage: { promptTokens: 900, completionTokens: 2, cachedTokens: 0 },
+      toolCalls: [{ tool: "write", toolCallId: "call_é", args: '{"text":"naïve 🙂"}' }],
+    });
   });
 
   it("ignores content chunks, comments and broken JSON", () => {
     const collector = new StreamFactsCollector();
-    collector.observe(event(chunk({ content: "the word usage and tool_calls in text" })));
-    collector.observe(": agentix {}");
-    collector.observe('data: {"usage": {"prompt_tokens": 1');
+    collector.observeEvents(asRelayed(event(chunk({ content: "the word usage and tool_calls in text" }))));
+    collector.observeEvents(asRelayed(": agentix {}"));
+    collector.observeEvents(asRelayed('data: {"usage": {"prompt_tokens": 1'));
     expect(collector.facts()).toEqual({});
   });
 });
@@ -127,13 +149,13 @@ describe("facts of answers in the Messages and Responses shapes (engines serving
       typed({ type: "content_block_delta", index: 0, delta: { type: "input_json_delta", partial_json: '"x"}' } }),
     ];
     const cut = answerFactsReader("messages").stream();
-    for (const e of [start, ...deltas]) cut.observe(e);
+    for (const e of [start, ...deltas]) cut.observeEvents(asRelayed(e));
     expect(cut.facts()).toEqual({
       usage: { promptTokens: 100, completionTokens: 2, cachedTokens: 60 },
       toolCalls: [{ tool: "grep", toolCallId: "toolu_2", args: '{"pattern":"x"}' }],
     });
     const whole = answerFactsReader("messages").stream();
-    for (const e of [start, ...deltas, typed({ type: "message_delta", delta: {}, usage: { output_tokens: 9 } })]) whole.observe(e);
+    for (const e of [start, ...deltas, typed({ type: "message_delta", delta: {}, usage: { output_tokens: 9 } })]) whole.observeEvents(asRelayed(e));
     expect(whole.facts().usage).toEqual({ promptTokens: 100, completionTokens: 9, cachedTokens: 60 });
   });
 
@@ -146,10 +168,10 @@ describe("facts of answers in the Messages and Responses shapes (engines serving
     const expected = { usage: { promptTokens: 50, completionTokens: 3, cachedTokens: 30 }, toolCalls: [{ tool: "bash", toolCallId: "call_9", args: "{}" }] };
     expect(answerFactsReader("responses").fromJsonBytes(new TextEncoder().encode(JSON.stringify(response)).buffer as ArrayBuffer)).toEqual(expected);
     const stream = answerFactsReader("responses").stream();
-    stream.observe(typed({ type: "response.created", response: { ...response, usage: null } }));
-    stream.observe(typed({ type: "response.output_item.done", item: response.output[1] }));
+    stream.observeEvents(asRelayed(typed({ type: "response.created", response: { ...response, usage: null } })));
+    stream.observeEvents(asRelayed(typed({ type: "response.output_item.done", item: response.output[1] })));
     expect(stream.facts()).toEqual({ toolCalls: expected.toolCalls });
-    stream.observe(typed({ type: "response.completed", response }));
+    stream.observeEvents(asRelayed(typed({ type: "response.completed", response })));
     expect(stream.facts()).toEqual(expected);
   });
 });
