@@ -19,7 +19,7 @@ import type { RelayRequest } from "./relay.js";
  * decode, re-framing and encode per token), with the stats comment put in before the
  * stream's last event. The runs completed within one event-loop turn go to the client
  * as one chunk (one socket write, where there was one per event). What the events say
- * (usage, tool calls) is read after they have gone out (#unobserved). Nothing is read
+ * (usage, tool calls) is read once they have gone out (#unobserved). Nothing is read
  * until a sink is attached: the pool's server writes to the Node response
  * (direct-answer.ts); anything else (a translation of the answer, Hono's app.request()
  * in tests) reads the Response's web stream, made only then, which attaches at its
@@ -53,9 +53,6 @@ function lastEventStart(api: CallApi, text: string): number {
   }
   return first;
 }
-
-/** Text of events passed on that a stream holds before it reads their facts (~100 tokens' events). */
-const UNOBSERVED_CHARS = 32 * 1024;
 
 /** Chunks the relay's stream may hold before it pauses the engine's body (backpressure from the client's socket, or no reader yet). */
 const STREAM_HIGH_WATER_CHUNKS = 16;
@@ -94,13 +91,12 @@ class EventStreamRelay implements EngineAnswerListener {
   #pending = "";
   #flushScheduled = false;
   /**
-   * Runs of events passed on whose facts are not read yet: read when the facts are
-   * needed (the stats, the attempt's end, after the last write), or before a run that
-   * would take them past UNOBSERVED_CHARS. Reading them as they passed put that work
-   * between the engine's last bytes and their write to the client.
+   * Runs of events passed on whose facts are not read yet: read right after their
+   * write (#flushPending), or sooner when the facts are needed (the stats, the
+   * attempt's end). Held no longer: a stream's text kept to its end outlived the young
+   * generation (more GC at a thousand streams).
    */
   readonly #unobserved: string[] = [];
-  #unobservedChars = 0;
   #webAttached = false;
   /** What came before a sink was attached: the body's chunks, and whether it ended. */
   #early: Buffer[] | undefined = [];
@@ -239,16 +235,12 @@ class EventStreamRelay implements EngineAnswerListener {
     const runs = this.#unobserved;
     for (const text of runs) this.#facts.observeEvents(text);
     runs.length = 0;
-    this.#unobservedChars = 0;
   }
 
-  /** A run of whole events as relayed (its facts read later: #unobserved), the stats comment before the stream's last event. */
+  /** A run of whole events as relayed (its facts read after its write: #unobserved), the stats comment before the stream's last event. */
   #relayed(text: string): string {
     if (text === "") return text;
-    // A long stream's runs are read as they pile up (the text held stays bounded), the rest once the facts are needed.
-    if (this.#unobservedChars + text.length > UNOBSERVED_CHARS) this.#observePassed();
     this.#unobserved.push(text);
-    this.#unobservedChars += text.length;
     if (this.#statsWritten) return text;
     // Before the stream's last event, read by then, so a client that hangs up once it has the end still leaves the edge the stats.
     const last = lastEventStart(this.#req.api, text);
@@ -257,10 +249,13 @@ class EventStreamRelay implements EngineAnswerListener {
 
   #flushPending(): void {
     this.#flushScheduled = false;
-    if (this.#pending === "" || this.#finished || this.#sink === undefined) return;
-    const text = this.#pending;
-    this.#pending = "";
-    if (!this.#sink.write(text)) this.#body.pause();
+    if (this.#pending !== "" && !this.#finished && this.#sink !== undefined) {
+      const text = this.#pending;
+      this.#pending = "";
+      if (!this.#sink.write(text)) this.#body.pause();
+    }
+    // After the write: the client has the tokens before the pool reads them.
+    this.#observePassed();
   }
 
   #data(chunk: Buffer): void {
