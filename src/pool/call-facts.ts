@@ -196,7 +196,7 @@ function jsonFacts(bytes: ArrayBuffer | Uint8Array, read: (body: unknown) => Cal
  * attempt's end), with no event between as a rule: read once (the usage event's JSON
  * parse and zod check) until the next events come.
  */
-function readOncePerEvent(collector: StreamFacts): StreamFacts {
+function readOncePerRun(collector: StreamFacts): StreamFacts {
   let read: CallFacts | undefined;
   return {
     observeEvents(text) {
@@ -219,14 +219,14 @@ function eventByEvent(collector: { observe(event: string): void; facts(): CallFa
   };
 }
 
-const CHAT_FACTS: AnswerFactsReader = { fromJsonBytes: factsFromJsonBytes, stream: () => readOncePerEvent(new StreamFactsCollector()) };
+const CHAT_FACTS: AnswerFactsReader = { fromJsonBytes: factsFromJsonBytes, stream: () => readOncePerRun(new StreamFactsCollector()) };
 const MESSAGES_FACTS: AnswerFactsReader = {
   fromJsonBytes: (bytes) => jsonFacts(bytes, factsFromMessage),
-  stream: () => readOncePerEvent(eventByEvent(new MessagesStreamFacts())),
+  stream: () => readOncePerRun(eventByEvent(new MessagesStreamFacts())),
 };
 const RESPONSES_FACTS: AnswerFactsReader = {
   fromJsonBytes: (bytes) => jsonFacts(bytes, factsFromResponse),
-  stream: () => readOncePerEvent(eventByEvent(new ResponsesStreamFacts())),
+  stream: () => readOncePerRun(eventByEvent(new ResponsesStreamFacts())),
 };
 
 export function answerFactsReader(api: CallApi): AnswerFactsReader {

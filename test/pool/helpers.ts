@@ -1,10 +1,15 @@
+import type { Agent } from "undici";
 import { afterAll, beforeAll } from "vitest";
+import { systemClock } from "../../src/core/clock.js";
 import type { ForwardFields } from "../../src/protocol/forward.js";
 import { POOL_PATHS, type PoolPath, type SigningKey, signedForwardHeaders } from "../../src/protocol/signing.js";
 import { newCallId, newEventBatchId, newKvHintBatchId } from "../../src/protocol/ids.js";
 import type { KvHint } from "../../src/protocol/kv-hints.js";
 import type { ToolEventInput } from "../../src/protocol/tool-events.js";
+import { AttemptAbort } from "../../src/pool/attempt-abort.js";
 import { parsePoolConfig, type PoolConfig, type PoolConfigInput } from "../../src/pool/config.js";
+import { adapterFor } from "../../src/pool/engines/index.js";
+import type { RelayEnd, RelayRequest } from "../../src/pool/relay.js";
 import { type PoolHandle, startPool } from "../../src/pool/server.js";
 import { type SimEngineHandle, startSimEngine } from "../../src/sim/engine-server.js";
 
@@ -133,5 +138,23 @@ export function useSimEnginePool(options: { maxInFlight: number; timeScale: numb
     get engine() {
       return get().engine;
     },
+  };
+}
+
+/** A streamed chat call straight to relayToEngine (no pool around it), to a vLLM-kind engine "e1" at `engineUrl`. */
+export function streamRelayRequest(engineUrl: string, http: Agent, callId: string, onEnd: (end: RelayEnd) => void): RelayRequest {
+  return {
+    engine: { id: "e1", url: engineUrl, adapter: adapterFor("vllm") },
+    callId,
+    api: "chat",
+    path: "/v1/chat/completions",
+    body: { model: "m", messages: [{ role: "user", content: "hi" }], stream: true },
+    stream: true,
+    queueMs: 0,
+    dispatchedAt: systemClock.now(),
+    signal: new AttemptAbort(),
+    http,
+    clock: systemClock,
+    onEnd,
   };
 }

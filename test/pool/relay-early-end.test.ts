@@ -1,10 +1,8 @@
 import { Agent } from "undici";
 import { afterEach, describe, expect, it } from "vitest";
-import { systemClock } from "../../src/core/clock.js";
-import { AttemptAbort } from "../../src/pool/attempt-abort.js";
-import { adapterFor } from "../../src/pool/engines/index.js";
-import { type RelayEnd, type RelayRequest, relayToEngine } from "../../src/pool/relay.js";
+import { type RelayEnd, relayToEngine } from "../../src/pool/relay.js";
 import { type FakeEngine, startFakeEngine } from "./fake-engine.js";
+import { streamRelayRequest } from "./helpers.js";
 
 /*
  * A relayed stream whose engine ends (or breaks off) before anyone reads its answer:
@@ -22,20 +20,7 @@ async function relayed(engine: FakeEngine): Promise<{ response: Response; ends: 
   const http = new Agent();
   cleanups.push(() => http.destroy());
   const ends: RelayEnd[] = [];
-  const req: RelayRequest = {
-    engine: { id: "e1", url: engine.url, adapter: adapterFor("vllm") },
-    callId: "call_early",
-    api: "chat",
-    path: "/v1/chat/completions",
-    body: { model: "m", messages: [{ role: "user", content: "hi" }], stream: true },
-    stream: true,
-    queueMs: 0,
-    dispatchedAt: systemClock.now(),
-    signal: new AttemptAbort(),
-    http,
-    clock: systemClock,
-    onEnd: (end) => ends.push(end),
-  };
+  const req = streamRelayRequest(engine.url, http, "call_early", (end) => ends.push(end));
   const start = await relayToEngine(req);
   if (start.kind !== "response") throw new Error(`no response: ${start.kind}`);
   return { response: start.response, ends };

@@ -2,11 +2,10 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { Agent, request } from "undici";
 import { afterEach, describe, expect, it } from "vitest";
-import { systemClock } from "../../src/core/clock.js";
 import { parseStatsEvent } from "../../src/protocol/stats.js";
-import { AttemptAbort } from "../../src/pool/attempt-abort.js";
-import { adapterFor } from "../../src/pool/engines/index.js";
-import { type RelayEnd, type RelayRequest, type RelayStart, relayToEngine } from "../../src/pool/relay.js";
+import { type RelayEnd, type RelayStart, relayToEngine } from "../../src/pool/relay.js";
+import { piecesAt } from "../protocol/sse-texts.js";
+import { streamRelayRequest } from "./helpers.js";
 
 /*
  * A relayed stream goes out as the engine's own bytes (relay-event-stream.ts,
@@ -27,20 +26,13 @@ const EVENTS = [
 const STREAM = Buffer.from(EVENTS.join(""), "utf8");
 
 /** The engine's writes: cut inside "é", inside the arguments' 🙂, between a CRLF boundary's halves, and inside "[DONE]". */
-function enginePieces(): Buffer[] {
-  const cuts = [
+function enginePieces(): Uint8Array[] {
+  return piecesAt(STREAM, [
     STREAM.indexOf(Buffer.from("é")) + 1,
     STREAM.indexOf(Buffer.from("🙂", "utf8"), STREAM.indexOf(Buffer.from("naïve"))) + 2,
     STREAM.indexOf(Buffer.from("\r\n\r\n")) + 2,
     STREAM.indexOf(Buffer.from("[DO")) + 3,
-  ];
-  const pieces: Buffer[] = [];
-  let from = 0;
-  for (const cut of [...cuts, STREAM.length]) {
-    pieces.push(STREAM.subarray(from, cut));
-    from = cut;
-  }
-  return pieces;
+  ]);
 }
 
 const cleanups: (() => Promise<void>)[] = [];
@@ -73,20 +65,7 @@ async function startEngine(): Promise<string> {
 async function relayStart(engineUrl: string, ends: RelayEnd[]): Promise<RelayStart & { kind: "response" }> {
   const http = new Agent();
   cleanups.push(() => http.destroy());
-  const req: RelayRequest = {
-    engine: { id: "e1", url: engineUrl, adapter: adapterFor("vllm") },
-    callId: "call_bytes",
-    api: "chat",
-    path: "/v1/chat/completions",
-    body: { model: "m", messages: [{ role: "user", content: "hi" }], stream: true },
-    stream: true,
-    queueMs: 0,
-    dispatchedAt: systemClock.now(),
-    signal: new AttemptAbort(),
-    http,
-    clock: systemClock,
-    onEnd: (end) => ends.push(end),
-  };
+  const req = streamRelayRequest(engineUrl, http, "call_bytes", (end) => ends.push(end));
   const start = await relayToEngine(req);
   if (start.kind !== "response") throw new Error(`no response: ${start.kind}`);
   return start;

@@ -2,6 +2,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { EVENT_BOUNDARY, eventData, isDoneEvent, SseEventCutter, SseEventSplitter } from "../../src/protocol/sse.js";
 import { parseStatsEvent, statsCommentEvent } from "../../src/protocol/stats.js";
+import { piecesAt, sseTexts } from "./sse-texts.js";
 
 async function split(pieces: string[]): Promise<string[]> {
   const encoder = new TextEncoder();
@@ -85,19 +86,10 @@ class RegexCutter {
 
 describe("SseEventCutter's scan", () => {
   it("cuts every text, however it is chunked, exactly where EVENT_BOUNDARY's leftmost match does", () => {
-    // Texts dense in CR and LF (every arrangement of them), with multi-byte characters to cut through.
-    const text = fc.string({ unit: fc.constantFrom("\n", "\r", "\r\n", "\n\n", "a", "data: x", ":", " ", "é", "😀"), maxLength: 40 });
     const cuts = fc.array(fc.nat(), { maxLength: 6 });
     fc.assert(
-      fc.property(text, cuts, (input, at) => {
-        const bytes = new TextEncoder().encode(input);
-        const points = [...new Set(at.map((n) => n % (bytes.length + 1)))].sort((a, b) => a - b);
-        const pieces: Uint8Array[] = [];
-        let from = 0;
-        for (const point of [...points, bytes.length]) {
-          pieces.push(bytes.slice(from, point));
-          from = point;
-        }
+      fc.property(sseTexts, cuts, (input, at) => {
+        const pieces = piecesAt(new TextEncoder().encode(input), at);
         const scan = new SseEventCutter();
         const reference = new RegexCutter();
         for (const piece of pieces) expect(scan.push(piece)).toEqual(reference.push(piece));
