@@ -93,8 +93,8 @@ class EventStreamRelay implements EngineAnswerListener {
   /**
    * Runs of events passed on whose facts are not read yet: read right after their
    * write (#flushPending), or sooner when the facts are needed (the stats, the
-   * attempt's end). Held no longer: a stream's text kept to its end outlived the young
-   * generation (more GC at a thousand streams).
+   * attempt's end). Held no longer: kept to the stream's end, every stream's whole
+   * text would be live at once, a thousand streams' worth.
    */
   readonly #unobserved: string[] = [];
   #webAttached = false;
