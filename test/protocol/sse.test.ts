@@ -42,6 +42,11 @@ describe("SSE splitting", () => {
 
   it("reads data and [DONE]", () => {
     expect(eventData('data: {"a":1}')).toBe('{"a":1}');
+    // One data line (the fast path) reads as the general rule does: one leading space dropped, no more.
+    expect(eventData("data:x")).toBe("x");
+    expect(eventData("data:  x")).toBe(" x");
+    expect(eventData("data:")).toBe("");
+    expect(eventData("data: a\ndata: b")).toBe("a\nb");
     expect(eventData(": only a comment")).toBeUndefined();
     expect(isDoneEvent("data: [DONE]")).toBe(true);
     expect(isDoneEvent('data: {"a":1}')).toBe(false);
