@@ -46,7 +46,8 @@ first token, per level; the pool saturates at the first level where it delivers
   --baseline-pool DIR|REV  also run the pool core of another checkout DIR (its own src/, with
                        node_modules), or of git revision REV of this repository (extracted to the
                        temp directory), as "pool0", in the same
-                       levels, right before this one's: a before/after in one run`;
+                       levels, beside this one's (the order reversed every other level):
+                       a before/after in one run`;
 
 /** Parses the flags; throws with a clear message on any bad value. Returns undefined for --help. */
 export function parseRelayBenchArgs(argv: string[], root: string): RelayBenchOptions | undefined {

@@ -10,8 +10,9 @@ import { directTarget, poolCpuKey, poolRelayTarget, type RelayTarget } from "./r
 /*
  * The relay benchmark's machinery: the token source and the pool core each in their
  * own process, one warm-up per target (opens every connection the largest level
- * needs, client → pool → source), then every level with the targets interleaved, so
- * slow drift of the machine hits them alike. Everything started is stopped in
+ * needs, client → pool → source), then every level with the targets interleaved, in
+ * reverse order every other level, so slow drift of the machine, and being run first,
+ * hit them alike. Everything started is stopped in
  * `finally`, whatever happened.
  */
 
@@ -133,8 +134,9 @@ export async function measureRelayThroughput(options: RelayBenchOptions, hooks: 
     };
 
     for (const target of measured) await run(target, largest, "warmup");
-    for (const streams of options.levels) {
-      for (const target of measured) await run(target, streams, "measure");
+    for (const [i, streams] of options.levels.entries()) {
+      // Every other level in reverse order: the target run first at a level did better, whichever it was (README, issue 14's seventh pass).
+      for (const target of i % 2 === 0 ? measured : [...measured].reverse()) await run(target, streams, "measure");
     }
 
     const { output: _output, ...recorded } = options;

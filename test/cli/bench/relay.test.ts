@@ -70,7 +70,8 @@ describe("relay benchmark against the token source and the pool", () => {
     expect(report.targets.map((t) => t.name)).toEqual(["engine", "pool"]);
     expect(report.runs.filter((r) => r.phase === "warmup").map((r) => r.target)).toEqual(["engine", "pool"]);
     const measured = report.runs.filter((r) => r.phase === "measure");
-    expect(measured.map((r) => `${r.target}@${r.figures.streams}`)).toEqual(["engine@3", "pool@3", "engine@8", "pool@8"]);
+    // Every other level in reverse order.
+    expect(measured.map((r) => `${r.target}@${r.figures.streams}`)).toEqual(["engine@3", "pool@3", "pool@8", "engine@8"]);
     for (const { figures } of measured) {
       expect(figures.failed).toBe(0);
       expect(figures.completed).toBe(figures.streams);
@@ -107,13 +108,13 @@ describe("relay benchmark with a baseline pool core (--baseline-pool)", () => {
   let report: RelayBenchReport;
   beforeAll(async () => {
     // This checkout as its own baseline: the machinery, not a difference, is under test.
-    report = await measureRelayThroughput({ ...SHORT, targets: ["pool"], levels: [3], cpuProfileDir: undefined, baselinePoolTree: process.cwd() });
+    report = await measureRelayThroughput({ ...SHORT, targets: ["pool"], levels: [2, 3], cpuProfileDir: undefined, baselinePoolTree: process.cwd() });
   }, 60_000);
 
-  it("measures the baseline pool in the same levels, right before the pool, each with its own process's CPU", () => {
+  it("measures the baseline pool in the same levels, beside the pool (first at one level, second at the next), each with its own process's CPU", () => {
     expect(report.targets.map((t) => t.name)).toEqual(["pool-baseline", "pool"]);
     const measured = report.runs.filter((r) => r.phase === "measure");
-    expect(measured.map((r) => `${r.target}@${r.figures.streams}`)).toEqual(["pool-baseline@3", "pool@3"]);
+    expect(measured.map((r) => `${r.target}@${r.figures.streams}`)).toEqual(["pool-baseline@2", "pool@2", "pool@3", "pool-baseline@3"]);
     for (const { figures } of measured) {
       expect(figures.failed).toBe(0);
       expect(figures.tokensReceived).toBe(figures.streams * SHORT.tokens);
@@ -126,7 +127,7 @@ describe("relay benchmark with a baseline pool core (--baseline-pool)", () => {
     expect(table).toMatch(/\n\s+3\s+pool0\s+150\s+\d+/);
     // Each row shows its own pool's CPU.
     const poolRows = table.split("\n").filter((line) => /^\s+\d+\s+pool0?\s/.test(line));
-    expect(poolRows).toHaveLength(2);
+    expect(poolRows).toHaveLength(4);
     for (const row of poolRows) expect(row).toMatch(/\d+ %\s+\d+ %\s+\d+ %\s+\d+ %/);
     expect(formatRelayVerdict(report, summary)).toMatch(/Baseline pool \(pool0\) (saturates at|kept up at every level)/);
   });
