@@ -1,4 +1,4 @@
-import { cutEvents, eventStartAt } from "../protocol/sse.js";
+import { cutEvents, eventStartAt, unfinishedEvent } from "../protocol/sse.js";
 
 /*
  * An engine's event stream as the pool relays it (relay-event-stream.ts): latin1 text,
@@ -25,7 +25,8 @@ export class EventTextCutter {
   end(): string | undefined {
     const rest = this.#carry;
     this.#carry = "";
-    return rest.trim().length > 0 ? `${rest.replace(/\r?\n$/, "")}\n\n` : undefined;
+    const last = unfinishedEvent(rest);
+    return last === undefined ? undefined : `${last}\n\n`;
   }
 }
 
@@ -45,7 +46,7 @@ export function latin1Of(text: string): string {
 export function eventsIn(text: string): string[] {
   const events: string[] = [];
   const rest = cutEvents(text, events);
-  const last = text.slice(rest).replace(/\r?\n$/, "");
-  if (last.trim() !== "") events.push(last);
+  const last = unfinishedEvent(text.slice(rest));
+  if (last !== undefined) events.push(last);
   return events;
 }

@@ -32,8 +32,21 @@ export class SseEventCutter {
   end(): string | undefined {
     const rest = this.#buffer + this.#decoder.decode();
     this.#buffer = "";
-    return rest.trim().length > 0 ? rest.replace(/\r?\n$/, "") : undefined;
+    return unfinishedEvent(rest);
   }
+}
+
+/** The event a stream's text left without its blank line (its last line end dropped), or undefined when that text is blank. */
+export function unfinishedEvent(rest: string): string | undefined {
+  return rest.trim().length > 0 ? rest.replace(/\r?\n$/, "") : undefined;
+}
+
+/** Where the blank line that starts at the line feed `lf` ("\n\n" or "\n\r\n") ends, or -1 when none starts there. */
+function boundaryEndAt(text: string, lf: number): number {
+  const next = text.charCodeAt(lf + 1);
+  if (next === LF) return lf + 2;
+  if (next === CR && text.charCodeAt(lf + 2) === LF) return lf + 3;
+  return -1;
 }
 
 /**
@@ -50,11 +63,8 @@ export function cutEvents(text: string, events: string[]): number {
   for (;;) {
     const lf = text.indexOf("\n", from);
     if (lf === -1) break;
-    const next = text.charCodeAt(lf + 1);
-    let after: number;
-    if (next === LF) after = lf + 2;
-    else if (next === CR && text.charCodeAt(lf + 2) === LF) after = lf + 3;
-    else {
+    const after = boundaryEndAt(text, lf);
+    if (after === -1) {
       from = lf + 1;
       continue;
     }
@@ -86,8 +96,7 @@ export function eventAt(text: string, at: number): string {
   const start = eventStartAt(text, at);
   let end = text.length;
   for (let lf = text.indexOf("\n", at); lf !== -1; lf = text.indexOf("\n", lf + 1)) {
-    const next = text.charCodeAt(lf + 1);
-    if (next === LF || (next === CR && text.charCodeAt(lf + 2) === LF)) {
+    if (boundaryEndAt(text, lf) !== -1) {
       end = lf > start && text.charCodeAt(lf - 1) === CR ? lf - 1 : lf;
       break;
     }
