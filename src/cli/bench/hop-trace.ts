@@ -5,11 +5,10 @@ import { POOL_PATHS } from "../../protocol/signing.js";
 import { newProgramId, newTenantId, randomToken } from "../../protocol/ids.js";
 import { loadAverageNow } from "./bench-machine.js";
 import { listOf, positiveInt } from "./flag-values.js";
-import { HopConnection, postBytes } from "./hop-client.js";
 import { breakDownWindows, formatPhaseBreakdown, type HopWindow } from "./hop-profile.js";
-import { type HopTap, startHopTap } from "./hop-tap.js";
+import { type HopFigures, type HopTarget, runInterleaved, TargetRound } from "./hop-round.js";
+import { startHopTap } from "./hop-tap.js";
 import { CpuProfile } from "./profile-summary.js";
-import { processCpuMs } from "./relay-cpu.js";
 import { PROXY_MODES, type ProxyMode } from "./proxy-options.js";
 import { startEngineProcess, startNodeProxyProcess, startPoolProcess } from "./proxy-server-process.js";
 import { SignedRequestStock } from "./proxy-signed-requests.js";
@@ -28,10 +27,13 @@ import { sourceTreeOf } from "./source-tree.js";
  *   out  the engine's last byte at the tap → the client's last byte
  *
  * The engine direct's in and out are the floor (loopback, the kernel waking a process);
- * a proxy's added in and out are its own hops, before and after the engine. Rounds
- * alternate the targets' order, as bench:proxy's. CPU per call is the target process's
+ * a proxy's added in and out are its own hops, before and after the engine. Within a
+ * round the targets take turns a slice of calls at a time (hop-round.ts), so the
+ * machine's drift falls on all of them alike. CPU per call is the target process's
  * own (/proc/<pid>/stat; the engine's for the engine direct): at one connection nearly
- * all of a proxy's work per call is on the call's path, before or after the engine. With --cpu-profile DIR the pool core
+ * all of a proxy's work per call is on the call's path, before or after the engine.
+ * The engine's preemptions per call show a proxy's CPU taking the engine's: on a
+ * 2-core machine the engine, the client and the proxy share. With --cpu-profile DIR the pool core
  * (b) runs under `node --cpu-prof` at a fine interval, and its samples are cut to the
  * calls' windows (hop-profile.ts): what it did, or waited for, in each.
  */
@@ -44,7 +46,8 @@ export const HOP_TRACE_USAGE = `npm run bench:hop -- [options]   one call's time
   --targets LIST        of engine,node-proxy,pool (default all)
   --modes LIST          of non-streaming,streaming (default both)
   --calls N             calls per target, mode and round (default 2000)
-  --rounds N            rounds, targets in alternating order; medians reported (default 3)
+  --slice N             calls a target makes before the next target's turn (default 250)
+  --rounds N            rounds; medians reported (default 3)
   --warmup N            unmeasured calls per target and mode first (default 1500)
   --max-tokens N        completion tokens per call (default 16)
   --baseline-pool DIR|REV  also trace the pool core of another checkout or git revision as (b0)
@@ -58,6 +61,7 @@ export interface HopTraceOptions {
   targets: HopTargetName[];
   modes: ProxyMode[];
   calls: number;
+  slice: number;
   rounds: number;
   warmup: number;
   maxTokens: number;
@@ -75,6 +79,7 @@ export function parseHopTraceArgs(argv: string[], root: string): HopTraceOptions
       targets: { type: "string" },
       modes: { type: "string" },
       calls: { type: "string" },
+      slice: { type: "string" },
       rounds: { type: "string" },
       warmup: { type: "string" },
       "max-tokens": { type: "string" },
@@ -96,6 +101,7 @@ export function parseHopTraceArgs(argv: string[], root: string): HopTraceOptions
     targets,
     modes: listOf("modes", values.modes, PROXY_MODES),
     calls: positiveInt("calls", values.calls, 2000, 1_000_000),
+    slice: positiveInt("slice", values.slice, 250, 1_000_000),
     rounds: positiveInt("rounds", values.rounds, 3, 100),
     warmup: values.warmup === "0" ? 0 : positiveInt("warmup", values.warmup, 1500, 1_000_000),
     maxTokens: positiveInt("max-tokens", values["max-tokens"], 16, 4096),
@@ -114,76 +120,21 @@ const LABELS: Record<HopTargetName, string> = {
   pool: "(b) pool",
 };
 
-interface Target {
+interface Target extends HopTarget {
   name: HopTargetName;
-  url: string;
-  tap: HopTap;
-  /** Headers of the next call (the pools: a fresh edge signature each). */
-  prepare(count: number, body: string): Promise<() => Record<string, string>>;
-  pid?: number;
 }
 
-/** One block of calls' figures, µs. */
-interface Block {
+/** One target's figures in one mode and round. */
+interface Block extends HopFigures {
   target: HopTargetName;
   mode: ProxyMode;
-  inP50: number;
-  outP50: number;
-  totalP50: number;
-  totalP99: number;
-  /** CPU µs per call of the target's own process (the engine's for the engine direct); NaN when not read. */
-  cpuUs: number;
 }
 
-const quantile = (sorted: Float64Array, q: number): number => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? Number.NaN;
 const median = (values: number[]): number => {
   const sorted = [...values].sort((a, b) => a - b);
   const mid = sorted.length >> 1;
   return sorted.length % 2 === 1 ? (sorted[mid] ?? Number.NaN) : ((sorted[mid - 1] ?? 0) + (sorted[mid] ?? 0)) / 2;
 };
-
-/** Runs `count` calls one after another; each answer must be a complete completion. */
-async function runCalls(
-  target: Target,
-  mode: ProxyMode,
-  body: string,
-  count: number,
-  check: (body: string) => boolean,
-  windows: HopWindow[] | undefined,
-): Promise<Omit<Block, "target" | "mode">> {
-  const cpuPid = target.pid;
-  const headersOf = await target.prepare(count, body);
-  const requests = Array.from({ length: count }, () => postBytes(target.url, { "content-type": "application/json", ...headersOf() }, body));
-  const inUs = new Float64Array(count);
-  const outUs = new Float64Array(count);
-  const totalUs = new Float64Array(count);
-  const connection = await HopConnection.open(target.url);
-  const cpuBefore = cpuPid === undefined ? undefined : processCpuMs(cpuPid);
-  try {
-    for (let i = 0; i < count; i++) {
-      target.tap.reset();
-      const answer = await connection.exchange(requests[i] as Buffer);
-      const { requestFirstByteNs: firstNs, answerLastByteNs: lastNs } = target.tap;
-      if (answer.status !== 200 || !check(answer.body)) {
-        throw new Error(`${LABELS[target.name]} ${mode}: not a complete completion (status ${answer.status}): ${answer.body.slice(0, 300)}`);
-      }
-      if (firstNs === undefined || lastNs === undefined) throw new Error(`${LABELS[target.name]}: the call did not cross its tap`);
-      inUs[i] = Number(firstNs - answer.sentNs) / 1_000;
-      outUs[i] = Number(answer.answeredNs - lastNs) / 1_000;
-      totalUs[i] = Number(answer.answeredNs - answer.sentNs) / 1_000;
-      if (windows !== undefined) {
-        windows.push({ phase: "in", startUs: Number(answer.sentNs / 1_000n), endUs: Number(firstNs / 1_000n) });
-        windows.push({ phase: "out", startUs: Number(lastNs / 1_000n), endUs: Number(answer.answeredNs / 1_000n) });
-      }
-    }
-  } finally {
-    connection.close();
-  }
-  const cpuAfter = cpuPid === undefined ? undefined : processCpuMs(cpuPid);
-  const cpuUs = cpuBefore === undefined || cpuAfter === undefined ? Number.NaN : ((cpuAfter - cpuBefore) * 1_000) / count;
-  for (const values of [inUs, outUs, totalUs]) values.sort();
-  return { inP50: quantile(inUs, 0.5), outP50: quantile(outUs, 0.5), totalP50: quantile(totalUs, 0.5), totalP99: quantile(totalUs, 0.99), cpuUs };
-}
 
 const unsigned = async () => () => ({});
 
@@ -240,25 +191,24 @@ export async function runHopTrace(options: HopTraceOptions, log: (line: string) 
 
     const blocks: Block[] = [];
     const windows = new Map<ProxyMode, HopWindow[]>(options.modes.map((mode) => [mode, []]));
-    for (const mode of options.modes) {
+    const open = (target: Target, mode: ProxyMode, count: number) => {
       const workload = { model: engine.ready.model, mode, maxTokens: options.maxTokens };
-      const body = chatRequestBody(workload);
-      const check = completionVerifier(workload);
-      if (options.warmup > 0) {
-        for (const target of targets) await runCalls(target, mode, body, options.warmup, check, undefined);
+      const run = { mode, body: chatRequestBody(workload), count, check: completionVerifier(workload), enginePid: engine.pid };
+      return TargetRound.open(target, LABELS[target.name], run);
+    };
+    if (options.warmup > 0) {
+      for (const mode of options.modes) {
+        for (const target of targets) await runInterleaved([await open(target, mode, options.warmup)], options.warmup, 0, () => undefined);
         log(`${mode}: warmed up`);
       }
     }
     for (let round = 0; round < options.rounds; round++) {
       for (const mode of options.modes) {
-        const workload = { model: engine.ready.model, mode, maxTokens: options.maxTokens };
-        const body = chatRequestBody(workload);
-        const check = completionVerifier(workload);
-        const order = round % 2 === 0 ? targets : [...targets].reverse();
-        for (const target of order) {
-          const traced = target.name === "pool" && options.cpuProfileDir !== undefined ? windows.get(mode) : undefined;
-          blocks.push({ target: target.name, mode, ...(await runCalls(target, mode, body, options.calls, check, traced)) });
-        }
+        const rounds = new Map<TargetRound, Target>();
+        for (const target of targets) rounds.set(await open(target, mode, options.calls), target);
+        const traced = (one: TargetRound) => (rounds.get(one)?.name === "pool" && options.cpuProfileDir !== undefined ? windows.get(mode) : undefined);
+        await runInterleaved([...rounds.keys()], options.slice, round, traced);
+        for (const [one, target] of rounds) blocks.push({ target: target.name, mode, ...one.figures() });
         log(`round ${round + 1}/${options.rounds} ${mode}: done (load ${loadAverageNow()})`);
       }
     }
@@ -284,8 +234,8 @@ export async function runHopTrace(options: HopTraceOptions, log: (line: string) 
 }
 
 /** Medians over rounds; "+" columns: the median of each round's difference from the engine direct in that round. */
-export function formatHopTable(blocks: readonly Block[], options: Pick<HopTraceOptions, "calls" | "rounds" | "modes" | "targets">): string {
-  const header = ["mode", "target", "in p50", "out p50", "total p50", "total p99", "+in", "+out", "+total", "+total (rounds)", "cpu µs/call"];
+export function formatHopTable(blocks: readonly Block[], options: Pick<HopTraceOptions, "calls" | "slice" | "rounds" | "modes" | "targets">): string {
+  const header = ["mode", "target", "in p50", "out p50", "total p50", "total p99", "+in", "+out", "+total", "+total (rounds)", "cpu µs/call", "engine preempted/call"];
   const rows: string[][] = [];
   for (const mode of options.modes) {
     const engineBlocks = blocks.filter((b) => b.mode === mode && b.target === "engine");
@@ -308,13 +258,14 @@ export function formatHopTable(blocks: readonly Block[], options: Pick<HopTraceO
         plus(totals),
         name === "engine" || engineBlocks.length === 0 ? "—" : totals.map((v) => v.toFixed(0)).join(" "),
         median(own.map((b) => b.cpuUs)).toFixed(0),
+        median(own.map((b) => b.enginePreemptions)).toFixed(2),
       ]);
     }
   }
   const widths = header.map((h, c) => Math.max(h.length, ...rows.map((r) => (r[c] ?? "").length)));
   const line = (cells: string[]) => cells.map((cell, c) => (c < 2 ? cell.padEnd(widths[c] ?? 0) : cell.padStart(widths[c] ?? 0))).join("  ");
   return [
-    `µs per call at one connection, ${options.calls} calls per target, mode and round, ${options.rounds} rounds (medians of each round's p50):`,
+    `µs per call at one connection, ${options.calls} calls per target, mode and round (the targets taking turns ${options.slice} calls at a time), ${options.rounds} rounds (medians of each round's p50):`,
     "in: the client's write → the engine request's first byte; out: the engine's last byte → the client's last byte",
     line(header),
     ...rows.map(line),

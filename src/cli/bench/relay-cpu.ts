@@ -27,6 +27,19 @@ export function processCpuMs(pid: number): number | undefined {
 }
 
 /**
+ * Times the process's main thread was preempted, taken off a CPU while it still had
+ * work (/proc/<pid>/status, nonvoluntary_ctxt_switches); undefined where not readable.
+ */
+export function processPreemptions(pid: number): number | undefined {
+  try {
+    const match = /^nonvoluntary_ctxt_switches:\s+(\d+)$/m.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
+    return match === null ? undefined : Number(match[1]);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
  * Time the process's main thread has spent runnable but waiting for a CPU, in ms
  * (/proc/<pid>/schedstat, second field, ns): high while CPU use is low means the
  * machine starved it (other work), not that it had nothing to do.

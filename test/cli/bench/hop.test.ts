@@ -4,6 +4,7 @@ import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { breakDownWindows } from "../../../src/cli/bench/hop-profile.js";
 import { HttpResponseReader } from "../../../src/cli/bench/hop-response-reader.js";
+import { runInterleaved } from "../../../src/cli/bench/hop-round.js";
 import { parseHopTraceArgs, runHopTrace } from "../../../src/cli/bench/hop-trace.js";
 import type { CpuProfile } from "../../../src/cli/bench/profile-summary.js";
 import { projectRoot } from "../../../src/cli/bench/proxy-run.js";
@@ -118,5 +119,40 @@ describe("sourceTreeOf", () => {
     symlinkSync("/nonexistent-clone/node_modules", link);
     expect(sourceTreeOf(head, projectRoot)).toBe(tree);
     expect(readlinkSync(link)).toBe(path.join(projectRoot, "node_modules"));
+  });
+});
+
+describe("runInterleaved", () => {
+  /** A target's round that notes each slice it runs, and may fail at one. */
+  const fakeRun = (name: string, calls: number, log: string[], failAt?: number) => {
+    let remaining = calls;
+    const run = {
+      closed: false,
+      get remaining() {
+        return remaining;
+      },
+      async runSlice(count: number) {
+        const ran = Math.min(count, remaining);
+        if (failAt !== undefined && calls - remaining + ran > failAt) throw new Error(`${name} failed`);
+        remaining -= ran;
+        log.push(`${name}${ran}`);
+      },
+      close() {
+        run.closed = true;
+      },
+    };
+    return run;
+  };
+
+  it("gives each target a slice in turn, the first moving on each slice and each round, to its last call", async () => {
+    const log: string[] = [];
+    await runInterleaved([fakeRun("a", 5, log), fakeRun("b", 5, log), fakeRun("c", 3, log)], 2, 1, () => undefined);
+    expect(log).toEqual(["b2", "c2", "a2", "c1", "a2", "b2", "a1", "b1"]);
+  });
+
+  it("closes every target's connection when a call fails", async () => {
+    const runs = [fakeRun("a", 4, []), fakeRun("b", 4, [], 2)];
+    await expect(runInterleaved(runs, 2, 0, () => undefined)).rejects.toThrow("b failed");
+    expect(runs.map((run) => run.closed)).toEqual([true, true]);
   });
 });
