@@ -3,8 +3,9 @@ import { loadPoolConfig, PoolConfigError } from "./config.js";
 import { startPool } from "./server.js";
 
 /*
- * `tsx src/pool/main.ts --config pool.json`: runs one pool core until SIGINT or
- * SIGTERM, then shuts down cleanly (a second signal exits at once).
+ * `npm run pool -- --config pool.json` (node with the pool's flags, node-flags.ts):
+ * runs one pool core until SIGINT or SIGTERM, then shuts down cleanly (a second
+ * signal exits at once).
  */
 
 async function main(): Promise<void> {

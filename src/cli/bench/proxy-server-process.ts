@@ -1,4 +1,5 @@
 import { type ChildProcess, spawn } from "node:child_process";
+import { existsSync } from "node:fs";
 import { createRequire } from "node:module";
 import path from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
@@ -33,6 +34,7 @@ export interface ServerProcess<Ready> {
 
 const childScript = fileURLToPath(new URL("./proxy-server-child.ts", import.meta.url));
 const CHILD_IN_TREE = "src/cli/bench/proxy-server-child.ts";
+const POOL_FLAGS_IN_TREE = "src/pool/node-flags.ts";
 const tsxLoader = pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href;
 const OUTPUT_TAIL_LINES = 40;
 
@@ -137,12 +139,25 @@ export function startReportingProcess<Ready>(
   });
 }
 
-function startServer<Ready>(spec: ServerSpec, readySchema: z.ZodType<Ready>, options: StartProcessOptions) {
+/**
+ * The node flags a pool core of this tree, or of `sourceTree`, runs with (its
+ * src/pool/node-flags.ts: a tree from before that file has none).
+ */
+export async function poolNodeFlagsOf(sourceTree: string | undefined): Promise<readonly string[]> {
+  const file = sourceTree === undefined ? fileURLToPath(new URL("../../pool/node-flags.ts", import.meta.url)) : path.join(sourceTree, POOL_FLAGS_IN_TREE);
+  if (!existsSync(file)) return [];
+  const flags: unknown = ((await import(pathToFileURL(file).href)) as { POOL_NODE_FLAGS?: unknown }).POOL_NODE_FLAGS;
+  if (!Array.isArray(flags) || !flags.every((flag) => typeof flag === "string")) throw new Error(`${file}: POOL_NODE_FLAGS is not a list of strings`);
+  return flags;
+}
+
+async function startServer<Ready>(spec: ServerSpec, readySchema: z.ZodType<Ready>, options: StartProcessOptions) {
+  const nodeFlags = spec.role === "pool" ? await poolNodeFlagsOf(options.sourceTree) : [];
   const interval = options.cpuProfileIntervalUs === undefined ? [] : [`--cpu-prof-interval=${options.cpuProfileIntervalUs}`];
   const profile = options.cpuProfileDir === undefined ? [] : ["--cpu-prof", `--cpu-prof-dir=${options.cpuProfileDir}`, ...interval];
   return startReportingProcess(
     {
-      args: [...profile, "--import", tsxLoader, options.sourceTree === undefined ? childScript : path.join(options.sourceTree, CHILD_IN_TREE), JSON.stringify(spec)],
+      args: [...nodeFlags, ...profile, "--import", tsxLoader, options.sourceTree === undefined ? childScript : path.join(options.sourceTree, CHILD_IN_TREE), JSON.stringify(spec)],
       name: spec.role,
     },
     readySchema,
