@@ -7,10 +7,9 @@ import { processCpuMs, processPreemptions } from "./relay-cpu.js";
 /*
  * One target's calls of one mode in one round of bench:hop, run a slice at a time
  * between the other targets' slices (hop-trace.ts). The machine's drift (other work
- * coming and going, +total moving ±100 µs between rounds here) then falls on every
- * target alike, where whole blocks of 2,000 calls each met a different hour. Its own
- * connection stays open across slices; CPU and the engine's preemptions are counted
- * over its slices only.
+ * coming and going) then falls on every target alike, where whole blocks of 2,000
+ * calls each met their own minute. Its own connection stays open across slices; CPU
+ * and the engine's preemptions are counted over its slices only.
  */
 
 export interface HopTarget {
