@@ -6,8 +6,9 @@
  *
  * --max-semi-space-size=64: a young generation of 64 MiB semi-spaces (Node 20's
  * default is 16). A call allocates tens of KiB (HTTP objects, zod's parse, undici's
- * request), so the default scavenged every few hundred calls, and each scavenge
- * also copied the calls in flight and the pool's young bookkeeping. Four times the
- * room scavenges a quarter as often.
+ * request); with the default the pool scavenged every ~270 calls at one connection,
+ * 4 ms on the main thread and 6-9 ms on V8's helper threads each, with ~2 MiB of the
+ * young generation still live every time. With these it scavenged half as often
+ * (13 against 26 over 7,500 calls), and used 10-23 % less CPU per call.
  */
 export const POOL_NODE_FLAGS: readonly string[] = ["--max-semi-space-size=64"];
