@@ -49,6 +49,11 @@ function boundaryEndAt(text: string, lf: number): number {
   return -1;
 }
 
+/** Where the event that starts at `start` ends before the blank line at `lf` (a "\r" before that line feed is the boundary's). */
+function eventEndBefore(text: string, start: number, lf: number): number {
+  return lf > start && text.charCodeAt(lf - 1) === CR ? lf - 1 : lf;
+}
+
 /**
  * Appends the whole events of `text` to `events` (without their blank lines; empty ones
  * skipped) and returns where its unfinished rest starts. The boundary is
@@ -68,7 +73,7 @@ export function cutEvents(text: string, events: string[]): number {
       from = lf + 1;
       continue;
     }
-    const end = lf > start && text.charCodeAt(lf - 1) === CR ? lf - 1 : lf;
+    const end = eventEndBefore(text, start, lf);
     if (end > start) events.push(text.slice(start, end));
     start = after;
     from = after;
@@ -97,7 +102,7 @@ export function eventAt(text: string, at: number): string {
   let end = text.length;
   for (let lf = text.indexOf("\n", at); lf !== -1; lf = text.indexOf("\n", lf + 1)) {
     if (boundaryEndAt(text, lf) !== -1) {
-      end = lf > start && text.charCodeAt(lf - 1) === CR ? lf - 1 : lf;
+      end = eventEndBefore(text, start, lf);
       break;
     }
   }
