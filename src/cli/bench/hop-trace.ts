@@ -10,6 +10,7 @@ import { type HopFigures, type HopTarget, runInterleaved, TargetRound } from "./
 import { startHopTap } from "./hop-tap.js";
 import { CpuProfile } from "./profile-summary.js";
 import { PROXY_MODES, type ProxyMode } from "./proxy-options.js";
+import { median } from "./proxy-report.js";
 import { startEngineProcess, startNodeProxyProcess, startPoolProcess } from "./proxy-server-process.js";
 import { SignedRequestStock } from "./proxy-signed-requests.js";
 import { CHAT_PATH } from "./proxy-targets.js";
@@ -129,12 +130,6 @@ interface Block extends HopFigures {
   target: HopTargetName;
   mode: ProxyMode;
 }
-
-const median = (values: number[]): number => {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = sorted.length >> 1;
-  return sorted.length % 2 === 1 ? (sorted[mid] ?? Number.NaN) : ((sorted[mid - 1] ?? 0) + (sorted[mid] ?? 0)) / 2;
-};
 
 const unsigned = async () => () => ({});
 

@@ -57,7 +57,8 @@ export interface EdgeOnlyRow {
 
 const diff = (a: number, b: number) => Math.round((a - b) * 1000) / 1000;
 
-function median(values: readonly number[]): number {
+/** The median of `values` (NaN when there are none). */
+export function median(values: readonly number[]): number {
   if (values.length === 0) return Number.NaN;
   const sorted = [...values].sort((a, b) => a - b);
   const mid = sorted.length >> 1;
