@@ -4,6 +4,7 @@ import { createRequire } from "node:module";
 import path from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import type { z } from "zod";
+import { POOL_NODE_FLAGS } from "../../pool/node-flags.js";
 import {
   ChildMessage,
   EdgeStackReady,
@@ -144,7 +145,8 @@ export function startReportingProcess<Ready>(
  * src/pool/node-flags.ts: a tree from before that file has none).
  */
 export async function poolNodeFlagsOf(sourceTree: string | undefined): Promise<readonly string[]> {
-  const file = sourceTree === undefined ? fileURLToPath(new URL("../../pool/node-flags.ts", import.meta.url)) : path.join(sourceTree, POOL_FLAGS_IN_TREE);
+  if (sourceTree === undefined) return POOL_NODE_FLAGS;
+  const file = path.join(sourceTree, POOL_FLAGS_IN_TREE);
   if (!existsSync(file)) return [];
   const flags: unknown = ((await import(pathToFileURL(file).href)) as { POOL_NODE_FLAGS?: unknown }).POOL_NODE_FLAGS;
   if (!Array.isArray(flags) || !flags.every((flag) => typeof flag === "string")) throw new Error(`${file}: POOL_NODE_FLAGS is not a list of strings`);
