@@ -13,6 +13,7 @@ import { chooseDecodeEngine, type AdmittedDecodeCandidate, DECODE_HOLD_MAX_MS, d
 import { type CallsByRole, EngineRoleBook, type RoleSwitchDone } from "./roles/engine-roles.js";
 import type { RoleEngineReadings } from "./roles/role-demand-meter.js";
 import type { EngineRole, RoleEngineState, RoleSwitch, RoleSwitchMode } from "./roles/roles.js";
+import { ReleasingMap } from "./releasing-map.js";
 
 /*
  * One pool core: everything the pool decides about calls, and nothing it does with
@@ -137,9 +138,9 @@ export class PoolCore {
   readonly #tao: TaoPlacement | undefined;
   readonly #prefixes: PrefixMatcher<QueuedCall> | undefined;
   readonly #cursor: RoundRobinCursor = { next: 0 };
-  readonly #sent = new Map<string, SentAttempt>();
+  readonly #sent = new ReleasingMap<string, SentAttempt>();
   /** Disaggregated calls' decodes, by call ID. */
-  readonly #decodes = new Map<string, SentAttempt>();
+  readonly #decodes = new ReleasingMap<string, SentAttempt>();
   readonly roles: EngineRoleBook;
   /** Affinity routing with a turnover setting: which hints name an engine that turned over its KV since. */
   readonly #turnover: AffinityTurnover | undefined;

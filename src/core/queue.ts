@@ -45,6 +45,7 @@
 import { type HeapSlot, IndexedHeap } from "./indexed-heap.js";
 import { levelOf, type LevelSettings, validateLevelSettings } from "./levels.js";
 import { TenantShares } from "./tenant-shares.js";
+import { ReleasingMap } from "./releasing-map.js";
 
 export interface QueuedCall {
   callId: string;
@@ -256,14 +257,14 @@ function tenantBefore(a: Entry, shareA: number, b: Entry, shareB: number): boole
 
 export class ProgramQueue {
   readonly settings: Readonly<QueueSettings>;
-  readonly #byId = new Map<string, Entry>();
+  readonly #byId = new ReleasingMap<string, Entry>();
   /** Tenant -> its waiting calls by level. */
   readonly #tenantCalls = new Map<string, TenantCalls>();
   readonly #levelSizes: number[];
   /** Calls not yet promoted that can be, by starveAt. */
   readonly #starvation = new IndexedHeap<Entry>(starvesBefore, starveSlot);
   /** The one promoted call of each program that has one. */
-  readonly #promoted = new Map<string, Entry>();
+  readonly #promoted = new ReleasingMap<string, Entry>();
   /** Starving calls of programs that already have a promoted call, by starveAt. */
   readonly #deferred = new Map<string, IndexedHeap<Entry>>();
   readonly #tenants: TenantShares;

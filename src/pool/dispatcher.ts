@@ -39,6 +39,7 @@ import { AttemptAbort } from "./attempt-abort.js";
 import { clientClosedResponse, type EngineSlot, type PendingCall, shuttingDownResponse } from "./pending-call.js";
 import { SplitCalls } from "./split-call.js";
 import type { SplitCallHost } from "./split-call-host.js";
+import { ReleasingMap } from "../core/releasing-map.js";
 
 /** A pending call's detach before it listens for its client. */
 const NOT_LISTENING = (): void => undefined;
@@ -129,7 +130,7 @@ export class Dispatcher implements RoleSwitchTarget {
   readonly #options: DispatcherOptions;
   readonly #core: PoolCore;
   readonly #slots = new Map<string, EngineSlot>();
-  readonly #calls = new Map<string, PendingCall>();
+  readonly #calls = new ReleasingMap<string, PendingCall>();
   readonly #idle = new Set<() => void>();
   readonly #placement: PlacementSettings;
   readonly #planLoop: PlanLoop | undefined;

@@ -8,6 +8,7 @@ import { type RelayEnd, relayToEngine } from "./relay.js";
 import type { SplitCallHost } from "./split-call-host.js";
 import { handedOffTokens, NO_NATIVE_APIS, type SplitLegs } from "./split-legs.js";
 import { billPromptFromPrefill } from "./split-usage.js";
+import { ReleasingMap } from "../core/releasing-map.js";
 
 /*
  * vLLM's two steps (engines/split.ts): the prefill engine computes the prompt
@@ -22,7 +23,7 @@ export class KvTransferSplit {
   readonly #legs: SplitLegs;
 
   /** Prefilled calls whose decode no decode engine admits yet (core admitDecode), oldest first. */
-  readonly #held = new Map<string, { since: number; pending: PendingCall; retry: () => void }>();
+  readonly #held = new ReleasingMap<string, { since: number; pending: PendingCall; retry: () => void }>();
 
   constructor(host: SplitCallHost, legs: SplitLegs) {
     this.#host = host;
