@@ -1,4 +1,5 @@
 import type { ProxyMode, ProxyTargetName } from "./proxy-options.js";
+import { type GcTotals, gcPauseMs } from "./gc-meter.js";
 import { PORTKEY_VERSION } from "./proxy-portkey.js";
 import type { ProxyBenchReport, TargetRun } from "./proxy-run.js";
 import { TARGET_LABELS } from "./proxy-targets.js";
@@ -42,6 +43,10 @@ export interface ProxySummaryRow {
   maxRpsConnections: number;
   /** CPU µs of the target's own process per completed response, over its measured runs; null when not read. */
   cpuUsPerCall: number | null;
+  /** The main thread's GC pause µs of that process per completed response, over its measured runs (gc-meter.ts); null when not read. */
+  gcUsPerCall: number | null;
+  /** Its full (mark-compact) collections per 10,000 completed responses, over the same runs; null when not read. */
+  fullGcsPer10k: number | null;
   /** Over every run of this target and mode, warm-up included. */
   failures: FailureCounts;
   failed: boolean;
@@ -148,6 +153,12 @@ export function summariseProxyReport(report: ProxyBenchReport): { rows: ProxySum
       const timed = own.filter((r) => r.phase === "measure" && r.cpuMs !== undefined);
       const timedResponses = timed.reduce((sum, r) => sum + r.figures.responses, 0);
       const cpuUsPerCall = timedResponses > 0 ? Math.round((1000 * timed.reduce((sum, r) => sum + (r.cpuMs ?? 0), 0)) / timedResponses) : null;
+      const metered = own.filter((r) => r.phase === "measure" && r.gc !== undefined);
+      const meteredResponses = metered.reduce((sum, r) => sum + r.figures.responses, 0);
+      const perResponse = (of: (gc: GcTotals) => number, scale: number) =>
+        meteredResponses > 0 ? Math.round((scale * metered.reduce((sum, r) => sum + (r.gc === undefined ? 0 : of(r.gc)), 0)) / meteredResponses) : null;
+      const gcUsPerCall = perResponse(gcPauseMs, 1000);
+      const fullGcsPer10k = perResponse((gc) => gc.majorCount, 10_000);
       rows.push({
         mode,
         target,
@@ -164,6 +175,8 @@ export function summariseProxyReport(report: ProxyBenchReport): { rows: ProxySum
         maxRps,
         maxRpsConnections,
         cpuUsPerCall,
+        gcUsPerCall,
+        fullGcsPer10k,
         failures,
         failed: failures.non2xx + failures.errors + failures.mismatches + failures.shortfall + failures.emptyRuns > 0,
       });
@@ -278,6 +291,8 @@ export function formatProxyTable(report: ProxyBenchReport): string {
     "max req/s",
     "@conns",
     "cpu µs/call",
+    "gc µs/call",
+    "full gc/10k",
     "non-2xx",
     "errors",
     "bad body",
@@ -296,6 +311,8 @@ export function formatProxyTable(report: ProxyBenchReport): string {
     num(row.maxRps, 0),
     String(row.maxRpsConnections),
     num(row.cpuUsPerCall, 0),
+    num(row.gcUsPerCall, 0),
+    num(row.fullGcsPer10k, 0),
     String(row.failures.non2xx),
     String(row.failures.errors),
     String(row.failures.mismatches),
@@ -315,7 +332,8 @@ export function formatProxyTable(report: ProxyBenchReport): string {
     ` concurrency (median of each round's difference)` +
     (hasOne ? `; p50@1: one connection (per-call cost without queueing); (rounds): lowest..highest of the rounds' +p50@1` : "") +
     `; max req/s: best median rate over ${report.options.connections.join("/")} connections` +
-    `; cpu µs/call: CPU time of the target's own process (the engine's for (a), not the engine's for a proxy) per response over its measured runs.`;
+    `; cpu µs/call: CPU time of the target's own process (the engine's for (a), not the engine's for a proxy) per response over its measured runs` +
+    `; gc µs/call: that process's garbage-collection pauses on its main thread per response, and full gc/10k its full (mark-compact) collections per 10,000 responses, over the same runs (— where not metered: Portkey, the edge).`;
   const thin = report.runs
     .filter((r) => r.phase === "measure" && r.figures.responses > 0 && r.figures.responses < THIN_RUN_RESPONSES)
     .map((r) => `${TARGET_LABELS[r.target]} ${r.mode} @${r.figures.connections}: ${r.figures.responses}`);

@@ -7,6 +7,7 @@ import { randomToken } from "../../protocol/ids.js";
 import { waitForEngineIdle } from "./proxy-engine-metrics.js";
 import { type LoadFigures, runLoad } from "./proxy-load.js";
 import { processCpuMs } from "./relay-cpu.js";
+import { type GcTotals, gcTotalsBetween } from "./gc-meter.js";
 import type { ProxyBenchOptions, ProxyMode, ProxyTargetName } from "./proxy-options.js";
 import { startPortkeyGateway } from "./proxy-portkey.js";
 import { type ProbeOutcome, probeTarget, referenceCompletion } from "./proxy-probe.js";
@@ -37,6 +38,8 @@ export interface TargetRun {
   shortfall: number;
   /** CPU ms the target's process (BenchTarget.cpuPid) used during the run; absent when not read. */
   cpuMs?: number;
+  /** The GC pauses of that process during the run (gc-meter.ts); absent when not read. */
+  gc?: GcTotals;
 }
 
 export interface ProxyBenchReport {
@@ -121,12 +124,12 @@ export async function measureProxyOverhead(options: ProxyBenchOptions, hooks: Me
     log("starting the simulated engine (zero model time)");
     const engine = await startEngineProcess({ role: "engine" }, { signal });
     stops.push({ name: "engine", stop: engine.stop });
-    if (want("engine")) targets.push({ ...engineTarget(engine.ready), cpuPid: engine.pid });
+    if (want("engine")) targets.push({ ...engineTarget(engine.ready), cpuPid: engine.pid, gcTotals: engine.gcTotals });
 
     if (want("node-proxy")) {
       const proxy = await startNodeProxyProcess({ role: "node-proxy", engineUrl: engine.ready.url }, { signal });
       stops.push({ name: "node proxy", stop: proxy.stop });
-      targets.push({ ...nodeProxyTarget(proxy.ready, engine.ready.url), cpuPid: proxy.pid });
+      targets.push({ ...nodeProxyTarget(proxy.ready, engine.ready.url), cpuPid: proxy.pid, gcTotals: proxy.gcTotals });
       log(`minimal node proxy: ${proxy.ready.url}`);
     }
 
@@ -145,7 +148,7 @@ export async function measureProxyOverhead(options: ProxyBenchOptions, hooks: Me
         { signal, cpuProfileDir: name === "pool" ? options.cpuProfileDir : undefined, sourceTree },
       );
       stops.push({ name, stop: pool.stop });
-      targets.push({ ...poolTarget(pool.ready, engine.ready.url, signingKey, name), cpuPid: pool.pid });
+      targets.push({ ...poolTarget(pool.ready, engine.ready.url, signingKey, name), cpuPid: pool.pid, gcTotals: pool.gcTotals });
       log(`${name === "pool" ? "pool core" : "baseline pool core"}${sourceTree === undefined ? "" : ` (${sourceTree})`}: ${pool.ready.url}`);
     };
     if (want("pool") && options.baselinePoolTree !== undefined) await startPoolTarget("pool-baseline", options.baselinePoolTree);
@@ -210,14 +213,26 @@ export async function measureProxyOverhead(options: ProxyBenchOptions, hooks: Me
       const prepared = await target.prepareRun({ body, connections, durationSeconds, expectedRps });
       // CPU per call is the figure least moved by a loaded machine: it counts work, not waiting.
       const cpuOf = () => (target.cpuPid === undefined ? undefined : processCpuMs(target.cpuPid));
+      const gcBefore = await target.gcTotals?.();
       const cpuBefore = cpuOf();
       const figures = await runLoad(
         { url: target.url, headers: target.headers, body, session: prepared.session, verifyBody: completionVerifier(workload) },
         { connections, durationSeconds, signal },
       );
       const cpuAfter = cpuOf();
+      const gcAfter = await target.gcTotals?.();
       const cpuMs = cpuBefore === undefined || cpuAfter === undefined ? undefined : cpuAfter - cpuBefore;
-      runs.push({ target: target.name, mode: workload.mode, phase, round, figures, shortfall: prepared.shortfall(), ...(cpuMs === undefined ? {} : { cpuMs }) });
+      const gc = gcBefore === undefined || gcAfter === undefined ? undefined : gcTotalsBetween(gcBefore, gcAfter);
+      runs.push({
+        target: target.name,
+        mode: workload.mode,
+        phase,
+        round,
+        figures,
+        shortfall: prepared.shortfall(),
+        ...(cpuMs === undefined ? {} : { cpuMs }),
+        ...(gc === undefined ? {} : { gc }),
+      });
       // Calls cut off at the end of the run may still be working their way through the proxy.
       if (!(await waitForEngineIdle(target.engineUrl, DRAIN_TIMEOUT_MS, signal))) {
         log(`warning: ${target.label}'s engine was still busy ${DRAIN_TIMEOUT_MS / 1000} s after the run; the next run may be disturbed`);

@@ -5,8 +5,10 @@ import path from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import type { z } from "zod";
 import { POOL_NODE_FLAGS } from "../../pool/node-flags.js";
+import { GC_TOTALS_REQUEST, type GcTotals } from "./gc-meter.js";
 import {
   ChildMessage,
+  GcTotalsReply,
   EdgeStackReady,
   type EdgeStackServerSpec,
   EngineReady,
@@ -29,6 +31,8 @@ import {
 export interface ServerProcess<Ready> {
   ready: Ready;
   pid: number;
+  /** Its garbage collector's pauses so far (gc-meter.ts); undefined when it does not answer within a second. */
+  gcTotals(): Promise<GcTotals | undefined>;
   /** Resolves once the process has exited. */
   stop(): Promise<void>;
 }
@@ -37,6 +41,9 @@ const childScript = fileURLToPath(new URL("./proxy-server-child.ts", import.meta
 const CHILD_IN_TREE = "src/cli/bench/proxy-server-child.ts";
 const POOL_FLAGS_IN_TREE = "src/pool/node-flags.ts";
 const tsxLoader = pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href;
+/** This tree's GC meter, loaded into every server process (a baseline tree's too). */
+const gcMeterPreload = new URL("./gc-meter-preload.ts", import.meta.url).href;
+const GC_TOTALS_WAIT_MS = 1_000;
 const OUTPUT_TAIL_LINES = 40;
 
 /** Keeps the last lines a child printed, for the error when it fails. */
@@ -103,6 +110,23 @@ export function startReportingProcess<Ready>(
     return stopping;
   };
 
+  const gcTotals = () =>
+    new Promise<GcTotals | undefined>((resolve) => {
+      if (!child.connected) return resolve(undefined);
+      const done = (totals: GcTotals | undefined) => {
+        clearTimeout(timer);
+        child.off("message", onReply);
+        resolve(totals);
+      };
+      const onReply = (raw: unknown) => {
+        const reply = GcTotalsReply.safeParse(raw);
+        if (reply.success) done(reply.data.totals);
+      };
+      const timer = setTimeout(() => done(undefined), GC_TOTALS_WAIT_MS);
+      child.on("message", onReply);
+      child.send(GC_TOTALS_REQUEST);
+    });
+
   return new Promise((resolve, reject) => {
     if (pid === undefined) {
       reject(new Error(`could not start the ${command.name} process`));
@@ -119,7 +143,7 @@ export function startReportingProcess<Ready>(
       const ready = readySchema.safeParse(message.data.ready);
       if (!ready.success) return fail(`unexpected ready report ${JSON.stringify(message.data.ready)}`);
       cleanup();
-      resolve({ ready: ready.data, pid, stop });
+      resolve({ ready: ready.data, pid, stop, gcTotals });
     };
     const onExit = (code: number | null, signal: string | null) => fail(`exited (${signal ?? code}) before it was ready`);
     const onAbort = () => {
@@ -159,7 +183,7 @@ async function startServer<Ready>(spec: ServerSpec, readySchema: z.ZodType<Ready
   const profile = options.cpuProfileDir === undefined ? [] : ["--cpu-prof", `--cpu-prof-dir=${options.cpuProfileDir}`, ...interval];
   return startReportingProcess(
     {
-      args: [...nodeFlags, ...profile, "--import", tsxLoader, options.sourceTree === undefined ? childScript : path.join(options.sourceTree, CHILD_IN_TREE), JSON.stringify(spec)],
+      args: [...nodeFlags, ...profile, "--import", tsxLoader, "--import", gcMeterPreload, options.sourceTree === undefined ? childScript : path.join(options.sourceTree, CHILD_IN_TREE), JSON.stringify(spec)],
       name: spec.role,
     },
     readySchema,

@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { ENGINE_KINDS } from "../../pool/engines/index.js";
 import { SigningKey } from "../../protocol/signing.js";
+import { GC_TOTALS_REQUEST } from "./gc-meter.js";
 
 /*
  * What a benchmark server process runs (passed as JSON in its argv) and what it
@@ -70,6 +71,19 @@ export const ChildMessage = z.discriminatedUnion("type", [
   z.object({ type: z.literal("failed"), message: z.string() }),
 ]);
 export type ChildMessage = z.infer<typeof ChildMessage>;
+
+/** Child → parent: its GC totals, asked for with GC_TOTALS_REQUEST (gc-meter.ts). */
+export const GcTotalsReply = z.object({
+  type: z.literal(GC_TOTALS_REQUEST),
+  totals: z.strictObject({
+    minorMs: z.number(),
+    minorCount: z.number(),
+    majorMs: z.number(),
+    majorCount: z.number(),
+    incrementalMs: z.number(),
+    weakMs: z.number(),
+  }),
+});
 
 /** Parent → child: shut down cleanly (so the edge stack's wrangler group goes too). */
 export const STOP_MESSAGE = "stop";

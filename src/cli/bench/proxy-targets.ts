@@ -1,3 +1,4 @@
+import type { GcTotals } from "./gc-meter.js";
 import { Header } from "../../protocol/headers.js";
 import { newProgramId, newTenantId, randomToken } from "../../protocol/ids.js";
 import { POOL_PATHS, type SigningKey } from "../../protocol/signing.js";
@@ -42,6 +43,8 @@ export interface BenchTarget {
   engineUrl: string;
   /** The process whose CPU time a call of this target costs (the proxy's own; the engine's for the engine), when known. */
   cpuPid?: number;
+  /** That process's GC pauses so far (gc-meter.ts), when it is one the bench started. */
+  gcTotals?: () => Promise<GcTotals | undefined>;
   prepareRun(sizing: RunSizing): Promise<RunPreparation>;
 }
 

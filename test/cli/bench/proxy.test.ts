@@ -61,6 +61,14 @@ describe("proxy benchmark against the engine and the pool", () => {
       expect(run.figures.requestsPerSecond).toBeGreaterThan(0);
       expect(Number.isFinite(run.figures.latencyMs.p50)).toBe(true);
       expect(run.figures.latencyMs.p99).toBeGreaterThanOrEqual(run.figures.latencyMs.p50);
+      // Every process the bench started reports its collector (the baseline tree's too).
+      expect(run.gc).toBeDefined();
+      for (const value of Object.values(run.gc ?? {})) expect(value).toBeGreaterThanOrEqual(0);
+    }
+    // A pool allocates tens of KB a call: its runs together cannot pass without a scavenge.
+    for (const target of ["pool", "pool-baseline"] as const) {
+      const scavenges = report.runs.filter((r) => r.target === target).reduce((sum, r) => sum + (r.gc?.minorCount ?? 0), 0);
+      expect(scavenges).toBeGreaterThan(0);
     }
   });
 
@@ -92,6 +100,8 @@ describe("proxy benchmark against the engine and the pool", () => {
       // Read from /proc for each target's own process: some CPU per call, and less than a second of it.
       expect(row.cpuUsPerCall).toBeGreaterThan(0);
       expect(row.cpuUsPerCall).toBeLessThan(1_000_000);
+      expect(row.gcUsPerCall).toBeGreaterThanOrEqual(0);
+      expect(row.fullGcsPer10k).toBeGreaterThanOrEqual(0);
       if (row.target === "engine") expect(row.addedP50Ms).toBeNull();
       else {
         expect(row.addedP50Ms).toBeTypeOf("number");
