@@ -11,8 +11,8 @@
  * they point at as live. So the state of every call that was in flight at some
  * replacement stayed alive until the next full collection: copied at one scavenge,
  * promoted at the next, filling the old generation. In the pool at 16 connections
- * that was ~8 MB of its 16 MB young generation surviving each scavenge (0.3 MB with
- * this); test/core/releasing-map.test.ts shows the mechanism.
+ * ~8 MB survived each scavenge, 0.3–0.5 MB with this (README, issue 14's ninth pass);
+ * test/core/releasing-map.test.ts shows the mechanism.
  *
  * Here the Map holds a box per entry and deleting the entry empties the box, so a
  * replaced table keeps only empty boxes and keys.
