@@ -124,7 +124,10 @@ export function startReportingProcess<Ready>(
       };
       const timer = setTimeout(() => done(undefined), GC_TOTALS_WAIT_MS);
       child.on("message", onReply);
-      child.send(GC_TOTALS_REQUEST);
+      // A channel that closed meanwhile answers through the callback, not an 'error' event nobody hears.
+      child.send(GC_TOTALS_REQUEST, (error) => {
+        if (error) done(undefined);
+      });
     });
 
   return new Promise((resolve, reject) => {
