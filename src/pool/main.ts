@@ -12,6 +12,7 @@ async function main(): Promise<void> {
   const { values } = parseArgs({ options: { config: { type: "string", short: "c" } }, strict: true });
   const config = await loadPoolConfig({ path: values.config });
   const pool = await startPool(config);
+  pool.metrics.includeProcessMetrics();
   console.log(`agentix pool listening on ${pool.url} with ${config.engines.length} engine(s): ${config.engines.map((e) => `${e.id}=${e.url}`).join(", ")}`);
   const passThrough = config.engines.filter((engine) => engine.model === undefined).map((engine) => engine.id);
   if (config.models === undefined && passThrough.length > 0) {

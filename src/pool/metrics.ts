@@ -1,4 +1,13 @@
-import { Counter, type CounterConfiguration, Gauge, Histogram, type HistogramConfiguration, type LabelValues, Registry } from "prom-client";
+import {
+  collectDefaultMetrics,
+  Counter,
+  type CounterConfiguration,
+  Gauge,
+  Histogram,
+  type HistogramConfiguration,
+  type LabelValues,
+  Registry,
+} from "prom-client";
 import type { KvRetentionHint } from "../protocol/kv-retention.js";
 
 /*
@@ -534,6 +543,17 @@ export class PoolMetrics {
 
   observe(source: PoolStateSource): void {
     this.#source = source;
+  }
+
+  /**
+   * Adds the process's own series (prom-client's defaults: CPU, memory, heap spaces,
+   * event-loop lag, and `nodejs_gc_duration_seconds` by kind of collection), for the
+   * pool that is its process's one (main.ts); a process holding several pools (tests)
+   * does not. What the garbage collector costs the pool is then read in production as
+   * `bench:proxy` reads it (issue 14's ninth pass).
+   */
+  includeProcessMetrics(): void {
+    collectDefaultMetrics({ register: this.registry });
   }
 
   /** The engine's per-call counters, bound once. */
