@@ -8,6 +8,7 @@ import { runInNewContext } from "node:vm";
 import { afterAll, describe, expect, it } from "vitest";
 import { projectRoot } from "../../src/cli/bench/proxy-run.js";
 import { PoolMetrics } from "../../src/pool/metrics.js";
+import { labelValue, parsePrometheusText } from "../../src/pool/prometheus-text.js";
 
 /*
  * The pool process's own series on /metrics (PoolMetrics.includeProcessMetrics): its
@@ -16,10 +17,9 @@ import { PoolMetrics } from "../../src/pool/metrics.js";
 
 const OPERATOR_TOKEN = "process-metrics-operator-token-0123456789";
 
-/** The value of a sample line `name{labels} value` in Prometheus text, or undefined. */
-function sample(text: string, series: string): number | undefined {
-  const line = text.split("\n").find((l) => l.startsWith(`${series} `));
-  return line === undefined ? undefined : Number(line.slice(series.length + 1));
+/** The value of the series `name` (with `kind` when given) in Prometheus text, or undefined. */
+function sample(text: string, name: string, kind?: string): number | undefined {
+  return parsePrometheusText(text).find((s) => s.name === name && labelValue(s, "kind") === kind)?.value;
 }
 
 describe("PoolMetrics.includeProcessMetrics", () => {
@@ -32,7 +32,7 @@ describe("PoolMetrics.includeProcessMetrics", () => {
     // Node hands gc entries to observers after the collection, not within it.
     await new Promise((resolve) => setTimeout(resolve, 50));
     const text = await withProcess.registry.metrics();
-    expect(sample(text, 'nodejs_gc_duration_seconds_count{kind="major"}')).toBeGreaterThanOrEqual(1);
+    expect(sample(text, "nodejs_gc_duration_seconds_count", "major")).toBeGreaterThanOrEqual(1);
     expect(sample(text, "process_cpu_user_seconds_total")).toBeGreaterThan(0);
     expect(text).toContain("nodejs_heap_space_size_used_bytes");
     expect(await bare.registry.metrics()).not.toContain("nodejs_gc_duration_seconds");

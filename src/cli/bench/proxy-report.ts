@@ -1,5 +1,5 @@
 import type { ProxyMode, ProxyTargetName } from "./proxy-options.js";
-import { type GcTotals, gcPauseMs } from "./gc-meter.js";
+import { gcPauseMs } from "./gc-meter.js";
 import { PORTKEY_VERSION } from "./proxy-portkey.js";
 import type { ProxyBenchReport, TargetRun } from "./proxy-run.js";
 import { TARGET_LABELS } from "./proxy-targets.js";
@@ -50,6 +50,22 @@ export interface ProxySummaryRow {
   /** Over every run of this target and mode, warm-up included. */
   failures: FailureCounts;
   failed: boolean;
+}
+
+/**
+ * `scale` × what `valueOf` reads of the measured runs that have it, summed, per completed
+ * response of those runs (a process's CPU ms, its GC); null when no run has it.
+ */
+function perResponse(runs: Iterable<TargetRun>, valueOf: (run: TargetRun) => number | undefined, scale: number): number | null {
+  let sum = 0;
+  let responses = 0;
+  for (const run of runs) {
+    const value = run.phase === "measure" ? valueOf(run) : undefined;
+    if (value === undefined) continue;
+    sum += value;
+    responses += run.figures.responses;
+  }
+  return responses > 0 ? Math.round((scale * sum) / responses) : null;
 }
 
 /** The edge's own cost: (d) edge + pool + engine minus (b) pool + engine. */
@@ -150,15 +166,9 @@ export function summariseProxyReport(report: ProxyBenchReport): { rows: ProxySum
         }
       }
       const failures = failureCounts(own);
-      const timed = own.filter((r) => r.phase === "measure" && r.cpuMs !== undefined);
-      const timedResponses = timed.reduce((sum, r) => sum + r.figures.responses, 0);
-      const cpuUsPerCall = timedResponses > 0 ? Math.round((1000 * timed.reduce((sum, r) => sum + (r.cpuMs ?? 0), 0)) / timedResponses) : null;
-      const metered = own.filter((r) => r.phase === "measure" && r.gc !== undefined);
-      const meteredResponses = metered.reduce((sum, r) => sum + r.figures.responses, 0);
-      const perResponse = (of: (gc: GcTotals) => number, scale: number) =>
-        meteredResponses > 0 ? Math.round((scale * metered.reduce((sum, r) => sum + (r.gc === undefined ? 0 : of(r.gc)), 0)) / meteredResponses) : null;
-      const gcUsPerCall = perResponse(gcPauseMs, 1000);
-      const fullGcsPer10k = perResponse((gc) => gc.majorCount, 10_000);
+      const cpuUsPerCall = perResponse(own, (r) => r.cpuMs, 1000);
+      const gcUsPerCall = perResponse(own, (r) => (r.gc === undefined ? undefined : gcPauseMs(r.gc)), 1000);
+      const fullGcsPer10k = perResponse(own, (r) => r.gc?.majorCount, 10_000);
       rows.push({
         mode,
         target,
