@@ -29,3 +29,11 @@ export function listOf<T extends string>(flag: string, raw: string | undefined, 
   // Canonical order, no duplicates: the report's rows follow it.
   return allowed.filter((name) => items.includes(name));
 }
+
+/** One of `allowed` (`fallback` when unset). */
+export function oneOf<T extends string>(flag: string, raw: string | undefined, allowed: readonly T[], fallback: T): T {
+  if (raw === undefined) return fallback;
+  const value = allowed.find((name) => name === raw);
+  if (value === undefined) throw new Error(`--${flag} takes one of ${allowed.join(", ")}; got "${raw}"`);
+  return value;
+}

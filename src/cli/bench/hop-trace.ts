@@ -4,10 +4,11 @@ import { parseArgs } from "node:util";
 import { POOL_PATHS } from "../../protocol/signing.js";
 import { newProgramId, newTenantId, randomToken } from "../../protocol/ids.js";
 import { loadAverageNow } from "./bench-machine.js";
-import { listOf, positiveInt } from "./flag-values.js";
+import { listOf, oneOf, positiveInt } from "./flag-values.js";
 import { breakDownWindows, formatPhaseBreakdown, type HopWindow } from "./hop-profile.js";
 import { type HopFigures, type HopTarget, runInterleaved, TargetRound } from "./hop-round.js";
 import { startHopTap } from "./hop-tap.js";
+import { type CpuPlan, cpuPlanOf, cpusAllowedOf, cpusOfList, PLACEMENT_HELP, PLACEMENTS, type Placement, pinProcess } from "./placement.js";
 import { CpuProfile } from "./profile-summary.js";
 import { PROXY_MODES, type ProxyMode } from "./proxy-options.js";
 import { median } from "./proxy-report.js";
@@ -56,7 +57,9 @@ export const HOP_TRACE_USAGE = `npm run bench:hop -- [options]   one call's time
   --cpu-profile DIR     run the pool core (b) under node --cpu-prof into DIR and break its
                         in and out windows down by function
   --profile-interval N  the profile's sampling interval, µs (default 25)
-  --top N               rows of each breakdown (default 14)`;
+  --top N               rows of each breakdown (default 14)
+  --placement NAME      where the processes run, the same for every target: ${PLACEMENT_HELP}
+                        (default free)`;
 
 export interface HopTraceOptions {
   targets: HopTargetName[];
@@ -71,6 +74,7 @@ export interface HopTraceOptions {
   cpuProfileDir: string | undefined;
   profileIntervalUs: number;
   top: number;
+  placement: Placement;
 }
 
 export function parseHopTraceArgs(argv: string[], root: string): HopTraceOptions | undefined {
@@ -89,6 +93,7 @@ export function parseHopTraceArgs(argv: string[], root: string): HopTraceOptions
       "cpu-profile": { type: "string" },
       "profile-interval": { type: "string" },
       top: { type: "string" },
+      placement: { type: "string" },
       help: { type: "boolean", short: "h", default: false },
     },
     strict: true,
@@ -111,6 +116,7 @@ export function parseHopTraceArgs(argv: string[], root: string): HopTraceOptions
     cpuProfileDir: values["cpu-profile"] === undefined ? undefined : path.resolve(process.cwd(), values["cpu-profile"]),
     profileIntervalUs: positiveInt("profile-interval", values["profile-interval"], 25, 100_000),
     top: positiveInt("top", values.top, 14, 1000),
+    placement: oneOf("placement", values.placement, PLACEMENTS, "free"),
   };
 }
 
@@ -144,8 +150,11 @@ export async function runHopTrace(options: HopTraceOptions, log: (line: string) 
   const stops: (() => Promise<void>)[] = [];
   const startLoad = loadAverageNow();
   const out: string[] = [];
+  const ownCpus = cpusAllowedOf(process.pid);
+  const cpus = cpuPlanOf(options.placement, cpusOfList(ownCpus));
   try {
-    const engine = await startEngineProcess({ role: "engine" });
+    if (cpus.bench !== undefined) pinProcess(process.pid, cpus.bench);
+    const engine = await startEngineProcess({ role: "engine" }, { ...(cpus.engine === undefined ? {} : { cpus: cpus.engine }) });
     stops.push(engine.stop);
     const targets: Target[] = [];
     for (const name of options.targets) {
@@ -154,7 +163,7 @@ export async function runHopTrace(options: HopTraceOptions, log: (line: string) 
       if (name === "engine") {
         targets.push({ name, url: `${tap.url}${CHAT_PATH}`, tap, prepare: unsigned, pid: engine.pid });
       } else if (name === "node-proxy") {
-        const proxy = await startNodeProxyProcess({ role: "node-proxy", engineUrl: tap.url });
+        const proxy = await startNodeProxyProcess({ role: "node-proxy", engineUrl: tap.url }, { ...(cpus.proxy === undefined ? {} : { cpus: cpus.proxy }) });
         stops.push(proxy.stop);
         targets.push({ name, url: `${proxy.ready.url}${CHAT_PATH}`, tap, prepare: unsigned, pid: proxy.pid });
       } else {
@@ -164,6 +173,7 @@ export async function runHopTrace(options: HopTraceOptions, log: (line: string) 
           { role: "pool", engineUrl: tap.url, signingKey, engineInFlight: 16, timestampWindowMs: 600_000, replayCapacity: 2_000_000 },
           {
             sourceTree: name === "pool" ? options.poolTree : options.baselinePoolTree,
+            ...(cpus.proxy === undefined ? {} : { cpus: cpus.proxy }),
             ...(profiled ? { cpuProfileDir: options.cpuProfileDir, cpuProfileIntervalUs: options.profileIntervalUs } : {}),
           },
         );
@@ -207,7 +217,7 @@ export async function runHopTrace(options: HopTraceOptions, log: (line: string) 
         log(`round ${round + 1}/${options.rounds} ${mode}: done (load ${loadAverageNow()})`);
       }
     }
-    out.push(formatHopTable(blocks, options), "", `1-min load average ${startLoad} → ${loadAverageNow()}`);
+    out.push(formatHopTable(blocks, options), "", `placement: ${placementLine(options.placement, cpus)}; 1-min load average ${startLoad} → ${loadAverageNow()}`);
 
     const profiled = targets.find((target) => target.name === "pool" && target.pid !== undefined);
     if (options.cpuProfileDir !== undefined && profiled?.pid !== undefined) {
@@ -225,7 +235,13 @@ export async function runHopTrace(options: HopTraceOptions, log: (line: string) 
     return out.join("\n");
   } finally {
     for (const stop of stops.reverse()) await stop().catch(() => undefined);
+    if (cpus.bench !== undefined) pinProcess(process.pid, ownCpus);
   }
+}
+
+function placementLine(placement: Placement, plan: CpuPlan): string {
+  if (plan.bench === undefined) return "free (the kernel places every process)";
+  return `${placement} (client and taps on CPU ${plan.bench}, engine on CPU ${plan.engine}, proxy on CPU ${plan.proxy})`;
 }
 
 /** Medians over rounds; "+" columns: the median of each round's difference from the engine direct in that round. */

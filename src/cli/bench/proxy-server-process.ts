@@ -6,6 +6,7 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 import type { z } from "zod";
 import { POOL_NODE_FLAGS } from "../../pool/node-flags.js";
 import { GC_TOTALS_REQUEST, type GcTotals } from "./gc-meter.js";
+import { commandOnCpus } from "./placement.js";
 import {
   ChildMessage,
   GcTotalsReply,
@@ -76,6 +77,8 @@ export interface StartProcessOptions {
   cpuProfileIntervalUs?: number;
   /** Another checkout whose proxy-server-child.ts (and so its src/) runs instead of this one's. */
   sourceTree?: string;
+  /** The CPUs the child may run on (taskset's list, placement.ts); default: wherever the kernel puts it. */
+  cpus?: string;
 }
 
 /** Spawns a child with the given script and args and an IPC channel; resolves on its ready message. */
@@ -84,7 +87,8 @@ export function startReportingProcess<Ready>(
   readySchema: z.ZodType<Ready>,
   options: StartProcessOptions = {},
 ): Promise<ServerProcess<Ready>> {
-  const child = spawn(process.execPath, command.args, { stdio: ["ignore", "pipe", "pipe", "ipc"] });
+  const started = commandOnCpus(options.cpus, process.execPath, command.args);
+  const child = spawn(started.command, started.args, { stdio: ["ignore", "pipe", "pipe", "ipc"] });
   const pid = child.pid;
   const output = tailOf(child, options.onOutput);
   const exited = new Promise<void>((resolve) => {

@@ -1,0 +1,74 @@
+import { execFileSync } from "node:child_process";
+import { readFileSync } from "node:fs";
+
+/*
+ * Which CPUs a hop benchmark's processes may run on. On this 2-vCPU VM a call at one
+ * connection crosses processes four or six times, and where the kernel puts each
+ * process decides what a crossing costs: a wake on the waker's own CPU is a switch of a
+ * few µs; a wake on the other vCPU, halted while idle, is an interrupt to the host and
+ * back, ~25-40 µs (perf sched timehist, README "tenth pass"). Left free, the kernel's
+ * load balancing gave a busy pool a vCPU of its own and let the bare node proxy share
+ * the client's, so the two hops were not measured alike. A placement pins every
+ * process the same way for every target, with taskset (util-linux): its children are
+ * started under `taskset -c`, and the benchmark pins its own threads (the client and
+ * the taps) and gives them back their CPUs when it is done.
+ */
+
+export const PLACEMENTS = ["free", "proxy-alone", "engine-alone", "one-cpu"] as const;
+export type Placement = (typeof PLACEMENTS)[number];
+
+/** CPU lists (taskset's syntax) per part of the benchmark; a part left out runs where the kernel puts it. */
+export interface CpuPlan {
+  /** The benchmark's own process: the client and the taps. */
+  bench?: string;
+  engine?: string;
+  /** The target between the client and the engine: the node proxy or a pool core. */
+  proxy?: string;
+}
+
+export const PLACEMENT_HELP = `free (the kernel places every process), proxy-alone (the proxy on a CPU
+                        of its own; the client, taps and engine on another), engine-alone (the engine on
+                        a CPU of its own; the client, taps and proxy on another), one-cpu (all on one)`;
+
+/** The CPUs of a taskset-style list ("0-1,4" → [0, 1, 4]). */
+export function cpusOfList(list: string): number[] {
+  const cpus: number[] = [];
+  for (const part of list.split(",")) {
+    const [first, last = first] = part.split("-").map(Number);
+    if (first === undefined || last === undefined || !Number.isInteger(first) || !Number.isInteger(last) || first > last) throw new Error(`not a CPU list: "${list}"`);
+    for (let cpu = first; cpu <= last; cpu++) cpus.push(cpu);
+  }
+  return cpus;
+}
+
+/**
+ * The CPUs each part gets under `placement`, from the CPUs the benchmark may use (its
+ * own Cpus_allowed_list, read before it pins itself): the first, and for a placement
+ * that splits the parts, the second.
+ */
+export function cpuPlanOf(placement: Placement, allowed: readonly number[]): CpuPlan {
+  if (placement === "free") return {};
+  const [first, second] = allowed.map(String);
+  if (first === undefined) throw new Error("no CPU to run on");
+  if (placement === "one-cpu") return { bench: first, engine: first, proxy: first };
+  if (second === undefined) throw new Error(`--placement ${placement} needs two CPUs; this process may use ${allowed.length}`);
+  return placement === "proxy-alone" ? { bench: first, engine: first, proxy: second } : { bench: first, engine: second, proxy: first };
+}
+
+/** The CPUs a process may run on, from /proc (Linux): its Cpus_allowed_list, e.g. "0-1". */
+export function cpusAllowedOf(pid: number): string {
+  const status = readFileSync(`/proc/${pid}/status`, "utf8");
+  const line = /^Cpus_allowed_list:\s*(\S+)$/m.exec(status);
+  if (line?.[1] === undefined) throw new Error(`/proc/${pid}/status has no Cpus_allowed_list`);
+  return line[1];
+}
+
+/** Pins every thread of `pid` to `cpus` (threads started later inherit it). */
+export function pinProcess(pid: number, cpus: string): void {
+  execFileSync("taskset", ["-a", "-p", "-c", cpus, String(pid)], { stdio: "ignore" });
+}
+
+/** The command that starts `command` on `cpus` only: taskset execs it, so the child's pid is the command's. */
+export function commandOnCpus(cpus: string | undefined, command: string, args: readonly string[]): { command: string; args: string[] } {
+  return cpus === undefined ? { command, args: [...args] } : { command: "taskset", args: ["-c", cpus, command, ...args] };
+}

@@ -1,0 +1,90 @@
+import { readdirSync, readFileSync } from "node:fs";
+import { availableParallelism } from "node:os";
+import { describe, expect, it } from "vitest";
+import { parseHopTraceArgs, runHopTrace } from "../../../src/cli/bench/hop-trace.js";
+import { commandOnCpus, cpuPlanOf, cpusAllowedOf, cpusOfList } from "../../../src/cli/bench/placement.js";
+import { startEngineProcess } from "../../../src/cli/bench/proxy-server-process.js";
+import { projectRoot } from "../../../src/cli/bench/proxy-run.js";
+
+/*
+ * bench:hop's --placement: the CPUs each process may use, read back from /proc while
+ * it runs (every thread of a child, the benchmark's own process), and the benchmark's
+ * own CPUs given back afterwards.
+ */
+
+/** Each thread's Cpus_allowed_list of `pid`. */
+const threadCpus = (pid: number): string[] =>
+  readdirSync(`/proc/${pid}/task`).map((tid) => /^Cpus_allowed_list:\s*(\S+)$/m.exec(readFileSync(`/proc/${pid}/task/${tid}/status`, "utf8"))?.[1] ?? "?");
+
+/** This process's benchmark children (proxy-server-child.ts) by role, with their threads' CPUs. */
+function childrenCpus(): Record<string, string[]> {
+  const found: Record<string, string[]> = {};
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
+      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+      const cmdline = readFileSync(`/proc/${entry}/cmdline`, "utf8");
+      const role = /"role":"([a-z-]+)"/.exec(cmdline)?.[1];
+      if (ppid === process.pid && cmdline.includes("proxy-server-child") && role !== undefined) found[role] = [...new Set(threadCpus(Number(entry)))];
+    } catch {
+      // A process that ended while being read.
+    }
+  }
+  return found;
+}
+
+describe("cpuPlanOf", () => {
+  it("gives every part the same CPUs whatever the target, and none under free", () => {
+    expect(cpuPlanOf("free", [0, 1])).toEqual({});
+    expect(cpuPlanOf("proxy-alone", [0, 1])).toEqual({ bench: "0", engine: "0", proxy: "1" });
+    expect(cpuPlanOf("engine-alone", [2, 5])).toEqual({ bench: "2", engine: "5", proxy: "2" });
+    expect(cpuPlanOf("one-cpu", [3])).toEqual({ bench: "3", engine: "3", proxy: "3" });
+    expect(() => cpuPlanOf("proxy-alone", [0])).toThrow("needs two CPUs");
+  });
+
+  it("reads a CPU list as taskset and /proc write it", () => {
+    expect(cpusOfList("0-1")).toEqual([0, 1]);
+    expect(cpusOfList("0,2-4,7")).toEqual([0, 2, 3, 4, 7]);
+    expect(() => cpusOfList("1-0")).toThrow("not a CPU list");
+    expect(() => cpusOfList("a")).toThrow("not a CPU list");
+  });
+
+  it("starts a command under taskset only when it has CPUs", () => {
+    expect(commandOnCpus(undefined, "node", ["a.js"])).toEqual({ command: "node", args: ["a.js"] });
+    expect(commandOnCpus("1", "node", ["a.js"])).toEqual({ command: "taskset", args: ["-c", "1", "node", "a.js"] });
+  });
+});
+
+describe.skipIf(availableParallelism() < 2)("placement on this machine", () => {
+  it("starts a server process with every thread on the CPUs it was given", { timeout: 30_000 }, async () => {
+    const engine = await startEngineProcess({ role: "engine" }, { cpus: "1" });
+    try {
+      expect(cpusAllowedOf(engine.pid)).toBe("1");
+      const threads = threadCpus(engine.pid);
+      expect(threads.length).toBeGreaterThan(1);
+      expect(new Set(threads)).toEqual(new Set(["1"]));
+    } finally {
+      await engine.stop();
+    }
+  });
+
+  it("runs bench:hop's processes where --placement puts them, then gives the benchmark its CPUs back", { timeout: 60_000 }, async () => {
+    const before = cpusAllowedOf(process.pid);
+    expect(before).toBe("0-1");
+    const options = parseHopTraceArgs(["--placement", "proxy-alone", "--targets", "engine,node-proxy", "--modes", "non-streaming", "--calls", "20", "--rounds", "1", "--warmup", "2"], projectRoot);
+    if (options === undefined) throw new Error("no options");
+    const during: { own: string; children: Record<string, string[]> }[] = [];
+    const report = await runHopTrace(options, (line) => {
+      if (line.includes("warmed up")) during.push({ own: cpusAllowedOf(process.pid), children: childrenCpus() });
+    });
+    expect(during).toEqual([{ own: "0", children: { engine: ["0"], "node-proxy": ["1"] } }]);
+    expect(report).toContain("placement: proxy-alone (client and taps on CPU 0, engine on CPU 0, proxy on CPU 1)");
+    expect(report).toMatch(/^non-streaming\s+\(n\) node proxy/m);
+    expect(cpusAllowedOf(process.pid)).toBe(before);
+  });
+
+  it("refuses a placement it does not know before starting anything", () => {
+    expect(() => parseHopTraceArgs(["--placement", "pool-alone"], projectRoot)).toThrow('--placement takes one of free, proxy-alone, engine-alone, one-cpu; got "pool-alone"');
+  });
+});
