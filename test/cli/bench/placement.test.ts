@@ -39,7 +39,6 @@ describe("cpuPlanOf", () => {
     expect(cpuPlanOf("free", [0, 1])).toEqual({});
     expect(cpuPlanOf("proxy-alone", [0, 1])).toEqual({ bench: "0", engine: "0", proxy: "1" });
     expect(cpuPlanOf("engine-alone", [2, 5])).toEqual({ bench: "2", engine: "5", proxy: "2" });
-    expect(cpuPlanOf("client-alone", [0, 1])).toEqual({ bench: "0", engine: "1", proxy: "1" });
     expect(cpuPlanOf("one-cpu", [3])).toEqual({ bench: "3", engine: "3", proxy: "3" });
     expect(() => cpuPlanOf("proxy-alone", [0])).toThrow("needs two CPUs");
   });
@@ -86,6 +85,6 @@ describe.skipIf(availableParallelism() < 2)("placement on this machine", () => {
   });
 
   it("refuses a placement it does not know before starting anything", () => {
-    expect(() => parseHopTraceArgs(["--placement", "pool-alone"], projectRoot)).toThrow('--placement takes one of free, proxy-alone, engine-alone, client-alone, one-cpu; got "pool-alone"');
+    expect(() => parseHopTraceArgs(["--placement", "pool-alone"], projectRoot)).toThrow('--placement takes one of free, proxy-alone, engine-alone, one-cpu; got "pool-alone"');
   });
 });
