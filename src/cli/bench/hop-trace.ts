@@ -152,8 +152,12 @@ export async function runHopTrace(options: HopTraceOptions, log: (line: string) 
   const out: string[] = [];
   const ownCpus = cpusAllowedOf(process.pid);
   const cpus = cpuPlanOf(options.placement, cpusOfList(ownCpus));
+  let pinned = false;
   try {
-    if (cpus.bench !== undefined) pinProcess(process.pid, cpus.bench);
+    if (cpus.bench !== undefined) {
+      pinProcess(process.pid, cpus.bench);
+      pinned = true;
+    }
     const engine = await startEngineProcess({ role: "engine" }, { ...(cpus.engine === undefined ? {} : { cpus: cpus.engine }) });
     stops.push(engine.stop);
     const targets: Target[] = [];
@@ -235,7 +239,7 @@ export async function runHopTrace(options: HopTraceOptions, log: (line: string) 
     return out.join("\n");
   } finally {
     for (const stop of stops.reverse()) await stop().catch(() => undefined);
-    if (cpus.bench !== undefined) pinProcess(process.pid, ownCpus);
+    if (pinned) pinProcess(process.pid, ownCpus);
   }
 }
 

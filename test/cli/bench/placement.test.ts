@@ -58,12 +58,13 @@ describe("cpuPlanOf", () => {
 
 describe.skipIf(availableParallelism() < 2)("placement on this machine", () => {
   it("starts a server process with every thread on the CPUs it was given", { timeout: 30_000 }, async () => {
-    const engine = await startEngineProcess({ role: "engine" }, { cpus: "1" });
+    const cpu = String(cpusOfList(cpusAllowedOf(process.pid))[1]);
+    const engine = await startEngineProcess({ role: "engine" }, { cpus: cpu });
     try {
-      expect(cpusAllowedOf(engine.pid)).toBe("1");
+      expect(cpusAllowedOf(engine.pid)).toBe(cpu);
       const threads = threadCpus(engine.pid);
       expect(threads.length).toBeGreaterThan(1);
-      expect(new Set(threads)).toEqual(new Set(["1"]));
+      expect(new Set(threads)).toEqual(new Set([cpu]));
     } finally {
       await engine.stop();
     }
@@ -71,15 +72,16 @@ describe.skipIf(availableParallelism() < 2)("placement on this machine", () => {
 
   it("runs bench:hop's processes where --placement puts them, then gives the benchmark its CPUs back", { timeout: 60_000 }, async () => {
     const before = cpusAllowedOf(process.pid);
-    expect(before).toBe("0-1");
+    const plan = cpuPlanOf("proxy-alone", cpusOfList(before));
     const options = parseHopTraceArgs(["--placement", "proxy-alone", "--targets", "engine,node-proxy", "--modes", "non-streaming", "--calls", "20", "--rounds", "1", "--warmup", "2"], projectRoot);
     if (options === undefined) throw new Error("no options");
     const during: { own: string; children: Record<string, string[]> }[] = [];
     const report = await runHopTrace(options, (line) => {
       if (line.includes("warmed up")) during.push({ own: cpusAllowedOf(process.pid), children: childrenCpus() });
     });
-    expect(during).toEqual([{ own: "0", children: { engine: ["0"], "node-proxy": ["1"] } }]);
-    expect(report).toContain("placement: proxy-alone (client and taps on CPU 0, engine on CPU 0, proxy on CPU 1)");
+    expect(during).toEqual([{ own: plan.bench, children: { engine: [plan.engine], "node-proxy": [plan.proxy] } }]);
+    expect(plan.proxy).not.toBe(plan.engine);
+    expect(report).toContain(`placement: proxy-alone (client and taps on CPU ${plan.bench}, engine on CPU ${plan.engine}, proxy on CPU ${plan.proxy})`);
     expect(report).toMatch(/^non-streaming\s+\(n\) node proxy/m);
     expect(cpusAllowedOf(process.pid)).toBe(before);
   });
