@@ -8,7 +8,7 @@ import { listOf, oneOf, positiveInt } from "./flag-values.js";
 import { breakDownWindows, formatPhaseBreakdown, type HopWindow } from "./hop-profile.js";
 import { type HopFigures, type HopTarget, runInterleaved, TargetRound } from "./hop-round.js";
 import { startHopTap } from "./hop-tap.js";
-import { type CpuPlan, cpuPlanOf, cpusAllowedOf, cpusOfList, PLACEMENT_HELP, PLACEMENTS, type Placement, pinProcess } from "./placement.js";
+import { type CpuPlan, PLACEMENT_HELP, PLACEMENTS, type Placement, placementLine, underPlacement } from "./placement.js";
 import { CpuProfile } from "./profile-summary.js";
 import { PROXY_MODES, type ProxyMode } from "./proxy-options.js";
 import { median } from "./proxy-report.js";
@@ -146,19 +146,16 @@ async function profileOf(dir: string, pid: number): Promise<CpuProfile> {
   return CpuProfile.parse(JSON.parse(await readFile(path.join(dir, file), "utf8")));
 }
 
-export async function runHopTrace(options: HopTraceOptions, log: (line: string) => void): Promise<string> {
+export function runHopTrace(options: HopTraceOptions, log: (line: string) => void): Promise<string> {
+  return underPlacement(options.placement, (cpus) => traceHops(options, cpus, log));
+}
+
+async function traceHops(options: HopTraceOptions, cpus: CpuPlan, log: (line: string) => void): Promise<string> {
   const stops: (() => Promise<void>)[] = [];
   const startLoad = loadAverageNow();
   const out: string[] = [];
-  const ownCpus = cpusAllowedOf(process.pid);
-  const cpus = cpuPlanOf(options.placement, cpusOfList(ownCpus));
-  let pinned = false;
   try {
-    if (cpus.bench !== undefined) {
-      pinProcess(process.pid, cpus.bench);
-      pinned = true;
-    }
-    const engine = await startEngineProcess({ role: "engine" }, { ...(cpus.engine === undefined ? {} : { cpus: cpus.engine }) });
+    const engine = await startEngineProcess({ role: "engine" }, { cpus: cpus.engine });
     stops.push(engine.stop);
     const targets: Target[] = [];
     for (const name of options.targets) {
@@ -167,7 +164,7 @@ export async function runHopTrace(options: HopTraceOptions, log: (line: string) 
       if (name === "engine") {
         targets.push({ name, url: `${tap.url}${CHAT_PATH}`, tap, prepare: unsigned, pid: engine.pid });
       } else if (name === "node-proxy") {
-        const proxy = await startNodeProxyProcess({ role: "node-proxy", engineUrl: tap.url }, { ...(cpus.proxy === undefined ? {} : { cpus: cpus.proxy }) });
+        const proxy = await startNodeProxyProcess({ role: "node-proxy", engineUrl: tap.url }, { cpus: cpus.proxy });
         stops.push(proxy.stop);
         targets.push({ name, url: `${proxy.ready.url}${CHAT_PATH}`, tap, prepare: unsigned, pid: proxy.pid });
       } else {
@@ -177,7 +174,7 @@ export async function runHopTrace(options: HopTraceOptions, log: (line: string) 
           { role: "pool", engineUrl: tap.url, signingKey, engineInFlight: 16, timestampWindowMs: 600_000, replayCapacity: 2_000_000 },
           {
             sourceTree: name === "pool" ? options.poolTree : options.baselinePoolTree,
-            ...(cpus.proxy === undefined ? {} : { cpus: cpus.proxy }),
+            cpus: cpus.proxy,
             ...(profiled ? { cpuProfileDir: options.cpuProfileDir, cpuProfileIntervalUs: options.profileIntervalUs } : {}),
           },
         );
@@ -239,13 +236,7 @@ export async function runHopTrace(options: HopTraceOptions, log: (line: string) 
     return out.join("\n");
   } finally {
     for (const stop of stops.reverse()) await stop().catch(() => undefined);
-    if (pinned) pinProcess(process.pid, ownCpus);
   }
-}
-
-function placementLine(placement: Placement, plan: CpuPlan): string {
-  if (plan.bench === undefined) return "free (the kernel places every process)";
-  return `${placement} (client and taps on CPU ${plan.bench}, engine on CPU ${plan.engine}, proxy on CPU ${plan.proxy})`;
 }
 
 /** Medians over rounds; "+" columns: the median of each round's difference from the engine direct in that round. */

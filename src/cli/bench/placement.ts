@@ -2,7 +2,7 @@ import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 
 /*
- * Which CPUs a hop benchmark's processes may run on. On this 2-vCPU VM a call at one
+ * Which CPUs a proxy benchmark's processes may run on (bench:hop, bench:proxy). On this 2-vCPU VM a call at one
  * connection crosses processes four or six times, and where the kernel puts each
  * process decides what a crossing costs: a wake on the waker's own CPU is a switch of a
  * few µs; a wake on the other vCPU, halted while idle, is an interrupt to the host and
@@ -10,12 +10,12 @@ import { readFileSync } from "node:fs";
  * load balancing gave a busy pool a vCPU of its own and let the bare node proxy share
  * the client's, so the two hops were not measured alike. A placement pins every
  * process the same way for every target, with taskset (util-linux): its children are
- * started under `taskset -c`, and the benchmark pins its own threads (the client and
- * the taps) and gives them back their CPUs when it is done.
+ * started under `taskset -c`, and the benchmark pins its own threads (the client, and
+ * bench:hop's taps) and gives them back their CPUs when it is done.
  *
  * No placement parts the client from the engine with the proxy beside the engine (the
- * pool core sharing a GPU host's CPUs with the engine's server): the taps live in the
- * client's process, so there a proxy's path would cross between CPUs three times each
+ * pool core sharing a GPU host's CPUs with the engine's server): bench:hop's taps live in
+ * the client's process, so there a proxy's path would cross between CPUs three times each
  * way instead of once (measured: the bare node proxy +0.41 ms).
  */
 
@@ -76,4 +76,27 @@ export function pinProcess(pid: number, cpus: string): void {
 /** The command that starts `command` on `cpus` only: taskset execs it, so the child's pid is the command's. */
 export function commandOnCpus(cpus: string | undefined, command: string, args: readonly string[]): { command: string; args: string[] } {
   return cpus === undefined ? { command, args: [...args] } : { command: "taskset", args: ["-c", cpus, command, ...args] };
+}
+
+/** The placement as a report names it. */
+export function placementLine(placement: Placement, plan: CpuPlan): string {
+  if (plan.bench === undefined) return "free (the kernel places every process)";
+  return `${placement} (client on CPU ${plan.bench}, engine on CPU ${plan.engine}, proxy on CPU ${plan.proxy})`;
+}
+
+/**
+ * Runs `work` with this process pinned where `placement` puts the client, handing it
+ * the plan for the processes it starts; this process gets its own CPUs back after, even
+ * when `work` fails.
+ */
+export async function underPlacement<T>(placement: Placement, work: (plan: CpuPlan) => Promise<T>): Promise<T> {
+  const own = cpusAllowedOf(process.pid);
+  const plan = cpuPlanOf(placement, cpusOfList(own));
+  if (plan.bench === undefined) return work(plan);
+  pinProcess(process.pid, plan.bench);
+  try {
+    return await work(plan);
+  } finally {
+    pinProcess(process.pid, own);
+  }
 }

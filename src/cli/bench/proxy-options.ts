@@ -1,6 +1,7 @@
 import path from "node:path";
 import { parseArgs } from "node:util";
-import { listOf, positiveInt, positiveNumber } from "./flag-values.js";
+import { listOf, oneOf, positiveInt, positiveNumber } from "./flag-values.js";
+import { PLACEMENT_HELP, PLACEMENTS, type Placement } from "./placement.js";
 import { sourceTreeOf } from "./source-tree.js";
 
 /*
@@ -40,6 +41,8 @@ export interface ProxyBenchOptions {
   baselinePoolTree?: string | undefined;
   /** The checkout whose pool core is (b); undefined: this one. */
   poolTree?: string | undefined;
+  /** Where the load generator and the servers run (placement.ts). */
+  placement: Placement;
 }
 
 export const PROXY_BENCH_USAGE = `agentix bench proxy [options]   proxy overhead: engine direct vs pool vs Portkey vs edge
@@ -64,7 +67,10 @@ simulated engine directly and through each proxy, at a few concurrency levels.
                        rounds: a before/after in one run
   --pool-tree DIR|REV  run (b) from that checkout or revision instead of this one
   --cpu-profile DIR    write the pool core's V8 CPU profile (.cpuprofile, for Chrome DevTools
-                       or speedscope) into DIR when it stops`;
+                       or speedscope) into DIR when it stops
+  --placement NAME     where the processes run, the same for every target (the engine's CPU, the
+                       proxies' CPU, the load generator's): ${PLACEMENT_HELP}
+                       (default free)`;
 
 /** Parses the flags; throws with a clear message on any bad value. Returns undefined for --help. */
 export function parseProxyBenchArgs(argv: string[], root: string): ProxyBenchOptions | undefined {
@@ -84,6 +90,7 @@ export function parseProxyBenchArgs(argv: string[], root: string): ProxyBenchOpt
       "cpu-profile": { type: "string" },
       "baseline-pool": { type: "string" },
       "pool-tree": { type: "string" },
+      placement: { type: "string" },
       help: { type: "boolean", short: "h", default: false },
     },
     strict: true,
@@ -111,5 +118,6 @@ export function parseProxyBenchArgs(argv: string[], root: string): ProxyBenchOpt
     cpuProfileDir: values["cpu-profile"] === undefined ? undefined : path.resolve(root, values["cpu-profile"]),
     baselinePoolTree: values["baseline-pool"] === undefined ? undefined : sourceTreeOf(values["baseline-pool"], root),
     poolTree: values["pool-tree"] === undefined ? undefined : sourceTreeOf(values["pool-tree"], root),
+    placement: oneOf("placement", values.placement, PLACEMENTS, "free"),
   };
 }

@@ -4,6 +4,7 @@ import { createRequire } from "node:module";
 import path from "node:path";
 import { waitForHttp } from "../http-wait.js";
 import { freePort } from "../free-port.js";
+import { commandOnCpus } from "./placement.js";
 
 /*
  * Portkey's open-source AI gateway (@portkey-ai/gateway, a dev dependency) as a
@@ -49,11 +50,10 @@ export interface PortkeyGateway {
   stop(): Promise<void>;
 }
 
-export async function startPortkeyGateway(options: { signal?: AbortSignal } = {}): Promise<PortkeyGateway> {
+export async function startPortkeyGateway(options: { signal?: AbortSignal; cpus?: string | undefined } = {}): Promise<PortkeyGateway> {
   const port = await freePort();
-  const child = spawn(process.execPath, ["--import", preloadUrl, startScript, `--port=${port}`, "--headless"], {
-    stdio: ["ignore", "pipe", "pipe"],
-  });
+  const started = commandOnCpus(options.cpus, process.execPath, ["--import", preloadUrl, startScript, `--port=${port}`, "--headless"]);
+  const child = spawn(started.command, started.args, { stdio: ["ignore", "pipe", "pipe"] });
   const pid = child.pid;
   if (pid === undefined) throw new Error("could not start the Portkey gateway");
   let output = "";

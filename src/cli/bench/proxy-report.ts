@@ -3,6 +3,7 @@ import { gcPauseMs } from "./gc-meter.js";
 import { PORTKEY_VERSION } from "./proxy-portkey.js";
 import type { ProxyBenchReport, TargetRun } from "./proxy-run.js";
 import { TARGET_LABELS } from "./proxy-targets.js";
+import { placementLine } from "./placement.js";
 
 /*
  * From raw runs to the figures people read: per target and mode, throughput and
@@ -272,6 +273,7 @@ export function proxyReportHeader(report: ProxyBenchReport): string {
     `Agentix proxy overhead benchmark — ${report.startedAt}`,
     `Machine: ${cores} CPU cores (${report.machine.cpuModel}), Node ${report.machine.node}, ${report.machine.platform};`,
     `1-min load average ${report.machine.loadAverage.start} at start, ${report.machine.loadAverage.end} at the end.`,
+    `Placement: ${placementLine(o.placement, report.cpus)} (--placement).`,
     `Engine: simulated vLLM (${report.model}), zero model time: latency is HTTP, relay and proxy work only.`,
     `Request: chat completion, max_tokens ${o.maxTokens}, ignore_eos (streaming: ${o.maxTokens} text chunks + a usage chunk). Every`,
     `response is checked (2xx, complete body, ${o.maxTokens} completion tokens); anything else is counted as an error.`,

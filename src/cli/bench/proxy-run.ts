@@ -9,6 +9,7 @@ import { type LoadFigures, runLoad } from "./proxy-load.js";
 import { processCpuMs } from "./relay-cpu.js";
 import { type GcTotals, gcTotalsBetween } from "./gc-meter.js";
 import type { ProxyBenchOptions, ProxyMode, ProxyTargetName } from "./proxy-options.js";
+import { type CpuPlan, underPlacement } from "./placement.js";
 import { startPortkeyGateway } from "./proxy-portkey.js";
 import { type ProbeOutcome, probeTarget, referenceCompletion } from "./proxy-probe.js";
 import { freePort } from "../free-port.js";
@@ -47,6 +48,8 @@ export interface ProxyBenchReport {
   finishedAt: string;
   machine: BenchMachine;
   options: Omit<ProxyBenchOptions, "output">;
+  /** The CPUs the load generator (bench), the engine and the proxies were pinned to; empty under the free placement. */
+  cpus: CpuPlan;
   model: string;
   /** Where the edge stack kept its local D1 / Durable Objects (when it ran). */
   edgeStateBase: string | null;
@@ -108,7 +111,11 @@ async function liftEdgeLimits(stack: EdgeStackReady, log: (line: string) => void
   if (!res.ok) log(`warning: could not lift the dev tenant's limits (${res.status} ${text.slice(0, 200)}); 429s would fail the run`);
 }
 
-export async function measureProxyOverhead(options: ProxyBenchOptions, hooks: MeasureHooks = {}): Promise<ProxyBenchReport> {
+export function measureProxyOverhead(options: ProxyBenchOptions, hooks: MeasureHooks = {}): Promise<ProxyBenchReport> {
+  return underPlacement(options.placement, (cpus) => measurePlaced(options, hooks, cpus));
+}
+
+async function measurePlaced(options: ProxyBenchOptions, hooks: MeasureHooks, cpus: CpuPlan): Promise<ProxyBenchReport> {
   const log = hooks.log ?? (() => {});
   const signal = hooks.signal;
   const startedAt = new Date();
@@ -122,12 +129,12 @@ export async function measureProxyOverhead(options: ProxyBenchOptions, hooks: Me
 
   try {
     log("starting the simulated engine (zero model time)");
-    const engine = await startEngineProcess({ role: "engine" }, { signal });
+    const engine = await startEngineProcess({ role: "engine" }, { signal, cpus: cpus.engine });
     stops.push({ name: "engine", stop: engine.stop });
     if (want("engine")) targets.push({ ...engineTarget(engine.ready), cpuPid: engine.pid, gcTotals: engine.gcTotals });
 
     if (want("node-proxy")) {
-      const proxy = await startNodeProxyProcess({ role: "node-proxy", engineUrl: engine.ready.url }, { signal });
+      const proxy = await startNodeProxyProcess({ role: "node-proxy", engineUrl: engine.ready.url }, { signal, cpus: cpus.proxy });
       stops.push({ name: "node proxy", stop: proxy.stop });
       targets.push({ ...nodeProxyTarget(proxy.ready, engine.ready.url), cpuPid: proxy.pid, gcTotals: proxy.gcTotals });
       log(`minimal node proxy: ${proxy.ready.url}`);
@@ -145,7 +152,7 @@ export async function measureProxyOverhead(options: ProxyBenchOptions, hooks: Me
           timestampWindowMs: 30_000 + Math.ceil(options.durationSeconds * 2_000),
           replayCapacity: 2_000_000,
         },
-        { signal, cpuProfileDir: name === "pool" ? options.cpuProfileDir : undefined, sourceTree },
+        { signal, cpuProfileDir: name === "pool" ? options.cpuProfileDir : undefined, sourceTree, cpus: cpus.proxy },
       );
       stops.push({ name, stop: pool.stop });
       targets.push({ ...poolTarget(pool.ready, engine.ready.url, signingKey, name), cpuPid: pool.pid, gcTotals: pool.gcTotals });
@@ -155,7 +162,7 @@ export async function measureProxyOverhead(options: ProxyBenchOptions, hooks: Me
     if (want("pool")) await startPoolTarget("pool", options.poolTree);
 
     if (want("portkey")) {
-      const gateway = await startPortkeyGateway({ signal });
+      const gateway = await startPortkeyGateway({ signal, cpus: cpus.proxy });
       stops.push({ name: "portkey", stop: gateway.stop });
       targets.push({ ...portkeyTarget(gateway, engine.ready.url), cpuPid: gateway.pid });
       log(`Portkey gateway: ${gateway.url}`);
@@ -177,7 +184,7 @@ export async function measureProxyOverhead(options: ProxyBenchOptions, hooks: Me
       });
       const stack = await startEdgeStackProcess(
         { role: "edge-stack", root: projectRoot, stateDir, edgePort: await freePort(), engineInFlight: options.engineInFlight },
-        { signal },
+        { signal, cpus: cpus.proxy },
       );
       stops.push({ name: "edge stack", stop: stack.stop });
       await liftEdgeLimits(stack.ready, log);
@@ -268,6 +275,7 @@ export async function measureProxyOverhead(options: ProxyBenchOptions, hooks: Me
       finishedAt: new Date().toISOString(),
       machine: benchMachine(startLoad),
       options: recorded,
+      cpus,
       model: engine.ready.model,
       edgeStateBase: edgeStateDirBase,
       targets: targets.map(({ name, label, description }) => ({ name, label, description })),

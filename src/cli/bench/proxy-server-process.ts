@@ -78,7 +78,7 @@ export interface StartProcessOptions {
   /** Another checkout whose proxy-server-child.ts (and so its src/) runs instead of this one's. */
   sourceTree?: string;
   /** The CPUs the child may run on (taskset's list, placement.ts); default: wherever the kernel puts it. */
-  cpus?: string;
+  cpus?: string | undefined;
 }
 
 /** Spawns a child with the given script and args and an IPC channel; resolves on its ready message. */

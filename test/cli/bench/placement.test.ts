@@ -4,12 +4,14 @@ import { describe, expect, it } from "vitest";
 import { parseHopTraceArgs, runHopTrace } from "../../../src/cli/bench/hop-trace.js";
 import { commandOnCpus, cpuPlanOf, cpusAllowedOf, cpusOfList } from "../../../src/cli/bench/placement.js";
 import { startEngineProcess } from "../../../src/cli/bench/proxy-server-process.js";
-import { projectRoot } from "../../../src/cli/bench/proxy-run.js";
+import { parseProxyBenchArgs } from "../../../src/cli/bench/proxy-options.js";
+import { proxyReportHeader, summariseProxyReport } from "../../../src/cli/bench/proxy-report.js";
+import { measureProxyOverhead, projectRoot } from "../../../src/cli/bench/proxy-run.js";
 
 /*
- * bench:hop's --placement: the CPUs each process may use, read back from /proc while
- * it runs (every thread of a child, the benchmark's own process), and the benchmark's
- * own CPUs given back afterwards.
+ * bench:hop's and bench:proxy's --placement: the CPUs each process may use, read back
+ * from /proc while it runs (every thread of a child, the benchmark's own process), and
+ * the benchmark's own CPUs given back afterwards.
  */
 
 /** Each thread's Cpus_allowed_list of `pid`. */
@@ -70,23 +72,56 @@ describe.skipIf(availableParallelism() < 2)("placement on this machine", () => {
     }
   });
 
-  it("runs bench:hop's processes where --placement puts them, then gives the benchmark its CPUs back", { timeout: 60_000 }, async () => {
-    const before = cpusAllowedOf(process.pid);
-    const plan = cpuPlanOf("proxy-alone", cpusOfList(before));
-    const options = parseHopTraceArgs(["--placement", "proxy-alone", "--targets", "engine,node-proxy", "--modes", "non-streaming", "--calls", "20", "--rounds", "1", "--warmup", "2"], projectRoot);
-    if (options === undefined) throw new Error("no options");
-    const during: { own: string; children: Record<string, string[]> }[] = [];
-    const report = await runHopTrace(options, (line) => {
-      if (line.includes("warmed up")) during.push({ own: cpusAllowedOf(process.pid), children: childrenCpus() });
-    });
-    expect(during).toEqual([{ own: plan.bench, children: { engine: [plan.engine], "node-proxy": [plan.proxy] } }]);
-    expect(plan.proxy).not.toBe(plan.engine);
-    expect(report).toContain(`placement: proxy-alone (client and taps on CPU ${plan.bench}, engine on CPU ${plan.engine}, proxy on CPU ${plan.proxy})`);
-    expect(report).toMatch(/^non-streaming\s+\(n\) node proxy/m);
-    expect(cpusAllowedOf(process.pid)).toBe(before);
-  });
+  // A child inherits the benchmark's own CPUs, so each placement can show only the pinning of a part placed apart from the client: both are run.
+  it.each(["proxy-alone", "engine-alone"] as const)(
+    "runs bench:hop's processes where --placement %s puts them, then gives the benchmark its CPUs back",
+    { timeout: 60_000 },
+    async (placement) => {
+      const before = cpusAllowedOf(process.pid);
+      const plan = cpuPlanOf(placement, cpusOfList(before));
+      const options = parseHopTraceArgs(["--placement", placement, "--targets", "engine,node-proxy,pool", "--modes", "non-streaming", "--calls", "20", "--rounds", "1", "--warmup", "2"], projectRoot);
+      if (options === undefined) throw new Error("no options");
+      const during: { own: string; children: Record<string, string[]> }[] = [];
+      const report = await runHopTrace(options, (line) => {
+        if (line.includes("warmed up")) during.push({ own: cpusAllowedOf(process.pid), children: childrenCpus() });
+      });
+      expect(during).toEqual([{ own: plan.bench, children: { engine: [plan.engine], "node-proxy": [plan.proxy], pool: [plan.proxy] } }]);
+      expect(report).toContain(`placement: ${placement} (client on CPU ${plan.bench}, engine on CPU ${plan.engine}, proxy on CPU ${plan.proxy})`);
+      expect(report).toMatch(/^non-streaming\s+\(b\) pool/m);
+      expect(cpusAllowedOf(process.pid)).toBe(before);
+    },
+  );
+
+  it.each(["proxy-alone", "engine-alone"] as const)(
+    "runs bench:proxy's load generator, engine and proxies where --placement %s puts them, and says so in the report",
+    { timeout: 60_000 },
+    async (placement) => {
+      const before = cpusAllowedOf(process.pid);
+      const plan = cpuPlanOf(placement, cpusOfList(before));
+      const options = parseProxyBenchArgs(
+        ["--placement", placement, "--targets", "engine,node-proxy,pool", "--modes", "non-streaming", "--duration", "0.3", "--warmup", "0", "--rounds", "1", "--connections", "1,2", "--moderate", "2"],
+        projectRoot,
+      );
+      if (options === undefined) throw new Error("no options");
+      const during: { own: string; children: Record<string, string[]> }[] = [];
+      const report = await measureProxyOverhead(
+        { ...options, output: undefined },
+        {
+          log: (line) => {
+            if (line.startsWith("pool core:")) during.push({ own: cpusAllowedOf(process.pid), children: childrenCpus() });
+          },
+        },
+      );
+      expect(during).toEqual([{ own: plan.bench, children: { engine: [plan.engine], "node-proxy": [plan.proxy], pool: [plan.proxy] } }]);
+      expect(report.cpus).toEqual(plan);
+      expect(proxyReportHeader(report)).toContain(`Placement: ${placement} (client on CPU ${plan.bench}, engine on CPU ${plan.engine}, proxy on CPU ${plan.proxy})`);
+      expect(summariseProxyReport(report).rows.filter((row) => !row.failed)).toHaveLength(3);
+      expect(cpusAllowedOf(process.pid)).toBe(before);
+    },
+  );
 
   it("refuses a placement it does not know before starting anything", () => {
     expect(() => parseHopTraceArgs(["--placement", "pool-alone"], projectRoot)).toThrow('--placement takes one of free, proxy-alone, engine-alone, one-cpu; got "pool-alone"');
+    expect(() => parseProxyBenchArgs(["--placement", "pool-alone"], projectRoot)).toThrow('--placement takes one of free, proxy-alone, engine-alone, one-cpu; got "pool-alone"');
   });
 });

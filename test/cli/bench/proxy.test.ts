@@ -34,6 +34,7 @@ const SHORT: ProxyBenchOptions = {
   engineInFlight: 4,
   output: undefined,
   cpuProfileDir: mkdtempSync(path.join(tmpdir(), "agentix-proxy-profile-")),
+  placement: "free",
 };
 
 describe("proxy benchmark against the engine and the pool", () => {
@@ -187,6 +188,7 @@ describe("proxy benchmark failure detection", () => {
       finishedAt: "",
       machine: { cpus: 2, cpuModel: "test", node: process.version, platform: "test", loadAverage: { start: 0, end: 0 } },
       options: { ...SHORT, targets: ["pool"], modes: ["streaming"], connections: [2], moderateConnections: 2 },
+      cpus: {},
       model: workload.model,
       edgeStateBase: null,
       targets: [{ name: "pool", label: wronglySigned.label, description: wronglySigned.description }],
@@ -232,6 +234,7 @@ describe("proxy benchmark summary over rounds", () => {
       finishedAt: "",
       machine: { cpus: 2, cpuModel: "test", node: process.version, platform: "test", loadAverage: { start: 0, end: 0 } },
       options: { ...SHORT, targets: ["engine", "pool"], modes: ["non-streaming"], connections: [1], moderateConnections: 1, rounds: 3 },
+      cpus: {},
       model: "m",
       edgeStateBase: null,
       targets: [
