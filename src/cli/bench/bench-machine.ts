@@ -16,7 +16,8 @@ export const loadAverageNow = () => Math.round((os.loadavg()[0] ?? 0) * 100) / 1
 /** Describes this machine for a run that started at load average `startLoad`. */
 export function benchMachine(startLoad: number): BenchMachine {
   return {
-    cpus: os.availableParallelism(),
+    // The machine's, not this process's: availableParallelism() is what a placement pinned the benchmark to.
+    cpus: os.cpus().length,
     cpuModel: os.cpus()[0]?.model.trim() ?? "unknown",
     node: process.version,
     platform: `${os.platform()} ${os.release()}`,

@@ -1,5 +1,5 @@
 import { readdirSync, readFileSync } from "node:fs";
-import { availableParallelism } from "node:os";
+import { availableParallelism, cpus } from "node:os";
 import { describe, expect, it } from "vitest";
 import { parseHopTraceArgs, runHopTrace } from "../../../src/cli/bench/hop-trace.js";
 import { commandOnCpus, cpuPlanOf, cpusAllowedOf, cpusOfList } from "../../../src/cli/bench/placement.js";
@@ -114,6 +114,7 @@ describe.skipIf(availableParallelism() < 2)("placement on this machine", () => {
       );
       expect(during).toEqual([{ own: plan.bench, children: { engine: [plan.engine], "node-proxy": [plan.proxy], pool: [plan.proxy] } }]);
       expect(report.cpus).toEqual(plan);
+      expect(report.machine.cpus).toBe(cpus().length);
       expect(proxyReportHeader(report)).toContain(`Placement: ${placement} (client on CPU ${plan.bench}, engine on CPU ${plan.engine}, proxy on CPU ${plan.proxy})`);
       expect(summariseProxyReport(report).rows.filter((row) => !row.failed)).toHaveLength(3);
       expect(cpusAllowedOf(process.pid)).toBe(before);
