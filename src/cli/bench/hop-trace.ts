@@ -8,7 +8,7 @@ import { listOf, oneOf, positiveInt } from "./flag-values.js";
 import { breakDownWindows, formatPhaseBreakdown, type HopWindow } from "./hop-profile.js";
 import { type HopFigures, type HopTarget, runInterleaved, TargetRound } from "./hop-round.js";
 import { startHopTap } from "./hop-tap.js";
-import { type CpuPlan, PLACEMENT_HELP, PLACEMENTS, type Placement, placementLine, underPlacement } from "./placement.js";
+import { type CpuPlan, placementHelp, PLACEMENTS, type Placement, placementLine, underPlacement } from "./placement.js";
 import { CpuProfile } from "./profile-summary.js";
 import { PROXY_MODES, type ProxyMode } from "./proxy-options.js";
 import { median } from "./proxy-report.js";
@@ -58,8 +58,8 @@ export const HOP_TRACE_USAGE = `npm run bench:hop -- [options]   one call's time
                         in and out windows down by function
   --profile-interval N  the profile's sampling interval, µs (default 25)
   --top N               rows of each breakdown (default 14)
-  --placement NAME      where the processes run, the same for every target: ${PLACEMENT_HELP}
-                        (default free)`;
+  --placement NAME      where the processes run, the same for every target:
+                        ${placementHelp("                        ")}`;
 
 export interface HopTraceOptions {
   targets: HopTargetName[];

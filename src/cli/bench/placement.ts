@@ -2,21 +2,21 @@ import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 
 /*
- * Which CPUs a proxy benchmark's processes may run on (bench:hop, bench:proxy). On this 2-vCPU VM a call at one
- * connection crosses processes four or six times, and where the kernel puts each
- * process decides what a crossing costs: a wake on the waker's own CPU is a switch of a
- * few µs; a wake on the other vCPU, halted while idle, is an interrupt to the host and
- * back, ~25-40 µs (perf sched timehist, README "tenth pass"). Left free, the kernel's
- * load balancing gave a busy pool a vCPU of its own and let the bare node proxy share
- * the client's, so the two hops were not measured alike. A placement pins every
- * process the same way for every target, with taskset (util-linux): its children are
- * started under `taskset -c`, and the benchmark pins its own threads (the client, and
- * bench:hop's taps) and gives them back their CPUs when it is done.
+ * Which CPUs a proxy benchmark's processes may run on (bench:hop, bench:proxy). On this
+ * 2-vCPU VM a call at one connection crosses processes four or six times, and where the
+ * kernel puts each process decides what a crossing costs: a wake on the waker's own CPU
+ * is a switch of a few µs; a wake on the other vCPU, halted while idle, is an interrupt
+ * to the host and back, ~25-40 µs (perf sched timehist, README "tenth pass"). Left
+ * free, the kernel's load balancing gave a busy pool a vCPU of its own and let the bare
+ * node proxy share the client's, so the two hops were not measured alike. A placement
+ * pins every process the same way for every target, with taskset (util-linux): its
+ * children are started under `taskset -c`, and the benchmark pins its own threads (the
+ * client, and bench:hop's taps) and gives them back their CPUs when it is done.
  *
  * No placement parts the client from the engine with the proxy beside the engine (the
- * pool core sharing a GPU host's CPUs with the engine's server): bench:hop's taps live in
- * the client's process, so there a proxy's path would cross between CPUs three times each
- * way instead of once (measured: the bare node proxy +0.41 ms).
+ * pool core sharing a GPU host's CPUs with the engine's server): bench:hop's taps live
+ * in the client's process, so there a proxy's path would cross between CPUs three times
+ * each way instead of once (measured: the bare node proxy +0.41 ms).
  */
 
 export const PLACEMENTS = ["free", "proxy-alone", "engine-alone", "one-cpu"] as const;
@@ -24,16 +24,21 @@ export type Placement = (typeof PLACEMENTS)[number];
 
 /** CPU lists (taskset's syntax) per part of the benchmark; a part left out runs where the kernel puts it. */
 export interface CpuPlan {
-  /** The benchmark's own process: the client and the taps. */
+  /** The benchmark's own process: the client (and bench:hop's taps). */
   bench?: string;
   engine?: string;
   /** The target between the client and the engine: the node proxy or a pool core. */
   proxy?: string;
 }
 
-export const PLACEMENT_HELP = `free (the kernel places every process), proxy-alone (the proxy on a CPU
-                        of its own; the client, taps and engine on another), engine-alone (the engine on
-                        a CPU of its own; the client, taps and proxy on another), one-cpu (all on one)`;
+/** The --placement values for a usage text, each line after the first indented by `indent`. */
+export const placementHelp = (indent: string): string =>
+  [
+    "free (the kernel places every process; the default),",
+    "proxy-alone (the proxy on a CPU of its own, the client and the engine on another),",
+    "engine-alone (the engine on a CPU of its own, the client and the proxy on another),",
+    "one-cpu (all on one)",
+  ].join(`\n${indent}`);
 
 /** The CPUs of a taskset-style list ("0-1,4" → [0, 1, 4]). */
 export function cpusOfList(list: string): number[] {

@@ -1,7 +1,7 @@
 import path from "node:path";
 import { parseArgs } from "node:util";
 import { listOf, oneOf, positiveInt, positiveNumber } from "./flag-values.js";
-import { PLACEMENT_HELP, PLACEMENTS, type Placement } from "./placement.js";
+import { placementHelp, PLACEMENTS, type Placement } from "./placement.js";
 import { sourceTreeOf } from "./source-tree.js";
 
 /*
@@ -68,9 +68,9 @@ simulated engine directly and through each proxy, at a few concurrency levels.
   --pool-tree DIR|REV  run (b) from that checkout or revision instead of this one
   --cpu-profile DIR    write the pool core's V8 CPU profile (.cpuprofile, for Chrome DevTools
                        or speedscope) into DIR when it stops
-  --placement NAME     where the processes run, the same for every target (the engine's CPU, the
-                       proxies' CPU, the load generator's): ${PLACEMENT_HELP}
-                       (default free)`;
+  --placement NAME     where the load generator (the client), the engine and the proxies run,
+                       the same for every target:
+                       ${placementHelp("                       ")}`;
 
 /** Parses the flags; throws with a clear message on any bad value. Returns undefined for --help. */
 export function parseProxyBenchArgs(argv: string[], root: string): ProxyBenchOptions | undefined {
