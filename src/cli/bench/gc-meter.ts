@@ -1,30 +1,20 @@
 import { constants, PerformanceObserver } from "node:perf_hooks";
+// A type only, erased at run time: the shape is the wire schema's (proxy-server-spec.ts).
+import type { GcTotals } from "./proxy-server-spec.js";
 
 /*
  * The garbage collector's pauses in a benchmark's server process, summed from Node's
  * `gc` performance entries and sent to the parent over IPC when it asks
  * (proxy-server-process.ts ServerProcess.gcTotals). Loaded into every server process the
  * benches start (gc-meter-preload.ts, `node --import`), whichever source tree the server
- * runs, so a baseline pool is metered as this one is. Node built-ins only: it runs in
- * another tree's process.
+ * runs, so a baseline pool is metered as this one is. Node built-ins only at run time:
+ * it runs in another tree's process.
  */
 
 /** Parent → child: send your GC totals. */
 export const GC_TOTALS_REQUEST = "gc-totals";
 
-/** Pause time (ms, on the main thread) and count per kind of collection since the process started. */
-export interface GcTotals {
-  /** Scavenges: young-generation collections. */
-  minorMs: number;
-  minorCount: number;
-  /** Mark-compacts: full collections (their final pause; the incremental steps are apart). */
-  majorMs: number;
-  majorCount: number;
-  /** Incremental marking steps of full collections. */
-  incrementalMs: number;
-  /** Weak-callback processing. */
-  weakMs: number;
-}
+export type { GcTotals };
 
 export function startGcMeter(): void {
   const totals: GcTotals = { minorMs: 0, minorCount: 0, majorMs: 0, majorCount: 0, incrementalMs: 0, weakMs: 0 };

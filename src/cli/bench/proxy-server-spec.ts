@@ -72,18 +72,23 @@ export const ChildMessage = z.discriminatedUnion("type", [
 ]);
 export type ChildMessage = z.infer<typeof ChildMessage>;
 
-/** Child → parent: its GC totals, asked for with GC_TOTALS_REQUEST (gc-meter.ts). */
-export const GcTotalsReply = z.object({
-  type: z.literal(GC_TOTALS_REQUEST),
-  totals: z.strictObject({
-    minorMs: z.number(),
-    minorCount: z.number(),
-    majorMs: z.number(),
-    majorCount: z.number(),
-    incrementalMs: z.number(),
-    weakMs: z.number(),
-  }),
+/** Pause time (ms, on the main thread) and count per kind of collection since the process started (gc-meter.ts). */
+const GcTotals = z.strictObject({
+  /** Scavenges: young-generation collections. */
+  minorMs: z.number(),
+  minorCount: z.number(),
+  /** Mark-compacts: full collections (their final pause; the incremental steps are apart). */
+  majorMs: z.number(),
+  majorCount: z.number(),
+  /** Incremental marking steps of full collections. */
+  incrementalMs: z.number(),
+  /** Weak-callback processing. */
+  weakMs: z.number(),
 });
+export type GcTotals = z.infer<typeof GcTotals>;
+
+/** Child → parent: its GC totals, asked for with GC_TOTALS_REQUEST. */
+export const GcTotalsReply = z.object({ type: z.literal(GC_TOTALS_REQUEST), totals: GcTotals });
 
 /** Parent → child: shut down cleanly (so the edge stack's wrangler group goes too). */
 export const STOP_MESSAGE = "stop";
