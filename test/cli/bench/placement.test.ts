@@ -2,7 +2,7 @@ import { readdirSync, readFileSync } from "node:fs";
 import { availableParallelism, cpus } from "node:os";
 import { describe, expect, it } from "vitest";
 import { parseHopTraceArgs, runHopTrace } from "../../../src/cli/bench/hop-trace.js";
-import { commandOnCpus, cpuPlanOf, cpusAllowedOf, cpusOfList } from "../../../src/cli/bench/placement.js";
+import { commandOnCpus, cpuPlanOf, cpusAllowedOf, cpusOfList, type Placement } from "../../../src/cli/bench/placement.js";
 import { startEngineProcess } from "../../../src/cli/bench/proxy-server-process.js";
 import { parseProxyBenchArgs } from "../../../src/cli/bench/proxy-options.js";
 import { proxyReportHeader, summariseProxyReport } from "../../../src/cli/bench/proxy-report.js";
@@ -72,23 +72,32 @@ describe.skipIf(availableParallelism() < 2)("placement on this machine", () => {
     }
   });
 
+  /**
+   * Runs a bench under `placement`: where this process and its children run when `at`
+   * picks a log line of the run, and the bench's result. Checks that the benchmark has
+   * its own CPUs back after.
+   */
+  async function placedRun<R>(placement: Placement, at: (line: string) => boolean, run: (log: (line: string) => void) => Promise<R>) {
+    const before = cpusAllowedOf(process.pid);
+    const during: { own: string; children: Record<string, string[]> }[] = [];
+    const result = await run((line) => {
+      if (at(line)) during.push({ own: cpusAllowedOf(process.pid), children: childrenCpus() });
+    });
+    expect(cpusAllowedOf(process.pid)).toBe(before);
+    return { plan: cpuPlanOf(placement, cpusOfList(before)), during, result };
+  }
+
   // A child inherits the benchmark's own CPUs, so each placement can show only the pinning of a part placed apart from the client: both are run.
   it.each(["proxy-alone", "engine-alone"] as const)(
     "runs bench:hop's processes where --placement %s puts them, then gives the benchmark its CPUs back",
     { timeout: 60_000 },
     async (placement) => {
-      const before = cpusAllowedOf(process.pid);
-      const plan = cpuPlanOf(placement, cpusOfList(before));
       const options = parseHopTraceArgs(["--placement", placement, "--targets", "engine,node-proxy,pool", "--modes", "non-streaming", "--calls", "20", "--rounds", "1", "--warmup", "2"], projectRoot);
       if (options === undefined) throw new Error("no options");
-      const during: { own: string; children: Record<string, string[]> }[] = [];
-      const report = await runHopTrace(options, (line) => {
-        if (line.includes("warmed up")) during.push({ own: cpusAllowedOf(process.pid), children: childrenCpus() });
-      });
+      const { plan, during, result: report } = await placedRun(placement, (line) => line.includes("warmed up"), (log) => runHopTrace(options, log));
       expect(during).toEqual([{ own: plan.bench, children: { engine: [plan.engine], "node-proxy": [plan.proxy], pool: [plan.proxy] } }]);
       expect(report).toContain(`placement: ${placement} (client on CPU ${plan.bench}, engine on CPU ${plan.engine}, proxy on CPU ${plan.proxy})`);
       expect(report).toMatch(/^non-streaming\s+\(b\) pool/m);
-      expect(cpusAllowedOf(process.pid)).toBe(before);
     },
   );
 
@@ -96,28 +105,21 @@ describe.skipIf(availableParallelism() < 2)("placement on this machine", () => {
     "runs bench:proxy's load generator, engine and proxies where --placement %s puts them, and says so in the report",
     { timeout: 60_000 },
     async (placement) => {
-      const before = cpusAllowedOf(process.pid);
-      const plan = cpuPlanOf(placement, cpusOfList(before));
       const options = parseProxyBenchArgs(
         ["--placement", placement, "--targets", "engine,node-proxy,pool", "--modes", "non-streaming", "--duration", "0.3", "--warmup", "0", "--rounds", "1", "--connections", "1,2", "--moderate", "2"],
         projectRoot,
       );
       if (options === undefined) throw new Error("no options");
-      const during: { own: string; children: Record<string, string[]> }[] = [];
-      const report = await measureProxyOverhead(
-        { ...options, output: undefined },
-        {
-          log: (line) => {
-            if (line.startsWith("pool core:")) during.push({ own: cpusAllowedOf(process.pid), children: childrenCpus() });
-          },
-        },
+      const { plan, during, result: report } = await placedRun(
+        placement,
+        (line) => line.startsWith("pool core:"),
+        (log) => measureProxyOverhead({ ...options, output: undefined }, { log }),
       );
       expect(during).toEqual([{ own: plan.bench, children: { engine: [plan.engine], "node-proxy": [plan.proxy], pool: [plan.proxy] } }]);
       expect(report.cpus).toEqual(plan);
       expect(report.machine.cpus).toBe(cpus().length);
       expect(proxyReportHeader(report)).toContain(`Placement: ${placement} (client on CPU ${plan.bench}, engine on CPU ${plan.engine}, proxy on CPU ${plan.proxy})`);
       expect(summariseProxyReport(report).rows.filter((row) => !row.failed)).toHaveLength(3);
-      expect(cpusAllowedOf(process.pid)).toBe(before);
     },
   );
 
