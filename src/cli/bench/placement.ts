@@ -65,11 +65,11 @@ export function cpuPlanOf(placement: Placement, allowed: readonly number[]): Cpu
   return placement === "proxy-alone" ? { bench: first, engine: first, proxy: second } : { bench: first, engine: second, proxy: first };
 }
 
-/** The CPUs a process may run on, from /proc (Linux): its Cpus_allowed_list, e.g. "0-1". */
-export function cpusAllowedOf(pid: number): string {
-  const status = readFileSync(`/proc/${pid}/status`, "utf8");
-  const line = /^Cpus_allowed_list:\s*(\S+)$/m.exec(status);
-  if (line?.[1] === undefined) throw new Error(`/proc/${pid}/status has no Cpus_allowed_list`);
+/** The CPUs a thread of a process may run on (its main thread by default), from /proc (Linux): its Cpus_allowed_list, e.g. "0-1". */
+export function cpusAllowedOf(pid: number, thread: number = pid): string {
+  const file = `/proc/${pid}/task/${thread}/status`;
+  const line = /^Cpus_allowed_list:\s*(\S+)$/m.exec(readFileSync(file, "utf8"));
+  if (line?.[1] === undefined) throw new Error(`${file} has no Cpus_allowed_list`);
   return line[1];
 }
 

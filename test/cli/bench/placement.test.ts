@@ -15,8 +15,7 @@ import { measureProxyOverhead, projectRoot } from "../../../src/cli/bench/proxy-
  */
 
 /** Each thread's Cpus_allowed_list of `pid`. */
-const threadCpus = (pid: number): string[] =>
-  readdirSync(`/proc/${pid}/task`).map((tid) => /^Cpus_allowed_list:\s*(\S+)$/m.exec(readFileSync(`/proc/${pid}/task/${tid}/status`, "utf8"))?.[1] ?? "?");
+const threadCpus = (pid: number): string[] => readdirSync(`/proc/${pid}/task`).map((tid) => cpusAllowedOf(pid, Number(tid)));
 
 /** This process's benchmark children (proxy-server-child.ts) by role, with their threads' CPUs. */
 function childrenCpus(): Record<string, string[]> {
