@@ -13,13 +13,14 @@ import {
   startSimEngine,
 } from "../sim/engine-server.js";
 import { waitForHttp } from "./http-wait.js";
-import { type LongRunningWrangler, runWrangler, startWrangler } from "./wrangler-process.js";
+import { type LongRunningProcess, runWrangler, startEdgeDevServer } from "./wrangler-process.js";
 
 /*
  * The whole stack on one machine: simulated engines and a pool core in this
- * process, the edge Worker under `wrangler dev` (local D1 and Durable Objects,
- * persisted in the state directory). Credentials are generated once and kept in
- * the state directory, so the dev key survives restarts with the local D1.
+ * process, the edge Worker on wrangler's dev server in another (edge-dev-server.ts;
+ * local D1 and Durable Objects, persisted in the state directory). Credentials are
+ * generated once and kept in the state directory, so the dev key survives restarts
+ * with the local D1.
  */
 
 export interface LocalStackOptions {
@@ -51,7 +52,7 @@ export interface LocalStackOptions {
   log?: (line: string) => void;
   /** Lines wrangler prints (noisy; default dropped). */
   wranglerLog?: (line: string) => void;
-  /** More edge vars (wrangler dev --var), e.g. bench:edge's COUNT_IO and baseline switch. */
+  /** More edge vars (over wrangler.toml's), e.g. bench:edge's COUNT_IO and baseline switch. */
   edgeVars?: Readonly<Record<string, string>>;
 }
 
@@ -288,7 +289,7 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
   const persistDir = path.join(options.stateDir, "wrangler");
 
   const pools: LocalPool[] = [];
-  let edge: LongRunningWrangler | undefined;
+  let edge: LongRunningProcess | undefined;
   const stop = async () => {
     await edge?.stop();
     await Promise.all(pools.map((pool) => pool.stop()));
@@ -315,22 +316,8 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
       ...(options.idleTtlMs ? { PROGRAM_IDLE_TTL_MS: String(options.idleTtlMs) } : {}),
       ...options.edgeVars,
     };
-    edge = startWrangler(
-      [
-        "dev",
-        "--ip",
-        "127.0.0.1",
-        "--port",
-        String(options.edgePort),
-        "--persist-to",
-        persistDir,
-        "--inspector-port",
-        "0",
-        "--show-interactive-dev-session=false",
-        "--log-level",
-        "warn",
-        ...Object.entries(vars).flatMap(([name, value]) => ["--var", `${name}:${value}`]),
-      ],
+    edge = startEdgeDevServer(
+      { config: path.join(options.root, "wrangler.toml"), host: "127.0.0.1", port: options.edgePort, persistDir, vars, logLevel: "warn" },
       { cwd: options.root, onOutput: options.wranglerLog },
     );
     const edgeUrl = `http://127.0.0.1:${options.edgePort}`;

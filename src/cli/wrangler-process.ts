@@ -1,12 +1,17 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { createRequire } from "node:module";
+import { pathToFileURL } from "node:url";
+import { EDGE_DEV_SPEC_ENV, type EdgeDevSpec, edgeDevServerEntry } from "./edge-dev-spec.js";
 
 /*
- * Runs wrangler's CLI as a child process group, so stopping it also stops the
- * workerd processes it starts (no orphans after Ctrl-C).
+ * Runs wrangler's CLI to completion, and the edge's dev server (wrangler's API) as a
+ * child process group, so stopping it also stops the workerd processes it starts (no
+ * orphans after Ctrl-C).
  */
 
 const wranglerBin = createRequire(import.meta.url).resolve("wrangler/bin/wrangler.js");
+/** The edge's dev server is TypeScript (it imports wrangler's API): run through tsx's loader. */
+const tsxLoader = pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href;
 
 export interface WranglerRunOptions {
   cwd: string;
@@ -68,16 +73,24 @@ export function runWrangler(args: string[], options: WranglerRunOptions): Promis
   });
 }
 
-export interface LongRunningWrangler {
+export interface LongRunningProcess {
   readonly pid: number;
   /** Resolves when the process group is gone. */
   stop(): Promise<void>;
   readonly exited: Promise<number | null>;
 }
 
-/** Starts a long-running wrangler command (e.g. `dev`) in its own process group. */
-export function startWrangler(args: string[], options: WranglerRunOptions): LongRunningWrangler {
-  const child = spawn(process.execPath, [wranglerBin, ...args], {
+/** Starts the edge Worker on wrangler's local dev server (edge-dev-server.ts) in its own process group. */
+export function startEdgeDevServer(spec: EdgeDevSpec, options: WranglerRunOptions): LongRunningProcess {
+  return startProcessGroup(["--import", tsxLoader, edgeDevServerEntry], {
+    ...options,
+    env: { ...options.env, [EDGE_DEV_SPEC_ENV]: JSON.stringify(spec) },
+  });
+}
+
+/** Starts a long-running Node script (`node ...argv`) in its own process group. */
+function startProcessGroup(argv: string[], options: WranglerRunOptions): LongRunningProcess {
+  const child = spawn(process.execPath, argv, {
     cwd: options.cwd,
     env: wranglerEnv(options.env),
     stdio: ["ignore", "pipe", "pipe"],
@@ -86,7 +99,7 @@ export function startWrangler(args: string[], options: WranglerRunOptions): Long
   forwardLines(child, options.onOutput);
   const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
   const pid = child.pid;
-  if (pid === undefined) throw new Error("could not start wrangler");
+  if (pid === undefined) throw new Error(`could not start node ${argv.join(" ")}`);
   const signalGroup = (signal: NodeJS.Signals): void => {
     try {
       process.kill(-pid, signal);

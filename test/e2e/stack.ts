@@ -97,9 +97,8 @@ export async function waitFor<T>(probe: () => Promise<T>, done: (value: T) => bo
 /** How long past waitFor's deadline one probe may take (a `wrangler d1 execute` takes seconds on a loaded machine). */
 const PROBE_GRACE_MS = 15_000;
 /**
- * Longest one probe may take before it counts as failed and is asked again: after a client's
- * hang-up the local runtime has left a request to the edge unanswered for over 45 s (CI), while
- * a new one is answered.
+ * Longest one probe may take before it counts as failed and is asked again, so a request the
+ * local runtime leaves hanging fails the wait with a reason instead of the test's timeout.
  */
 const PROBE_MAX_MS = 15_000;
 
