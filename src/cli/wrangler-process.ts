@@ -1,7 +1,7 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { createRequire } from "node:module";
-import { pathToFileURL } from "node:url";
 import { EDGE_DEV_SPEC_ENV, type EdgeDevSpec, edgeDevServerEntry } from "./edge-dev-spec.js";
+import { tsxLoader } from "./tsx-loader.js";
 
 /*
  * Runs wrangler's CLI to completion, and the edge's dev server (wrangler's API) as a
@@ -10,8 +10,6 @@ import { EDGE_DEV_SPEC_ENV, type EdgeDevSpec, edgeDevServerEntry } from "./edge-
  */
 
 const wranglerBin = createRequire(import.meta.url).resolve("wrangler/bin/wrangler.js");
-/** The edge's dev server is TypeScript (it imports wrangler's API): run through tsx's loader. */
-const tsxLoader = pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href;
 
 export interface WranglerRunOptions {
   cwd: string;
@@ -80,7 +78,7 @@ export interface LongRunningProcess {
   readonly exited: Promise<number | null>;
 }
 
-/** Starts the edge Worker on wrangler's local dev server (edge-dev-server.ts) in its own process group. */
+/** Starts the edge Worker on wrangler's local dev server (edge-dev-server.ts, TypeScript: through tsx) in its own process group. */
 export function startEdgeDevServer(spec: EdgeDevSpec, options: WranglerRunOptions): LongRunningProcess {
   return startProcessGroup(["--import", tsxLoader, edgeDevServerEntry], {
     ...options,

@@ -1,11 +1,11 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { existsSync } from "node:fs";
-import { createRequire } from "node:module";
 import path from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import type { z } from "zod";
 import { POOL_NODE_FLAGS } from "../../pool/node-flags.js";
 import { GC_TOTALS_REQUEST, type GcTotals } from "./gc-meter.js";
+import { tsxLoader } from "../tsx-loader.js";
 import { commandOnCpus } from "./placement.js";
 import {
   ChildMessage,
@@ -41,7 +41,6 @@ export interface ServerProcess<Ready> {
 const childScript = fileURLToPath(new URL("./proxy-server-child.ts", import.meta.url));
 const CHILD_IN_TREE = "src/cli/bench/proxy-server-child.ts";
 const POOL_FLAGS_IN_TREE = "src/pool/node-flags.ts";
-const tsxLoader = pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href;
 /** This tree's GC meter, loaded into every server process (a baseline tree's too). */
 const gcMeterPreload = new URL("./gc-meter-preload.ts", import.meta.url).href;
 const GC_TOTALS_WAIT_MS = 1_000;
